@@ -1,0 +1,45 @@
+"""The process-wide default storage, and how a run picks its storage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from procflow.storage.base import Storage
+    from procflow.workflows.workflow import Workflow
+
+__all__ = ["get_default_storage", "resolve_storage", "set_default_storage"]
+
+_default: Storage | None = None
+_fallback: Storage | None = None
+
+
+def set_default_storage(storage: Storage | None) -> None:
+    """Set the storage runs use when neither the run nor its workflow names one.
+
+    Args:
+        storage: The storage, or ``None`` to go back to the in-memory fallback.
+    """
+    global _default
+    _default = storage
+
+
+def get_default_storage() -> Storage | None:
+    """The storage set with ``set_default_storage``, if any."""
+    return _default
+
+
+def resolve_storage(given: Storage | None, wf: Workflow) -> Storage:
+    """The storage for a run: the given one, the workflow's, the default, or in-memory."""
+    global _fallback
+    if given is not None:
+        return given
+    if wf.storage is not None:
+        return wf.storage
+    if _default is not None:
+        return _default
+    if _fallback is None:
+        from procflow.storage.memory import InMemoryStorage
+
+        _fallback = InMemoryStorage()
+    return _fallback

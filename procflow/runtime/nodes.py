@@ -1,0 +1,330 @@
+"""Plan nodes: one async callable per builder entry, compiled once per workflow."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from procflow.errors import StepExecutionError, StepValidationError, TripWire
+from procflow.runtime.executor import Execution, Failed, Scope, Suspended, run_unit
+from procflow.runtime.results import StepResult
+from procflow.steps.context import BailSignal, StepContext
+from procflow.workflows.plan import (
+    BranchEntry,
+    Entry,
+    ForeachEntry,
+    LoopEntry,
+    MapEntry,
+    ParallelEntry,
+    SleepEntry,
+    SleepUntilEntry,
+    StepEntry,
+    StepLike,
+)
+
+if TYPE_CHECKING:
+    from procflow.workflows.workflow import Workflow
+
+__all__ = ["Node", "compile_plan"]
+
+Node = Callable[[Execution, Any, Scope], Awaitable[Any]]
+
+
+def compile_plan(wf: Workflow) -> list[Node]:
+    """Turn a workflow's entries into the callables the executor runs."""
+    return [_compile(entry) for entry in wf.entries]
+
+
+def _compile(entry: Entry) -> Node:
+    if isinstance(entry, StepEntry):
+        unit = entry.step
+
+        async def then(ex: Execution, data: Any, scope: Scope) -> Any:
+            return await run_unit(ex, unit, data, scope)
+        return then
+    if isinstance(entry, ParallelEntry):
+        steps = entry.steps
+
+        async def parallel(ex: Execution, data: Any, scope: Scope) -> Any:
+            return await _together(ex, steps, data, scope)
+        return parallel
+    if isinstance(entry, BranchEntry):
+        return _branch(entry)
+    if isinstance(entry, MapEntry):
+        return _map(entry)
+    if isinstance(entry, ForeachEntry):
+        return _foreach(entry)
+    if isinstance(entry, LoopEntry):
+        return _loop(entry)
+    return _sleep(entry)
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception that should leave a task group: a control signal first."""
+    flat: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(reversed(exc.exceptions))
+        else:
+            flat.append(exc)
+    for kind in (BailSignal, TripWire):
+        for exc in flat:
+            if isinstance(exc, kind):
+                return exc
+    cancelled = anyio.get_cancelled_exc_class()
+    for exc in flat:
+        if not isinstance(exc, cancelled):
+            return exc
+    return flat[0]
+
+
+async def _together(ex: Execution, steps: Sequence[StepLike], data: Any, scope: Scope,
+                    ) -> dict[str, Any]:
+    """Run steps concurrently on one input; merge state in order; aggregate outcomes."""
+    n = len(steps)
+    if n == 1:
+        return {steps[0].id: await run_unit(ex, steps[0], data, scope)}
+    forks = [scope.fork() for _ in range(n)]
+    outputs: list[Any] = [None] * n
+    failures: list[Failed | None] = [None] * n
+    suspended: list[str] = []
+
+    async def one(i: int) -> None:
+        try:
+            outputs[i] = await run_unit(ex, steps[i], data, forks[i])
+        except Failed as failed:
+            failures[i] = failed
+        except Suspended as sus:
+            suspended.extend(sus.paths)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+    except BaseExceptionGroup as group:
+        raise _unwrap_group(group) from None
+    scope.join(forks)
+    for failed in failures:
+        if failed is not None:
+            raise failed
+    if suspended:
+        raise Suspended(suspended)
+    return {steps[i].id: outputs[i] for i in range(n)}
+
+
+def _branch(entry: BranchEntry) -> Node:
+    branches = entry.branches
+
+    async def branch(ex: Execution, data: Any, scope: Scope) -> Any:
+        chosen = []
+        for condition, unit in branches:
+            path = scope.prefix + unit.id
+            ctx = StepContext(ex, scope, path, data)
+            try:
+                holds = await _maybe_await(condition(ctx))
+            except Exception as exc:
+                err = StepExecutionError(
+                    f"workflow '{scope.wf.id}': the branch condition of step '{path}' raised "
+                    f"{type(exc).__name__}: {exc}", workflow_id=scope.wf.id,
+                    run_id=ex.run_id, step_id=path)
+                err.__cause__ = exc
+                await ex.record(path, StepResult("failed", error=err, started_at=time.time()))
+                raise Failed(path, err) from exc
+            if holds:
+                chosen.append(unit)
+            else:
+                await ex.record(path, StepResult("skipped", started_at=time.time(),
+                                                 ended_at=time.time(), attempts=0))
+                await ex.event("step-skipped", path, None)
+        if not chosen:
+            return {}
+        return await _together(ex, chosen, data, scope)
+    return branch
+
+
+def _map(entry: MapEntry) -> Node:
+    fn, map_id = entry.fn, entry.id
+
+    async def map_(ex: Execution, data: Any, scope: Scope) -> Any:
+        path = scope.prefix + map_id
+        try:
+            return await _maybe_await(fn(StepContext(ex, scope, path, data)))
+        except (BailSignal, TripWire):
+            raise
+        except Exception as exc:
+            err = StepExecutionError(
+                f"workflow '{scope.wf.id}', map '{path}' failed: {type(exc).__name__}: {exc}",
+                workflow_id=scope.wf.id, run_id=ex.run_id, step_id=path)
+            err.__cause__ = exc
+            await ex.event("step-error", path, {"error": err})
+            raise Failed(path, err) from exc
+    return map_
+
+
+def _foreach(entry: ForeachEntry) -> Node:
+    unit, concurrency = entry.step, entry.concurrency
+
+    async def foreach(ex: Execution, data: Any, scope: Scope) -> Any:
+        path = scope.prefix + unit.id
+        rec = ex.records.get(path) if ex.records else None
+        if rec is not None and rec.status == "success":
+            return [_hydrate_item(unit, o) for o in rec.output]
+        started = time.time()
+        if not isinstance(data, list | tuple):
+            err = StepValidationError(
+                f"workflow '{scope.wf.id}': foreach step '{path}' needs a list as input, got "
+                f"{type(data).__name__}; add a .map() that returns the list",
+                workflow_id=scope.wf.id, run_id=ex.run_id, step_id=path, field="<root>")
+            await ex.record(path, StepResult("failed", error=err, started_at=started,
+                                             ended_at=time.time()))
+            raise Failed(path, err)
+        done: dict[int, Any] = dict(rec.partial or {}) if rec is not None else {}
+        if ex.send is not None:
+            await ex.event("step-start", path, {"input": data, "items": len(data)})
+        outputs, failed, suspended = await _run_items(ex, unit, data, scope, path, done,
+                                                      concurrency)
+        if failed is not None:
+            await ex.record(path, StepResult("failed", error=failed.error, started_at=started,
+                                             ended_at=time.time(), partial=outputs))
+            raise failed
+        if suspended:
+            await ex.record(path, StepResult("suspended", started_at=started, partial=outputs))
+            raise Suspended(suspended)
+        result = [outputs[i] for i in range(len(data))]
+        await ex.record(path, StepResult("success", result, None, started, time.time()))
+        if ex.send is not None:
+            await ex.event("step-result", path, {"output": result})
+        return result
+    return foreach
+
+
+def _hydrate_item(unit: StepLike, output: Any) -> Any:
+    return unit.output.validate(output) if unit.output is not None and output is not None \
+        else output
+
+
+async def _run_items(ex: Execution, unit: StepLike, items: Sequence[Any], scope: Scope,
+                     path: str, done: dict[int, Any], concurrency: int,
+                     ) -> tuple[dict[int, Any], Failed | None, list[str]]:
+    """Run the not-yet-done items, at most ``concurrency`` at once, stopping on trouble."""
+    outputs = {i: _hydrate_item(unit, o) for i, o in done.items()}
+    todo = iter([i for i in range(len(items)) if i not in done])
+    failures: dict[int, Failed] = {}
+    suspended: list[str] = []
+    forks: dict[int, Scope] = {}
+
+    async def item(i: int) -> bool:
+        fork = forks[i] = scope.fork()
+        item_path = f"{path}[{i}]"
+        try:
+            outputs[i] = await run_unit(ex, unit, items[i], fork, path=item_path, keep=False,
+                                        replay=True)
+        except Failed as failed:
+            failures[i] = failed
+            return False
+        except Suspended as sus:
+            suspended.extend(sus.paths)
+            return False
+        return True
+
+    if concurrency == 1:
+        for i in todo:
+            if not await item(i):
+                break
+    else:
+        stop = False
+
+        async def worker() -> None:
+            nonlocal stop
+            for i in todo:
+                if stop or not await item(i):
+                    stop = True
+                    return
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for _ in range(min(concurrency, len(items))):
+                    tg.start_soon(worker)
+        except BaseExceptionGroup as group:
+            raise _unwrap_group(group) from None
+    scope.join([forks[i] for i in sorted(forks)])
+    first = failures[min(failures)] if failures else None
+    return outputs, first, suspended
+
+
+def _loop(entry: LoopEntry) -> Node:
+    unit, condition, mode, limit = entry.step, entry.condition, entry.mode, entry.max_iterations
+
+    async def loop(ex: Execution, data: Any, scope: Scope) -> Any:
+        path = scope.prefix + unit.id
+        rec = ex.records.get(path) if ex.records else None
+        iteration = 0
+        out = data
+        if rec is not None and rec.status == "success":
+            iteration, out = rec.iterations, await run_unit(ex, unit, data, scope)
+        else:
+            iteration = 1
+            out = await run_unit(ex, unit, data, scope, replay=True, iteration=1)
+        while True:
+            ctx = StepContext(ex, scope, path, out, iteration_count=iteration)
+            try:
+                holds = bool(await _maybe_await(condition(ctx)))
+            except (BailSignal, TripWire):
+                raise
+            except Exception as exc:
+                err = StepExecutionError(
+                    f"workflow '{scope.wf.id}': the {mode} condition of step '{path}' raised "
+                    f"{type(exc).__name__}: {exc}", workflow_id=scope.wf.id,
+                    run_id=ex.run_id, step_id=path)
+                err.__cause__ = exc
+                raise Failed(path, err) from exc
+            if holds != (mode == "dowhile"):
+                return out
+            if limit is not None and iteration >= limit:
+                err = StepExecutionError(
+                    f"workflow '{scope.wf.id}': {mode} step '{path}' reached max_iterations="
+                    f"{limit} without its condition ending the loop",
+                    workflow_id=scope.wf.id, run_id=ex.run_id, step_id=path)
+                raise Failed(path, err)
+            iteration += 1
+            out = await run_unit(ex, unit, out, scope, replay=False, iteration=iteration)
+    return loop
+
+
+def _sleep(entry: SleepEntry | SleepUntilEntry) -> Node:
+    async def sleep(ex: Execution, data: Any, scope: Scope) -> Any:
+        path = scope.prefix + entry.id
+        if ex.send is not None:
+            await ex.event("step-start", path, {"input": data})
+        ctx = StepContext(ex, scope, path, data)
+        if isinstance(entry, SleepEntry):
+            seconds = entry.seconds
+            delay = float(await _maybe_await(seconds(ctx)) if callable(seconds) else seconds)
+        else:
+            until = entry.until
+            moment = await _maybe_await(until(ctx)) if callable(until) else until
+            if not isinstance(moment, datetime):
+                raise Failed(path, StepExecutionError(
+                    f"workflow '{scope.wf.id}': sleep_until '{path}' needs a datetime, got "
+                    f"{type(moment).__name__}", workflow_id=scope.wf.id, step_id=path))
+            now = datetime.now(UTC) if moment.tzinfo else datetime.now()
+            delay = (moment - now).total_seconds()
+        if delay > 0:
+            await anyio.sleep(delay)
+        if ex.send is not None:
+            await ex.event("step-result", path, {"output": data})
+        return data
+    return sleep

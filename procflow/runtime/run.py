@@ -1,0 +1,390 @@
+"""``Run``: one execution history of a workflow: start, stream, resume, cancel, restart."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from procflow.context import RequestContext
+from procflow.errors import (
+    RunNotFoundError,
+    RunNotSuspendedError,
+    RunStateError,
+    SnapshotCorruptedError,
+    StepValidationError,
+    TripWire,
+)
+from procflow.runtime.defaults import resolve_storage
+from procflow.runtime.events import WorkflowEvent
+from procflow.runtime.executor import Execution, Failed, Suspended, run_plan
+from procflow.runtime.results import RunStatus, StepResult, WorkflowResult
+from procflow.runtime.stream import RunStream
+from procflow.steps.context import BailSignal
+from procflow.steps.step import Step
+from procflow.workflows.plan import entry_steps
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+
+    from procflow.storage.base import Storage
+    from procflow.workflows.workflow import Durability, Workflow
+
+__all__ = ["Run"]
+
+_Outcome = tuple[RunStatus, Any, BaseException | None, list[str], dict[str, Any] | None]
+Sender = "MemoryObjectSendStream[WorkflowEvent] | None"
+
+
+class Run:
+    """A run of a committed workflow. Make one with ``workflow.create_run()``.
+
+    Attributes:
+        run_id: The run's id.
+        workflow: The workflow it runs.
+        storage: Where its snapshots go.
+        status: "pending" until started, then as the last execution left it.
+    """
+
+    def __init__(self, workflow: Workflow, *, run_id: str | None = None,
+                 storage: Storage | None = None, durability: Durability | None = None,
+                 ) -> None:
+        if run_id is not None and (not isinstance(run_id, str) or not run_id):
+            raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+        self.workflow = workflow
+        self.run_id = run_id or uuid.uuid4().hex
+        self.storage = resolve_storage(storage, workflow)
+        self.durability: Durability = durability or workflow.durability
+        self.status: RunStatus = "pending"
+        self._records: dict[str, StepResult] = {}
+        self._input: Any = None
+        self._state: dict[str, Any] = {}
+        self._context = RequestContext()
+        self._created_at = time.time()
+        self._result: WorkflowResult | None = None
+        self._suspended: list[str] = []
+        self._cancel_scope: anyio.CancelScope | None = None
+        self._cancel_requested = False
+        self._active = False
+
+    @classmethod
+    async def load(cls, workflow: Workflow, run_id: str, *,
+                   storage: Storage | None = None) -> Run:
+        """Rebuild a run from storage (``workflow.get_run``)."""
+        store = resolve_storage(storage, workflow)
+        loaded = await store.load_snapshot(workflow.id, run_id)
+        if loaded is None:
+            raise RunNotFoundError(
+                f"workflow '{workflow.id}' has no stored run '{run_id}' in "
+                f"{type(store).__name__}; check the run id and the storage",
+                workflow_id=workflow.id, run_id=run_id)
+        snap, steps = loaded
+        run = cls(workflow, run_id=run_id, storage=store)
+        run.status = snap.status
+        run._records = steps
+        run._state = dict(snap.state)
+        run._context = RequestContext(snap.request_context)
+        run._created_at = snap.created_at
+        run._suspended = [".".join(p) for p in snap.suspended]
+        try:
+            run._input = (workflow.input.validate(snap.input)
+                          if workflow.input is not None and snap.input is not None
+                          else snap.input)
+        except Exception as exc:
+            raise SnapshotCorruptedError(
+                f"stored input of run '{run_id}' (workflow '{workflow.id}') no longer matches "
+                f"the workflow's input schema: {exc}", workflow_id=workflow.id,
+                run_id=run_id) from exc
+        if snap.status not in ("pending", "running"):
+            run._result = WorkflowResult(
+                snap.status, snap.result, dict(steps), snap.error, dict(snap.state),
+                [list(p) for p in snap.suspended], snap.tripwire, None, run_id)
+        return run
+
+    @property
+    def result(self) -> WorkflowResult | None:
+        """The result of the last execution, if any."""
+        return self._result
+
+    # -- public API ---------------------------------------------------------------
+
+    async def start(self, input_data: Any = None, *,
+                    request_context: RequestContext | Mapping[str, Any] | None = None,
+                    initial_state: Mapping[str, Any] | None = None) -> WorkflowResult:
+        """Run the workflow from the beginning and return its result.
+
+        A failure does not raise: the result has status "failed" and the error (for
+        invalid input, a ``StepValidationError`` naming the field).
+
+        Raises:
+            RunStateError: The run was already started.
+        """
+        return await self._start(None, input_data, request_context, initial_state)
+
+    def stream(self, input_data: Any = None, *,
+               request_context: RequestContext | Mapping[str, Any] | None = None,
+               initial_state: Mapping[str, Any] | None = None) -> RunStream:
+        """Start the run and stream its ``WorkflowEvent``s.
+
+        Use ``async with run.stream(...) as events: async for event in events: ...``
+        (or iterate it directly to the end). ``events.result`` is the result afterwards.
+        """
+        return RunStream(lambda send: self._start(send, input_data, request_context,
+                                                  initial_state))
+
+    async def resume(self, step: Any = None, resume_data: Any = None, *,
+                     request_context: RequestContext | Mapping[str, Any] | None = None,
+                     ) -> WorkflowResult:
+        """Resume a suspended step and continue the run.
+
+        Args:
+            step: The suspended step: a step object, its id, a dotted path
+                ("outer.inner") or a list of ids. Optional when one step is suspended.
+            resume_data: Given to the step as ``ctx.resume_data`` (validated against its
+                ``resume_schema``).
+            request_context: Entries to add to the stored request context.
+
+        Raises:
+            RunNotSuspendedError: The run, or the named step, is not suspended.
+            RunStateError: Several steps are suspended and ``step`` does not pick one,
+                or another process resumed the run first.
+            StepValidationError: ``resume_data`` does not match the step's resume schema.
+        """
+        return await self._resume(None, step, resume_data, request_context)
+
+    def resume_stream(self, step: Any = None, resume_data: Any = None, *,
+                      request_context: RequestContext | Mapping[str, Any] | None = None,
+                      ) -> RunStream:
+        """Like ``resume``, streaming the run's events (see ``stream``)."""
+        return RunStream(lambda send: self._resume(send, step, resume_data, request_context))
+
+    async def restart(self) -> WorkflowResult:
+        """Continue a run whose process stopped (or that failed or was canceled).
+
+        Steps that completed are not run again; the rest run from the stored state.
+        A run that already succeeded returns its stored result.
+
+        Raises:
+            RunStateError: The run is running in this process, was never started, or is
+                suspended (use ``resume``).
+        """
+        self._check_idle("restart")
+        if self.status == "success" and self._result is not None:
+            return self._result
+        if self.status == "suspended":
+            raise RunStateError(
+                f"run '{self.run_id}' is suspended at {self._suspended}; use resume() instead "
+                "of restart()", workflow_id=self.workflow.id, run_id=self.run_id)
+        if self.status == "pending" and not self._records:
+            raise RunStateError(
+                f"run '{self.run_id}' was never started; call start()",
+                workflow_id=self.workflow.id, run_id=self.run_id)
+        return await self._execute(None, frozenset(), None)
+
+    async def cancel(self) -> None:
+        """Cancel the run: a running execution stops (no task is left behind) and the
+        run ends "canceled"; a pending or suspended run is marked "canceled"."""
+        self._cancel_requested = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+            return
+        if self.status in ("pending", "suspended", "running"):
+            ex = self._execution(None, frozenset(), None)
+            await self._finish(ex, ("canceled", None, None, [], None))
+
+    # -- internals ----------------------------------------------------------------
+
+    def _check_idle(self, what: str) -> None:
+        if self._active:
+            raise RunStateError(
+                f"run '{self.run_id}' is running; {what}() must wait until it ends",
+                workflow_id=self.workflow.id, run_id=self.run_id)
+
+    async def _start(self, send: Any, input_data: Any, request_context: Any,
+                     initial_state: Mapping[str, Any] | None) -> WorkflowResult:
+        if self.status != "pending" or self._active:
+            raise RunStateError(
+                f"run '{self.run_id}' was already started (status {self.status!r}); use "
+                "resume(), restart(), or create a new run", workflow_id=self.workflow.id,
+                run_id=self.run_id)
+        if initial_state is not None and not isinstance(initial_state, Mapping):
+            raise TypeError(f"initial_state must be a mapping, got {type(initial_state).__name__}")
+        self._context = _as_context(request_context)
+        self._state = dict(initial_state or {})
+        wf = self.workflow
+        if wf.input is not None:
+            try:
+                input_data = wf.input.check(input_data, what="run input", workflow_id=wf.id,
+                                            step_id=None, run_id=self.run_id)
+            except StepValidationError as exc:
+                self._input = input_data
+                ex = self._execution(send, frozenset(), None)
+                return await self._finish(ex, ("failed", None, exc, [], None))
+        self._input = input_data
+        return await self._execute(send, frozenset(), None)
+
+    async def _resume(self, send: Any, step: Any, resume_data: Any,
+                      request_context: Any) -> WorkflowResult:
+        self._check_idle("resume")
+        if self.status != "suspended":
+            raise RunNotSuspendedError(
+                f"run '{self.run_id}' of workflow '{self.workflow.id}' is not suspended "
+                f"(status {self.status!r}); only a suspended run can be resumed",
+                workflow_id=self.workflow.id, run_id=self.run_id)
+        path = self._resolve_target(step)
+        unit = _find_unit(self.workflow, path)
+        if isinstance(unit, Step) and unit.resume_check is not None:
+            resume_data = unit.resume_check.check(
+                resume_data, what="resume data", workflow_id=self.workflow.id, step_id=path,
+                run_id=self.run_id)
+        if not await self.storage.claim_run(self.workflow.id, self.run_id,
+                                            expected="suspended", new="running"):
+            raise RunStateError(
+                f"run '{self.run_id}' is no longer suspended in storage; another process "
+                "may have resumed it", workflow_id=self.workflow.id, run_id=self.run_id)
+        if request_context is not None:
+            self._context.update(_as_context(request_context))
+        return await self._execute(send, frozenset({path}), resume_data)
+
+    def _resolve_target(self, step: Any) -> str:
+        suspended = self._suspended
+        if step is None:
+            if len(suspended) == 1:
+                return suspended[0]
+            raise RunStateError(
+                f"run '{self.run_id}' has {len(suspended)} suspended steps {suspended}; "
+                "name one with resume(step=...)", workflow_id=self.workflow.id,
+                run_id=self.run_id)
+        if isinstance(step, Step) or hasattr(step, "entries"):
+            name = str(step.id)
+        elif isinstance(step, Sequence) and not isinstance(step, str):
+            name = ".".join(str(s) for s in step)
+        elif isinstance(step, str):
+            name = step
+        else:
+            raise TypeError(f"resume(step=...) takes a step, an id or a path, got {step!r}")
+        if name in suspended:
+            return name
+        matches = [p for p in suspended
+                   if p.startswith((name + ".", name + "[")) or p.endswith("." + name)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise RunNotSuspendedError(
+                f"step '{name}' of run '{self.run_id}' is not suspended; suspended steps: "
+                f"{suspended}", workflow_id=self.workflow.id, run_id=self.run_id,
+                step_id=name)
+        raise RunStateError(
+            f"step '{name}' matches several suspended steps {matches}; pass the full path",
+            workflow_id=self.workflow.id, run_id=self.run_id, step_id=name)
+
+    def _execution(self, send: Any, targets: frozenset[str], resume_data: Any) -> Execution:
+        return Execution(
+            wf=self.workflow, run_id=self.run_id, input=self._input, records=self._records,
+            state=self._state, request_context=self._context, storage=self.storage,
+            sync=self.durability == "sync", send=send, created_at=self._created_at,
+            resume_targets=targets, resume_data=resume_data)
+
+    async def _execute(self, send: MemoryObjectSendStream[WorkflowEvent] | None,
+                       targets: frozenset[str], resume_data: Any) -> WorkflowResult:
+        ex = self._execution(send, targets, resume_data)
+        self._active = True
+        self.status = "running"
+        try:
+            with anyio.CancelScope() as scope:
+                self._cancel_scope = scope
+                if self._cancel_requested:
+                    scope.cancel()
+                if ex.send is not None:
+                    await ex.event("run-start", None, {"input": self._input})
+                if ex.sync:
+                    await ex.flush("running")
+                outcome = await _outcome(ex)
+            self._cancel_scope = None
+            if scope.cancelled_caught:
+                outcome = ("canceled", None, None, [], None)
+            return await self._finish(ex, outcome)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._finish(ex, ("canceled", None, None, [], None))
+            raise
+        finally:
+            self._cancel_scope = None
+            self._active = False
+
+    async def _finish(self, ex: Execution, outcome: _Outcome) -> WorkflowResult:
+        status, result, error, suspended, tripwire = outcome
+        suspended = list(dict.fromkeys(suspended))
+        paths = [p.split(".") for p in suspended]
+        self.status = status
+        self._suspended = suspended
+        self._state = ex.top.state
+        await ex.flush(status, result=result, error=error, suspended=paths, tripwire=tripwire)
+        self._result = WorkflowResult(status, result, dict(self._records), error, self._state,
+                                      paths, tripwire, None, self.run_id)
+        if ex.send is not None:
+            await ex.event("run-finish", None, {"result": self._result})
+        return self._result
+
+    def __repr__(self) -> str:
+        return f"Run(workflow={self.workflow.id!r}, run_id={self.run_id!r}, status={self.status!r})"
+
+
+async def _outcome(ex: Execution) -> _Outcome:
+    wf = ex.wf
+    try:
+        out = await run_plan(ex, wf, ex.input, ex.top)
+        if wf.output is not None:
+            out = wf.output.check(out, what="output", workflow_id=wf.id, step_id=None,
+                                  run_id=ex.run_id)
+        return "success", out, None, [], None
+    except Suspended as sus:
+        return "suspended", None, None, sus.paths, None
+    except Failed as failed:
+        return "failed", None, failed.error, [], None
+    except BailSignal as bail:
+        try:
+            out = bail.result
+            if wf.output is not None:
+                out = wf.output.check(out, what="bail result", workflow_id=wf.id,
+                                      step_id=None, run_id=ex.run_id)
+        except StepValidationError as exc:
+            return "failed", None, exc, [], None
+        return "success", out, None, [], None
+    except TripWire as trip:
+        details = {"reason": trip.reason, "retry": trip.retry, "metadata": trip.metadata,
+                   "processor_id": trip.processor_id}
+        return "tripwire", None, trip, [], details
+    except Exception as exc:  # an error outside any step: report it, never crash the caller
+        return "failed", None, exc, [], None
+
+
+def _as_context(value: Any) -> RequestContext:
+    if value is None:
+        return RequestContext()
+    if isinstance(value, RequestContext):
+        return value
+    if isinstance(value, Mapping):
+        return RequestContext(value)
+    raise TypeError(f"request_context must be a RequestContext or a mapping, got "
+                    f"{type(value).__name__}")
+
+
+def _find_unit(wf: Workflow, path: str) -> Any:
+    """The step or nested workflow at a dotted path, or ``None``."""
+    current: Any = wf
+    for segment in path.split("."):
+        name = segment.split("[", 1)[0]
+        if not hasattr(current, "entries"):
+            return None
+        found = [s for e in current.entries for s in entry_steps(e) if s.id == name]
+        if not found:
+            return None
+        current = found[0]
+    return current
+
+
+Starter = Callable[[Any], Awaitable[WorkflowResult]]

@@ -1,0 +1,9 @@
+"""Steps: ``Step``, ``create_step``, ``@step`` and ``StepContext``."""
+
+from __future__ import annotations
+
+from procflow.steps.context import StepContext
+from procflow.steps.schema import Schema
+from procflow.steps.step import Step, create_step, step
+
+__all__ = ["Schema", "Step", "StepContext", "create_step", "step"]

@@ -1,0 +1,174 @@
+"""Steps: the units of work a workflow runs, and the ways to make them."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, overload
+
+from procflow.errors import WorkflowDefinitionError
+from procflow.steps.schema import Schema
+
+if TYPE_CHECKING:
+    from procflow.steps.context import StepContext
+    from procflow.workflows.workflow import Workflow
+
+__all__ = ["Step", "create_step", "step", "validate_id"]
+
+ExecuteFn = Callable[["StepContext"], Any]
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_:\-/]*$")
+
+
+def validate_id(value: object, *, what: str) -> str:
+    """Check a step or workflow id: a non-empty string without '.', '[', ']' or spaces.
+
+    Raises:
+        WorkflowDefinitionError: The id is not usable.
+    """
+    if not isinstance(value, str) or not value:
+        raise WorkflowDefinitionError(f"{what} needs an id: a non-empty string, got {value!r}")
+    if not _ID_RE.match(value):
+        raise WorkflowDefinitionError(
+            f"{what} id {value!r} is not valid: use letters, digits, '_', '-', ':' or '/' "
+            "('.' and '[...]' are reserved for paths of nested steps)", step_id=value)
+    return value
+
+
+class Step:
+    """A unit of work: an ``execute`` function with optional schemas, retries and timeout.
+
+    Build one with ``create_step(...)`` or the ``@step(...)`` decorator.
+
+    Attributes:
+        id: Unique within its workflow.
+        kind: "step" (subclasses: "processor", "agent").
+        input_schema, output_schema, suspend_schema, resume_schema: The schemas as given.
+        retries: Extra attempts after a failure (``None``: the workflow's default).
+        timeout: Seconds an attempt may take (``None``: the workflow's default).
+        description: Free text, shown by the studio.
+    """
+
+    kind: str = "step"
+
+    def __init__(self, *, id: str, execute: ExecuteFn, input_schema: Any = None,
+                 output_schema: Any = None, suspend_schema: Any = None,
+                 resume_schema: Any = None, retries: int | None = None,
+                 timeout: float | None = None, description: str | None = None,
+                 run_in_thread: bool = False, metadata: dict[str, Any] | None = None) -> None:
+        self.id = validate_id(id, what="step")
+        if not callable(execute):
+            raise WorkflowDefinitionError(
+                f"step '{id}': execute must be callable, got {type(execute).__name__}",
+                step_id=id)
+        if retries is not None and (not isinstance(retries, int) or retries < 0):
+            raise WorkflowDefinitionError(
+                f"step '{id}': retries must be a non-negative int, got {retries!r}", step_id=id)
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+            raise WorkflowDefinitionError(
+                f"step '{id}': timeout must be a positive number of seconds, got {timeout!r}",
+                step_id=id)
+        owner = f"step '{id}'"
+        self.execute = execute
+        self.is_async = inspect.iscoroutinefunction(execute)
+        self.run_in_thread = run_in_thread
+        self.input_schema = input_schema
+        self.output_schema = output_schema
+        self.suspend_schema = suspend_schema
+        self.resume_schema = resume_schema
+        self.input = Schema(input_schema, owner=owner) if input_schema is not None else None
+        self.output = Schema(output_schema, owner=owner) if output_schema is not None else None
+        self.suspend_check = (Schema(suspend_schema, owner=owner)
+                              if suspend_schema is not None else None)
+        self.resume_check = (Schema(resume_schema, owner=owner)
+                             if resume_schema is not None else None)
+        self.retries = retries
+        self.timeout = timeout
+        self.description = description or inspect.getdoc(execute) or None
+        self.metadata = dict(metadata or {})
+
+    def clone(self, *, id: str) -> Step:
+        """A copy of this step under another id (to use one step twice in a workflow)."""
+        return Step(id=id, execute=self.execute, input_schema=self.input_schema,
+                    output_schema=self.output_schema, suspend_schema=self.suspend_schema,
+                    resume_schema=self.resume_schema, retries=self.retries,
+                    timeout=self.timeout, description=self.description,
+                    run_in_thread=self.run_in_thread, metadata=self.metadata)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r})"
+
+
+@overload
+def create_step(obj: Workflow, /) -> Workflow: ...
+@overload
+def create_step(obj: Any = ..., /, *, id: str, execute: ExecuteFn, input_schema: Any = ...,
+                output_schema: Any = ..., suspend_schema: Any = ..., resume_schema: Any = ...,
+                retries: int | None = ..., timeout: float | None = ...,
+                description: str | None = ..., run_in_thread: bool = ...,
+                metadata: dict[str, Any] | None = ...) -> Step: ...
+@overload
+def create_step(obj: Any, /) -> Step: ...
+
+
+def create_step(obj: Any = None, /, **options: Any) -> Step | Workflow:
+    """Make a step.
+
+    Forms:
+        ``create_step(id=..., execute=fn, input_schema=..., output_schema=..., retries=...,
+        timeout=..., suspend_schema=..., resume_schema=...)``: a plain step.
+        ``create_step(workflow)``: a committed workflow, used as a nested step.
+        ``create_step(processor)`` / ``create_step(agent)``: any object with an
+        ``as_step()`` method (processors, agents) becomes its step.
+
+    Raises:
+        WorkflowDefinitionError: The arguments do not make a step.
+    """
+    from procflow.workflows.workflow import Workflow
+
+    if obj is None:
+        if "id" not in options or "execute" not in options:
+            missing = [k for k in ("id", "execute") if k not in options]
+            raise WorkflowDefinitionError(
+                f"create_step() needs {' and '.join(missing)} (keyword form), or one "
+                "positional Workflow, Processor or Agent")
+        return Step(**options)
+    if options:
+        raise WorkflowDefinitionError(
+            f"create_step({type(obj).__name__}) takes no options; got {sorted(options)}")
+    if isinstance(obj, Workflow):
+        return obj
+    if isinstance(obj, Step):
+        return obj
+    as_step = getattr(obj, "as_step", None)
+    if callable(as_step):
+        made = as_step()
+        if isinstance(made, Step | Workflow):
+            return made
+    raise WorkflowDefinitionError(
+        f"create_step() cannot make a step from {type(obj).__name__}: pass id= and execute=, "
+        "or a Workflow, Processor or Agent")
+
+
+def step(*, id: str | None = None, input_schema: Any = None, output_schema: Any = None,
+         suspend_schema: Any = None, resume_schema: Any = None, retries: int | None = None,
+         timeout: float | None = None, description: str | None = None,
+         run_in_thread: bool = False) -> Callable[[ExecuteFn], Step]:
+    """Decorator form of ``create_step``; the id defaults to the function's name.
+
+    Example::
+
+        @step(id="double", input_schema=In, output_schema=Out)
+        async def double(ctx):
+            return Out(value=ctx.input_data.value * 2)
+    """
+
+    def decorate(fn: ExecuteFn) -> Step:
+        return Step(id=id if id is not None else getattr(fn, "__name__", ""), execute=fn,
+                    input_schema=input_schema, output_schema=output_schema,
+                    suspend_schema=suspend_schema, resume_schema=resume_schema,
+                    retries=retries, timeout=timeout, description=description,
+                    run_in_thread=run_in_thread)
+
+    return decorate

@@ -1,0 +1,333 @@
+"""The workflow builder: ``create_workflow(...)`` then chained builder calls, then ``commit()``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from procflow.errors import WorkflowDefinitionError
+from procflow.steps.schema import Schema
+from procflow.steps.step import Step, create_step, validate_id
+from procflow.workflows.check import check_plan
+from procflow.workflows.plan import (
+    BranchEntry,
+    Condition,
+    Entry,
+    ForeachEntry,
+    LoopEntry,
+    MapEntry,
+    ParallelEntry,
+    SleepEntry,
+    SleepUntilEntry,
+    StepEntry,
+    StepLike,
+)
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from procflow.runtime.run import Run
+    from procflow.storage.base import Storage
+
+__all__ = ["Durability", "Workflow", "create_workflow"]
+
+Durability = Literal["sync", "exit"]
+
+
+class Workflow:
+    """A workflow: a plan of steps, built with chained calls and frozen by ``commit()``.
+
+    A committed workflow runs through ``create_run()``, and can itself be a step of
+    another workflow (``.then(inner)``).
+
+    Attributes:
+        id: The workflow's id (also its step id when nested).
+        kind: "workflow".
+        entries: The plan, one entry per builder call.
+        committed: Whether ``commit()`` was called.
+    """
+
+    kind = "workflow"
+
+    def __init__(self, *, id: str, input_schema: Any = None, output_schema: Any = None,
+                 description: str | None = None, storage: Storage | None = None,
+                 retries: int = 0, retry_delay: float = 0.1, timeout: float | None = None,
+                 durability: Durability = "sync", metadata: dict[str, Any] | None = None,
+                 ) -> None:
+        self.id = validate_id(id, what="workflow")
+        owner = f"workflow '{id}'"
+        if not isinstance(retries, int) or retries < 0:
+            raise WorkflowDefinitionError(
+                f"{owner}: retries must be a non-negative int, got {retries!r}", workflow_id=id)
+        if not isinstance(retry_delay, int | float) or retry_delay < 0:
+            raise WorkflowDefinitionError(
+                f"{owner}: retry_delay must be >= 0 seconds, got {retry_delay!r}",
+                workflow_id=id)
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+            raise WorkflowDefinitionError(
+                f"{owner}: timeout must be a positive number of seconds, got {timeout!r}",
+                workflow_id=id)
+        if durability not in ("sync", "exit"):
+            raise WorkflowDefinitionError(
+                f"{owner}: durability must be 'sync' or 'exit', got {durability!r}",
+                workflow_id=id)
+        self.input_schema = input_schema
+        self.output_schema = output_schema
+        self.input = Schema(input_schema, owner=owner) if input_schema is not None else None
+        self.output = Schema(output_schema, owner=owner) if output_schema is not None else None
+        self.description = description
+        self.storage = storage
+        self.retries = retries
+        self.retry_delay = float(retry_delay)
+        self.timeout = timeout
+        self.durability: Durability = durability
+        self.metadata = dict(metadata or {})
+        self.entries: list[Entry] = []
+        self.committed = False
+        self.compiled: Any = None  # the runtime's compiled plan, set on first run
+        self._graph: nx.DiGraph | None = None
+        self._auto_ids = 0
+
+    # -- building ---------------------------------------------------------------
+
+    def then(self, step: StepLike) -> Workflow:
+        """Run ``step`` on the previous output."""
+        return self._add(StepEntry(self._as_step(step, "then")))
+
+    def parallel(self, steps: Sequence[StepLike]) -> Workflow:
+        """Run ``steps`` concurrently on the same input; output: step id -> output."""
+        items = self._list(steps, "parallel")
+        return self._add(ParallelEntry(tuple(self._as_step(s, "parallel") for s in items)))
+
+    def branch(self, branches: Sequence[tuple[Condition, StepLike]]) -> Workflow:
+        """Run every step whose condition holds, concurrently; the others are "skipped".
+
+        Args:
+            branches: ``(condition, step)`` pairs; a condition is a (sync or async)
+                function of the ``StepContext``.
+        """
+        items = self._list(branches, "branch")
+        pairs: list[tuple[Condition, StepLike]] = []
+        for i, pair in enumerate(items):
+            if not (isinstance(pair, tuple) and len(pair) == 2 and callable(pair[0])):
+                raise WorkflowDefinitionError(
+                    f"workflow '{self.id}': branch item {i} must be a (condition, step) "
+                    f"tuple with a callable condition, got {pair!r}", workflow_id=self.id)
+            pairs.append((pair[0], self._as_step(pair[1], "branch")))
+        return self._add(BranchEntry(tuple(pairs)))
+
+    def map(self, fn: Callable[[Any], Any], *, id: str | None = None) -> Workflow:
+        """Reshape the data with ``fn(ctx)`` (sync or async); no step result of its own."""
+        if not callable(fn):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': map() takes a function of the context, got {fn!r}",
+                workflow_id=self.id)
+        return self._add(MapEntry(self._entry_id("map", id), fn))
+
+    def foreach(self, step: StepLike, *, concurrency: int = 1) -> Workflow:
+        """Run ``step`` on each item of the previous output (a list); output in item order."""
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': foreach concurrency must be an int >= 1, "
+                f"got {concurrency!r}", workflow_id=self.id)
+        return self._add(ForeachEntry(self._as_step(step, "foreach"), concurrency))
+
+    def dowhile(self, step: StepLike, condition: Condition, *,
+                max_iterations: int | None = None) -> Workflow:
+        """Run ``step``, then again on its own output while ``condition(ctx)`` holds."""
+        return self._loop(step, condition, "dowhile", max_iterations)
+
+    def dountil(self, step: StepLike, condition: Condition, *,
+                max_iterations: int | None = None) -> Workflow:
+        """Run ``step``, then again on its own output until ``condition(ctx)`` holds."""
+        return self._loop(step, condition, "dountil", max_iterations)
+
+    def sleep(self, seconds: float | Callable[[Any], Any], *, id: str | None = None,
+              ) -> Workflow:
+        """Wait ``seconds`` (or ``fn(ctx)`` seconds), passing the data through."""
+        if not callable(seconds) and (not isinstance(seconds, int | float) or seconds < 0):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': sleep() takes seconds >= 0 or a function, "
+                f"got {seconds!r}", workflow_id=self.id)
+        return self._add(SleepEntry(self._entry_id("sleep", id), seconds))
+
+    def sleep_until(self, until: datetime | Callable[[Any], Any], *,
+                    id: str | None = None) -> Workflow:
+        """Wait until a datetime (or ``fn(ctx)``'s datetime), passing the data through."""
+        if not callable(until) and not isinstance(until, datetime):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': sleep_until() takes a datetime or a function, "
+                f"got {until!r}", workflow_id=self.id)
+        return self._add(SleepUntilEntry(self._entry_id("sleep-until", id), until))
+
+    def commit(self) -> Workflow:
+        """Freeze and validate the plan.
+
+        Raises:
+            WorkflowDefinitionError: The plan is empty, has duplicate step ids, or a step
+                cannot take what the step before it outputs.
+        """
+        self._check_open("commit")
+        check_plan(self)
+        self.committed = True
+        return self
+
+    # -- running ----------------------------------------------------------------
+
+    def create_run(self, run_id: str | None = None, *, storage: Storage | None = None,
+                   durability: Durability | None = None) -> Run:
+        """A new run of this workflow (not started yet).
+
+        Args:
+            run_id: The id to use; a random one by default.
+            storage: Where to keep snapshots (default: the workflow's, then the process
+                default, then an in-memory store).
+            durability: "sync" (a snapshot at every step boundary) or "exit" (at the end
+                or on suspend); default: the workflow's.
+        """
+        from procflow.runtime.run import Run
+
+        self._check_committed("create_run")
+        return Run(self, run_id=run_id, storage=storage, durability=durability)
+
+    async def get_run(self, run_id: str, *, storage: Storage | None = None) -> Run:
+        """Rebuild a run from its stored snapshot.
+
+        Raises:
+            RunNotFoundError: No run with that id is stored for this workflow.
+            SnapshotCorruptedError: Its stored data cannot be loaded.
+        """
+        from procflow.runtime.run import Run
+
+        self._check_committed("get_run")
+        return await Run.load(self, run_id, storage=storage)
+
+    async def list_runs(self, *, status: str | None = None, storage: Storage | None = None,
+                        limit: int | None = None) -> list[Any]:
+        """Stored run snapshots of this workflow, newest first."""
+        from procflow.runtime.defaults import resolve_storage
+
+        store = resolve_storage(storage, self)
+        return await store.list_runs(workflow_id=self.id, status=status,  # type: ignore[arg-type]
+                                     limit=limit)
+
+    # -- introspection ----------------------------------------------------------
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The committed plan as a networkx ``DiGraph`` (built on first access)."""
+        self._check_committed("graph")
+        if self._graph is None:
+            from procflow.workflows.graph import build_graph
+
+            self._graph = build_graph(self)
+        return self._graph
+
+    def step_ids(self) -> list[str]:
+        """The ids of the workflow's own steps, in plan order."""
+        from procflow.workflows.plan import entry_steps
+
+        return [s.id for e in self.entries for s in entry_steps(e)]
+
+    def __repr__(self) -> str:
+        state = "committed" if self.committed else "open"
+        return f"Workflow(id={self.id!r}, entries={len(self.entries)}, {state})"
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _add(self, entry: Entry) -> Workflow:
+        self._check_open(type(entry).__name__)
+        self.entries.append(entry)
+        return self
+
+    def _loop(self, step: StepLike, condition: Condition, mode: Literal["dowhile", "dountil"],
+              max_iterations: int | None) -> Workflow:
+        if not callable(condition):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': {mode}() needs a condition function, got {condition!r}",
+                workflow_id=self.id)
+        if max_iterations is not None and (not isinstance(max_iterations, int)
+                                           or max_iterations < 1):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': max_iterations must be an int >= 1, "
+                f"got {max_iterations!r}", workflow_id=self.id)
+        return self._add(LoopEntry(self._as_step(step, mode), condition, mode, max_iterations))
+
+    def _as_step(self, obj: Any, method: str) -> StepLike:
+        self._check_open(method)
+        if isinstance(obj, Workflow):
+            if obj is self:
+                raise WorkflowDefinitionError(
+                    f"workflow '{self.id}' cannot contain itself", workflow_id=self.id)
+            if not obj.committed:
+                raise WorkflowDefinitionError(
+                    f"workflow '{self.id}': nested workflow '{obj.id}' must be committed "
+                    "before it is used as a step; call .commit() on it first",
+                    workflow_id=self.id, step_id=obj.id)
+            return obj
+        if isinstance(obj, Step):
+            return obj
+        if callable(getattr(obj, "as_step", None)):
+            made: StepLike = create_step(obj)
+            return made
+        name = getattr(obj, "__name__", None)
+        hint = (f" — decorate {name!r} with @step(...) or wrap it with create_step(id=..., "
+                "execute=...)") if callable(obj) else ""
+        raise WorkflowDefinitionError(
+            f"workflow '{self.id}': {method}() takes steps, got {type(obj).__name__}"
+            f" {obj!r}{hint}", workflow_id=self.id)
+
+    def _list(self, items: Any, method: str) -> list[Any]:
+        if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': {method}() takes a list, got {type(items).__name__}",
+                workflow_id=self.id)
+        listed = list(items)
+        if not listed:
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': {method}() needs at least one step", workflow_id=self.id)
+        return listed
+
+    def _entry_id(self, kind: str, given: str | None) -> str:
+        if given is not None:
+            return validate_id(given, what=kind)
+        self._auto_ids += 1
+        return f"{kind}-{self._auto_ids}"
+
+    def _check_open(self, method: str) -> None:
+        if self.committed:
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}' is committed; {method}() cannot change it. Build a new "
+                "workflow (or call the builder before commit())", workflow_id=self.id)
+
+    def _check_committed(self, method: str) -> None:
+        if not self.committed:
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}' is not committed; call .commit() before {method}()",
+                workflow_id=self.id)
+
+
+def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = None,
+                    description: str | None = None, storage: Storage | None = None,
+                    retries: int = 0, retry_delay: float = 0.1, timeout: float | None = None,
+                    durability: Durability = "sync",
+                    metadata: dict[str, Any] | None = None) -> Workflow:
+    """Start building a workflow.
+
+    Args:
+        id: The workflow's id.
+        input_schema: Schema of the run input (validated by ``start``).
+        output_schema: Schema of the final output.
+        description: Free text, shown by the studio.
+        storage: Where its runs keep snapshots (see ``create_run``).
+        retries: Default extra attempts for its steps.
+        retry_delay: Base delay between attempts, doubled each time.
+        timeout: Default per-attempt timeout of its steps, in seconds.
+        durability: "sync" or "exit" (see ``create_run``).
+        metadata: Free data kept on the workflow.
+    """
+    return Workflow(id=id, input_schema=input_schema, output_schema=output_schema,
+                    description=description, storage=storage, retries=retries,
+                    retry_delay=retry_delay, timeout=timeout, durability=durability,
+                    metadata=metadata)
