@@ -161,7 +161,11 @@ class Execution:
 
     async def event(self, type: EventType, step_id: str | None, payload: Any) -> None:
         if self.send is not None:
-            await self.send.send(WorkflowEvent(type, self.run_id, step_id, payload, time.time()))
+            try:
+                await self.send.send(WorkflowEvent(type, self.run_id, step_id, payload,
+                                                   time.time()))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.send = None  # nobody listens any more; the run carries on
 
     async def emit_custom(self, step_id: str, event_type: str, payload: Any) -> None:
         if self.send is not None:

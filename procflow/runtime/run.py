@@ -207,7 +207,7 @@ class Run:
                      initial_state: Mapping[str, Any] | None) -> WorkflowResult:
         if self.status != "pending" or self._active:
             raise RunStateError(
-                f"run '{self.run_id}' was already started (status {self.status!r}); use "
+                f"run '{self.run_id}' cannot start: it is not new (status {self.status!r}); use "
                 "resume(), restart(), or create a new run", workflow_id=self.workflow.id,
                 run_id=self.run_id)
         if initial_state is not None and not isinstance(initial_state, Mapping):

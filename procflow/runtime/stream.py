@@ -76,20 +76,13 @@ class RunStream:
 
     def __aiter__(self) -> AsyncIterator[WorkflowEvent]:
         if self._recv is not None:
-            return self._events()
+            return self._recv
         return self._owned()
-
-    async def _events(self) -> AsyncIterator[WorkflowEvent]:
-        assert self._recv is not None
-        try:
-            async for event in self._recv:
-                yield event
-        except anyio.ClosedResourceError:
-            return
 
     async def _owned(self) -> AsyncIterator[WorkflowEvent]:
         async with self:
-            async for event in self._events():
+            assert self._recv is not None
+            async for event in self._recv:
                 yield event
 
     async def collect(self) -> list[Any]:

@@ -1,0 +1,65 @@
+"""The storage contract: where runs keep their snapshots.
+
+A run's snapshot is a header (``RunSnapshot``) plus one ``StepResult`` per step path
+("step", "outer.inner", "each[3].inner"). ``save_snapshot`` upserts the header and only
+the step results given (the ones that changed), so each step's result is written
+once, not a cumulative history on every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+
+__all__ = ["Storage"]
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Persists workflow runs. Implementations: InMemoryStorage, SQLiteStorage, RedisStorage."""
+
+    async def save_snapshot(self, snapshot: RunSnapshot,
+                            steps: Mapping[str, StepResult]) -> None:
+        """Upsert a run header and the given step results, atomically.
+
+        Args:
+            snapshot: The run's header; replaces the stored one.
+            steps: Step path to result; each replaces the stored result of that path.
+                Paths not given are left as stored.
+        """
+        ...
+
+    async def load_snapshot(self, workflow_id: str, run_id: str,
+                            ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
+        """Load a run's header and all its step results, or ``None`` if it is not stored.
+
+        Raises:
+            SnapshotCorruptedError: The stored data cannot be decoded; it is not modified.
+        """
+        ...
+
+    async def list_runs(self, *, workflow_id: str | None = None,
+                        status: RunStatus | None = None,
+                        limit: int | None = None) -> list[RunSnapshot]:
+        """Stored run headers, newest first, filtered by workflow and status."""
+        ...
+
+    async def delete_run(self, workflow_id: str, run_id: str) -> None:
+        """Forget a run and its step results (no error if it is not stored)."""
+        ...
+
+    async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
+                        new: RunStatus) -> bool:
+        """Atomically set a stored run's status to ``new`` if it is ``expected``.
+
+        Returns:
+            Whether the status was changed (``False`` if it was not ``expected``
+            or the run is not stored). Used so two resumes cannot both run a step.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; the storage is not used afterwards."""
+        ...

@@ -1,0 +1,343 @@
+"""JSON encoding of run snapshots, shared by the persistent storage backends.
+
+A run is stored as one header document (``dump_snapshot``) plus one document per step
+path (``dump_step``). Values the user controls (inputs, outputs, state, payloads) may be
+pydantic models or arbitrary Python objects: they are encoded with pydantic's JSON
+serializer, and whatever it cannot encode is stored as its ``repr`` string, so encoding
+never fails. Decoding is the reverse, except that pydantic models come back as plain JSON
+dicts (the runtime re-validates them against the step's schema) and exceptions come back
+as ``StepExecutionError`` carrying the original type name in their message.
+
+Decoding validates the shape and the status values; anything wrong raises
+``SnapshotCorruptedError`` naming the workflow, the run (and the step path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from procflow.errors import SnapshotCorruptedError, StepExecutionError, StepTimeoutError
+from procflow.runtime.results import RunSnapshot, RunStatus, StepResult, StepStatus
+
+__all__ = [
+    "FORMAT_VERSION",
+    "dump_snapshot",
+    "dump_step",
+    "load_snapshot_json",
+    "load_step_json",
+]
+
+FORMAT_VERSION: Final = 1
+"""Version of the stored header layout (the ``"v"`` key of a header document)."""
+
+# Procflow's own step errors are rebuilt as themselves; any other type is wrapped.
+_STEP_ERRORS: Final[dict[str, type[StepExecutionError]]] = {
+    f"{cls.__module__}.{cls.__qualname__}": cls
+    for cls in (StepExecutionError, StepTimeoutError)
+}
+_MAX_CAUSE_DEPTH: Final = 3
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _fallback(value: Any) -> str:
+    """Stand-in for a value pydantic cannot encode: its repr, or its type name."""
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__qualname__}>"
+
+
+def _to_json(value: Any) -> str:
+    return pydantic_core.to_json(
+        value, fallback=_fallback, bytes_mode="base64", inf_nan_mode="null",
+    ).decode()
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data, or its repr when even that fails (cycles, bad bytes)."""
+    try:
+        return pydantic_core.to_jsonable_python(
+            value, fallback=_fallback, bytes_mode="base64", inf_nan_mode="null",
+        )
+    except Exception:
+        return _fallback(value)
+
+
+def _jsonable_mapping(value: Mapping[Any, Any] | None) -> dict[str, Any] | None:
+    """Like ``_jsonable`` per entry, so that a dict field stays a dict."""
+    if value is None:
+        return None
+    return {str(key): _jsonable(item) for key, item in value.items()}
+
+
+def _type_name(exc: BaseException) -> str:
+    cls = type(exc)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _encode_error(exc: BaseException | None, depth: int = 0) -> dict[str, Any] | None:
+    if exc is None:
+        return None
+    try:
+        message = str(exc)
+    except Exception:
+        message = _fallback(exc)
+    stored: dict[str, Any] = {"type": _type_name(exc), "message": message}
+    step_id = getattr(exc, "step_id", None)
+    if isinstance(step_id, str):
+        stored["step_id"] = step_id
+    attempt = getattr(exc, "attempt", None)
+    if isinstance(attempt, int) and not isinstance(attempt, bool):
+        stored["attempt"] = attempt
+    cause = exc.__cause__
+    if cause is not None and depth < _MAX_CAUSE_DEPTH:
+        stored["cause"] = _encode_error(cause, depth + 1)
+    return stored
+
+
+def _dump(document: dict[str, Any], value_keys: tuple[str, ...],
+          mapping_keys: tuple[str, ...]) -> str:
+    try:
+        return _to_json(document)
+    except Exception:
+        # A cycle or an unencodable nested value: degrade field by field instead.
+        for key in value_keys:
+            document[key] = _jsonable(document[key])
+        for key in mapping_keys:
+            document[key] = _jsonable_mapping(document[key])
+        return _to_json(document)
+
+
+def dump_snapshot(snapshot: RunSnapshot) -> str:
+    """Encode a run header as a JSON document.
+
+    Args:
+        snapshot: The header to encode.
+
+    Returns:
+        The JSON text; values that cannot be encoded are stored as their ``repr``.
+    """
+    document: dict[str, Any] = {
+        "v": FORMAT_VERSION,
+        "workflow_id": snapshot.workflow_id,
+        "run_id": snapshot.run_id,
+        "status": snapshot.status,
+        "created_at": snapshot.created_at,
+        "updated_at": snapshot.updated_at,
+        "input": snapshot.input,
+        "state": snapshot.state,
+        "result": snapshot.result,
+        "error": _encode_error(snapshot.error),
+        "suspended": snapshot.suspended,
+        "tripwire": snapshot.tripwire,
+        "request_context": snapshot.request_context,
+    }
+    return _dump(document, ("input", "result", "suspended"),
+                 ("state", "tripwire", "request_context"))
+
+
+def dump_step(result: StepResult) -> str:
+    """Encode one step result as a JSON document.
+
+    Args:
+        result: The step result to encode.
+
+    Returns:
+        The JSON text; values that cannot be encoded are stored as their ``repr``.
+    """
+    document: dict[str, Any] = {
+        "status": result.status,
+        "output": result.output,
+        "error": _encode_error(result.error),
+        "started_at": result.started_at,
+        "ended_at": result.ended_at,
+        "attempts": result.attempts,
+        "suspend_payload": result.suspend_payload,
+        "resume_data": result.resume_data,
+        "iterations": result.iterations,
+        "partial": result.partial,
+    }
+    return _dump(document, ("output", "suspend_payload", "resume_data"), ("partial",))
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+class _StoredError(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+    message: str
+    step_id: str | None = None
+    attempt: int | None = None
+    cause: _StoredError | None = None
+
+
+class _StoredStep(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    status: StepStatus
+    output: Any
+    error: _StoredError | None
+    started_at: float
+    ended_at: float | None
+    attempts: int
+    suspend_payload: Any
+    resume_data: Any
+    iterations: int
+    partial: dict[int, Any] | None
+
+
+class _StoredRun(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    v: int
+    workflow_id: str
+    run_id: str
+    status: RunStatus
+    created_at: float
+    updated_at: float
+    input: Any
+    state: dict[str, Any]
+    result: Any
+    error: _StoredError | None
+    suspended: list[list[str]]
+    tripwire: dict[str, Any] | None
+    request_context: dict[str, Any]
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = _fallback(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe(exc: ValidationError) -> str:
+    parts: list[str] = []
+    for error in exc.errors()[:3]:
+        if error["type"] == "json_invalid":
+            parts.append(error["msg"])
+            continue
+        location = ".".join(str(item) for item in error["loc"]) or "<document>"
+        detail = f"{location}: {error['msg']}"
+        if error["type"] != "missing":
+            detail += f" (got {_short(error['input'])})"
+        parts.append(detail)
+    extra = exc.error_count() - len(parts)
+    if extra > 0:
+        parts.append(f"and {extra} more problem(s)")
+    return "; ".join(parts)
+
+
+def _corrupted(what: str, detail: str, *, workflow_id: str,
+               run_id: str) -> SnapshotCorruptedError:
+    return SnapshotCorruptedError(
+        f"Stored {what} of run {run_id!r} of workflow {workflow_id!r} is corrupted: "
+        f"{detail}. The stored data was left as it is; delete the run with "
+        "delete_run() or restore it from a backup.",
+        workflow_id=workflow_id, run_id=run_id,
+    )
+
+
+def _decode_error(stored: _StoredError | None, *, workflow_id: str,
+                  run_id: str) -> StepExecutionError | None:
+    if stored is None:
+        return None
+    cls = _STEP_ERRORS.get(stored.type)
+    if cls is None:
+        cls = StepExecutionError
+        message = f"{stored.type}: {stored.message}" if stored.message else stored.type
+    else:
+        message = stored.message
+    error = cls(message, workflow_id=workflow_id, run_id=run_id, step_id=stored.step_id,
+                attempt=stored.attempt if stored.attempt is not None else 1)
+    cause = _decode_error(stored.cause, workflow_id=workflow_id, run_id=run_id)
+    if cause is not None:
+        error.__cause__ = cause
+    return error
+
+
+def load_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str) -> RunSnapshot:
+    """Decode a run header written by ``dump_snapshot``.
+
+    Args:
+        text: The stored JSON document.
+        workflow_id: The workflow the header is stored under (for checks and messages).
+        run_id: The run the header is stored under.
+
+    Returns:
+        The header; its ``error`` (if any) is a ``StepExecutionError``.
+
+    Raises:
+        SnapshotCorruptedError: The document is not valid JSON, has the wrong shape, an
+            unknown status, an unsupported version, or belongs to another run.
+    """
+    try:
+        stored = _StoredRun.model_validate_json(text)
+    except ValidationError as exc:
+        raise _corrupted("snapshot", _describe(exc), workflow_id=workflow_id,
+                         run_id=run_id) from exc
+    if stored.v != FORMAT_VERSION:
+        raise _corrupted("snapshot", f"unsupported format version {stored.v} "
+                         f"(this procflow reads version {FORMAT_VERSION})",
+                         workflow_id=workflow_id, run_id=run_id)
+    if (stored.workflow_id, stored.run_id) != (workflow_id, run_id):
+        raise _corrupted("snapshot", f"it names run {stored.run_id!r} of workflow "
+                         f"{stored.workflow_id!r}", workflow_id=workflow_id, run_id=run_id)
+    return RunSnapshot(
+        workflow_id=stored.workflow_id,
+        run_id=stored.run_id,
+        status=stored.status,
+        input=stored.input,
+        state=stored.state,
+        result=stored.result,
+        error=_decode_error(stored.error, workflow_id=workflow_id, run_id=run_id),
+        suspended=stored.suspended,
+        tripwire=stored.tripwire,
+        request_context=stored.request_context,
+        created_at=stored.created_at,
+        updated_at=stored.updated_at,
+    )
+
+
+def load_step_json(text: str | bytes, *, workflow_id: str, run_id: str,
+                   path: str) -> StepResult:
+    """Decode a step result written by ``dump_step``.
+
+    Args:
+        text: The stored JSON document.
+        workflow_id: The workflow of the run (for messages).
+        run_id: The run the step belongs to.
+        path: The step's path ("step", "outer.inner", ...).
+
+    Returns:
+        The step result; ``partial`` keys are ints again, ``error`` a ``StepExecutionError``.
+
+    Raises:
+        SnapshotCorruptedError: The document is not valid JSON, has the wrong shape or an
+            unknown status.
+    """
+    try:
+        stored = _StoredStep.model_validate_json(text)
+    except ValidationError as exc:
+        raise _corrupted(f"result of step {path!r}", _describe(exc),
+                         workflow_id=workflow_id, run_id=run_id) from exc
+    return StepResult(
+        status=stored.status,
+        output=stored.output,
+        error=_decode_error(stored.error, workflow_id=workflow_id, run_id=run_id),
+        started_at=stored.started_at,
+        ended_at=stored.ended_at,
+        attempts=stored.attempts,
+        suspend_payload=stored.suspend_payload,
+        resume_data=stored.resume_data,
+        iterations=stored.iterations,
+        partial=stored.partial,
+    )

@@ -1,0 +1,113 @@
+"""In-process storage: dicts holding the run records by reference.
+
+The test and benchmark backend. Nothing is serialised or copied on save: the stored
+``RunSnapshot`` and ``StepResult`` objects are the ones given (they are frozen), so a
+save costs two dict updates and never yields to the event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import final
+
+from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+
+__all__ = ["InMemoryStorage"]
+
+_RunKey = tuple[str, str]
+
+
+@final
+class InMemoryStorage:
+    """A ``Storage`` that keeps runs in this process's memory.
+
+    Data lives as long as the instance; ``aclose()`` keeps it. Stored objects are shared,
+    not copied, so do not mutate values (such as ``state`` dicts) after saving them.
+
+    Example:
+        ```python
+        storage = InMemoryStorage()
+        run = wf.create_run(storage=storage)
+        ```
+    """
+
+    __slots__ = ("_runs", "_steps")
+
+    def __init__(self) -> None:
+        # Insertion order of ``_runs`` is the tie-break of ``list_runs`` (dicts keep the
+        # first insertion's position when a key is updated).
+        self._runs: dict[_RunKey, RunSnapshot] = {}
+        self._steps: dict[_RunKey, dict[str, StepResult]] = {}
+
+    def __repr__(self) -> str:
+        return f"InMemoryStorage(runs={len(self._runs)})"
+
+    async def save_snapshot(self, snapshot: RunSnapshot,
+                            steps: Mapping[str, StepResult]) -> None:
+        """Store the header and the given step results (by reference).
+
+        Args:
+            snapshot: The run's header; replaces the stored one.
+            steps: Step path to result; other stored paths are kept.
+        """
+        key = (snapshot.workflow_id, snapshot.run_id)
+        self._runs[key] = snapshot
+        stored = self._steps.get(key)
+        if stored is None:
+            self._steps[key] = dict(steps)
+        elif steps:
+            stored.update(steps)
+
+    async def load_snapshot(self, workflow_id: str, run_id: str,
+                            ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
+        """Return the run's header and a new dict of its step results, or ``None``."""
+        key = (workflow_id, run_id)
+        snapshot = self._runs.get(key)
+        if snapshot is None:
+            return None
+        return snapshot, dict(self._steps.get(key, {}))
+
+    async def list_runs(self, *, workflow_id: str | None = None,
+                        status: RunStatus | None = None,
+                        limit: int | None = None) -> list[RunSnapshot]:
+        """Stored headers, newest first by ``updated_at`` (ties: latest created first).
+
+        Args:
+            workflow_id: Only runs of this workflow.
+            status: Only runs with this status.
+            limit: At most this many runs.
+        """
+        matching = [
+            (snapshot.updated_at, position, snapshot)
+            for position, snapshot in enumerate(self._runs.values())
+            if (workflow_id is None or snapshot.workflow_id == workflow_id)
+            and (status is None or snapshot.status == status)
+        ]
+        matching.sort(key=lambda item: (item[0], item[1]), reverse=True)
+        runs = [snapshot for _, _, snapshot in matching]
+        return runs if limit is None else runs[:max(limit, 0)]
+
+    async def delete_run(self, workflow_id: str, run_id: str) -> None:
+        """Forget the run and its step results (no error if unknown)."""
+        key = (workflow_id, run_id)
+        self._runs.pop(key, None)
+        self._steps.pop(key, None)
+
+    async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
+                        new: RunStatus) -> bool:
+        """Set the run's status to ``new`` if it is ``expected``.
+
+        Returns:
+            Whether the status changed (``False`` for an unknown run).
+        """
+        key = (workflow_id, run_id)
+        snapshot = self._runs.get(key)
+        if snapshot is None or snapshot.status != expected:
+            return False
+        # No await between the check and the write: atomic within the event loop.
+        self._runs[key] = dataclasses.replace(snapshot, status=new)
+        return True
+
+    async def aclose(self) -> None:
+        """Nothing to release; the stored runs stay readable."""

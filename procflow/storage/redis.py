@@ -1,0 +1,325 @@
+"""Redis storage: runs shared by several processes or machines through one Redis server.
+
+Key layout (ids are escaped so that ``:`` in an id cannot make two keys collide)::
+
+    {prefix}:run:{workflow_id}:{run_id}     string  the run header (JSON)
+    {prefix}:steps:{workflow_id}:{run_id}   hash    step path -> step result (JSON)
+    {prefix}:runs                           zset    every run, scored by updated_at
+    {prefix}:wfruns:{workflow_id}           zset    the workflow's runs, scored alike
+
+Index members are the JSON array ``[workflow_id, run_id]``. Writes are MULTI/EXEC
+transactions; ``claim_run`` is an optimistic WATCH transaction. This module imports
+``redis``; ``procflow.storage`` only imports it when ``RedisStorage`` is first used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Final, Self, final
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError, WatchError
+from redis.typing import EncodableT, FieldT
+
+from procflow.errors import SnapshotCorruptedError, StorageError
+from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+from procflow.storage.codec import dump_snapshot, dump_step, load_snapshot_json, load_step_json
+
+__all__ = ["RedisStorage"]
+
+_LIST_BATCH: Final = 200
+_MAX_CLAIM_ATTEMPTS: Final = 100
+_CONNECT_TIMEOUT: Final = 5.0
+
+
+def _escape(identifier: str) -> str:
+    return identifier.replace("%", "%25").replace(":", "%3A")
+
+
+def _redact_url(url: str) -> str:
+    """``url`` without user name, password or query string, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid Redis URL>"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _secrets(url: str) -> list[str]:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found = [parts.password or ""]
+    found += [value for key, value in _query_items(parts.query) if key == "password"]
+    return [form for secret in found if secret for form in {secret, unquote(secret)}]
+
+
+def _query_items(query: str) -> Iterator[tuple[str, str]]:
+    for item in query.split("&"):
+        key, _, value = item.partition("=")
+        yield key, value
+
+
+@final
+class RedisStorage:
+    """A ``Storage`` on a Redis server (``redis.asyncio``; asyncio event loops only).
+
+    Args:
+        url: The server, e.g. ``"redis://:password@host:6379/0"``.
+        prefix: Namespace of every key this storage writes.
+        client: A ``redis.asyncio.Redis`` to use instead of connecting to ``url``; it is
+            not closed by ``aclose()``.
+
+    Example:
+        ```python
+        async with RedisStorage("redis://127.0.0.1:6379", prefix="myapp") as storage:
+            run = wf.create_run(storage=storage)
+        ```
+    """
+
+    def __init__(self, url: str = "redis://127.0.0.1:6379", *, prefix: str = "procflow",
+                 client: aioredis.Redis | None = None) -> None:
+        self._prefix = prefix
+        self._secrets = _secrets(url)
+        if client is None:
+            self._display = _redact_url(url)
+            try:
+                client = aioredis.Redis.from_url(
+                    url, socket_connect_timeout=_CONNECT_TIMEOUT)
+            except ValueError as exc:
+                raise StorageError(f"Invalid Redis URL {self._display!r}: "
+                                   f"{self._scrub(str(exc))}") from None
+            self._owns_client = True
+        else:
+            self._display = _describe_client(client)
+            self._owns_client = False
+        self._client = client
+
+    @property
+    def prefix(self) -> str:
+        """The key namespace."""
+        return self._prefix
+
+    def __repr__(self) -> str:
+        return f"RedisStorage({self._display!r}, prefix={self._prefix!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ keys
+
+    def _run_key(self, workflow_id: str, run_id: str) -> str:
+        return f"{self._prefix}:run:{_escape(workflow_id)}:{_escape(run_id)}"
+
+    def _steps_key(self, workflow_id: str, run_id: str) -> str:
+        return f"{self._prefix}:steps:{_escape(workflow_id)}:{_escape(run_id)}"
+
+    def _index_key(self, workflow_id: str | None) -> str:
+        if workflow_id is None:
+            return f"{self._prefix}:runs"
+        return f"{self._prefix}:wfruns:{_escape(workflow_id)}"
+
+    # ------------------------------------------------------------------ errors
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    @contextmanager
+    def _translate(self, operation: str) -> Iterator[None]:
+        try:
+            yield
+        except (RedisError, OSError) as exc:
+            detail = self._scrub(str(exc)) or type(exc).__name__
+            raise StorageError(f"Redis storage at {self._display}: {operation} failed: "
+                               f"{detail}") from exc
+
+    # ------------------------------------------------------------------ Storage
+
+    async def save_snapshot(self, snapshot: RunSnapshot,
+                            steps: Mapping[str, StepResult]) -> None:
+        """Write the header, the given step results and the indexes in one MULTI/EXEC.
+
+        Args:
+            snapshot: The run's header; replaces the stored one.
+            steps: Step path to result; other stored paths are kept.
+
+        Raises:
+            StorageError: The server could not be reached or refused the write.
+        """
+        workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
+        header = dump_snapshot(snapshot)
+        fields: dict[FieldT, EncodableT] = {path: dump_step(result)
+                                             for path, result in steps.items()}
+        member = json.dumps([workflow_id, run_id])
+        with self._translate(f"saving run {run_id!r} of workflow {workflow_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.set(self._run_key(workflow_id, run_id), header)
+                if fields:
+                    pipe.hset(self._steps_key(workflow_id, run_id), mapping=fields)
+                pipe.zadd(self._index_key(None), {member: snapshot.updated_at})
+                pipe.zadd(self._index_key(workflow_id), {member: snapshot.updated_at})
+                await pipe.execute()
+
+    async def load_snapshot(self, workflow_id: str, run_id: str,
+                            ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
+        """Load the run's header and all its step results, or ``None`` if not stored.
+
+        Raises:
+            SnapshotCorruptedError: A stored value cannot be decoded (it is left as is).
+            StorageError: The server could not be reached.
+        """
+        with self._translate(f"loading run {run_id!r} of workflow {workflow_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.get(self._run_key(workflow_id, run_id))
+                pipe.hgetall(self._steps_key(workflow_id, run_id))
+                header, fields = await pipe.execute()
+        if header is None:
+            return None
+        snapshot = load_snapshot_json(header, workflow_id=workflow_id, run_id=run_id)
+        steps: dict[str, StepResult] = {}
+        for raw_path, value in fields.items():
+            path = _field_name(raw_path, workflow_id=workflow_id, run_id=run_id)
+            steps[path] = load_step_json(value, workflow_id=workflow_id, run_id=run_id,
+                                         path=path)
+        return snapshot, steps
+
+    async def list_runs(self, *, workflow_id: str | None = None,
+                        status: RunStatus | None = None,
+                        limit: int | None = None) -> list[RunSnapshot]:
+        """Stored headers, newest first by ``updated_at``.
+
+        Args:
+            workflow_id: Only runs of this workflow.
+            status: Only runs with this status (filtered after reading the headers).
+            limit: At most this many runs.
+
+        Raises:
+            SnapshotCorruptedError: A listed run's header cannot be decoded.
+            StorageError: The server could not be reached.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        index = self._index_key(workflow_id)
+        runs: list[RunSnapshot] = []
+        start = 0
+        while True:
+            with self._translate("listing runs"):
+                members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
+                ids = [self._member_ids(member) for member in members]
+                headers = (await self._client.mget([self._run_key(*key) for key in ids])
+                           if ids else [])
+            for (wf, run), header in zip(ids, headers, strict=True):
+                if header is None:  # deleted since the index was read
+                    continue
+                snapshot = load_snapshot_json(header, workflow_id=wf, run_id=run)
+                if status is None or snapshot.status == status:
+                    runs.append(snapshot)
+                    if limit is not None and len(runs) >= limit:
+                        return runs
+            if len(members) < _LIST_BATCH:
+                return runs
+            start += len(members)
+
+    async def delete_run(self, workflow_id: str, run_id: str) -> None:
+        """Delete the header, the step results and the index entries (no error if unknown)."""
+        member = json.dumps([workflow_id, run_id])
+        with self._translate(f"deleting run {run_id!r} of workflow {workflow_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.delete(self._run_key(workflow_id, run_id),
+                            self._steps_key(workflow_id, run_id))
+                pipe.zrem(self._index_key(None), member)
+                pipe.zrem(self._index_key(workflow_id), member)
+                await pipe.execute()
+
+    async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
+                        new: RunStatus) -> bool:
+        """Atomically set the run's status to ``new`` if it is ``expected`` (WATCH/MULTI).
+
+        Returns:
+            Whether the status changed (``False`` for another status or an unknown run).
+
+        Raises:
+            SnapshotCorruptedError: The run's stored header cannot be decoded.
+            StorageError: The server could not be reached, or the key kept changing.
+        """
+        key = self._run_key(workflow_id, run_id)
+        with self._translate(f"claiming run {run_id!r} of workflow {workflow_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                for _ in range(_MAX_CLAIM_ATTEMPTS):
+                    await pipe.watch(key)
+                    header = await pipe.get(key)
+                    if header is None:
+                        return False
+                    snapshot = load_snapshot_json(header, workflow_id=workflow_id,
+                                                  run_id=run_id)
+                    if snapshot.status != expected:
+                        return False
+                    # Patch the stored JSON rather than re-encode the decoded snapshot,
+                    # so that nothing but the status changes.
+                    document = json.loads(header)
+                    document["status"] = new
+                    pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
+                    pipe.set(key, json.dumps(document, ensure_ascii=False,
+                                             separators=(",", ":")))
+                    try:
+                        await pipe.execute()
+                    except WatchError:
+                        continue
+                    return True
+        raise StorageError(f"Redis storage at {self._display}: claiming run {run_id!r} of "
+                           f"workflow {workflow_id!r} failed: the run kept changing "
+                           f"({_MAX_CLAIM_ATTEMPTS} attempts)")
+
+    async def aclose(self) -> None:
+        """Close the connection pool (unless the client was given by the caller)."""
+        if self._owns_client:
+            with self._translate("closing"):
+                await self._client.aclose()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _member_ids(self, member: object) -> tuple[str, str]:
+        if isinstance(member, str | bytes):
+            try:
+                workflow_id, run_id = json.loads(member)
+            except (ValueError, TypeError):
+                pass
+            else:
+                if isinstance(workflow_id, str) and isinstance(run_id, str):
+                    return workflow_id, run_id
+        raise SnapshotCorruptedError(
+            f"Redis storage at {self._display}: the run index {self._index_key(None)!r} "
+            f"holds a member that is not [workflow_id, run_id]: {member!r}")
+
+
+def _field_name(raw: bytes | str, *, workflow_id: str, run_id: str) -> str:
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as exc:
+        raise SnapshotCorruptedError(
+            f"Stored step results of run {run_id!r} of workflow {workflow_id!r} are "
+            f"corrupted: a step path is not UTF-8 ({raw!r})",
+            workflow_id=workflow_id, run_id=run_id) from exc
+
+
+def _describe_client(client: aioredis.Redis) -> str:
+    try:
+        options = client.connection_pool.connection_kwargs
+        host = options.get("path") or f"{options.get('host', '?')}:{options.get('port', '?')}"
+        return f"redis://{host}/{options.get('db', 0)}"
+    except Exception:
+        return "a caller-provided Redis client"

@@ -1,0 +1,323 @@
+"""SQLite storage: the embedded default, one file shared safely by several processes.
+
+Runs live in two tables of one database file::
+
+    runs(workflow_id, run_id, status, created_at, updated_at, snapshot)   -- header JSON
+    steps(workflow_id, run_id, path, result)                              -- one row a step
+
+The file is opened in WAL mode with a busy timeout, and every write is one
+``BEGIN IMMEDIATE`` transaction, so readers never block writers and concurrent writers
+from other processes wait for each other instead of failing. Blocking calls run in a
+worker thread; one connection per instance is guarded by a lock.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Self, TypeVar, final
+
+import anyio.to_thread
+
+from procflow.errors import SnapshotCorruptedError, StorageError
+from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+from procflow.storage.codec import dump_snapshot, dump_step, load_snapshot_json, load_step_json
+
+__all__ = ["SQLiteStorage"]
+
+_T = TypeVar("_T")
+
+_BUSY_TIMEOUT_MS: Final = 10_000
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS runs (
+        workflow_id TEXT NOT NULL,
+        run_id      TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        created_at  REAL NOT NULL,
+        updated_at  REAL NOT NULL,
+        snapshot    TEXT NOT NULL,
+        PRIMARY KEY (workflow_id, run_id)
+    )""",
+    """CREATE INDEX IF NOT EXISTS runs_by_status
+        ON runs (workflow_id, status, updated_at)""",
+    "CREATE INDEX IF NOT EXISTS runs_by_time ON runs (updated_at)",
+    """CREATE TABLE IF NOT EXISTS steps (
+        workflow_id TEXT NOT NULL,
+        run_id      TEXT NOT NULL,
+        path        TEXT NOT NULL,
+        result      TEXT NOT NULL,
+        PRIMARY KEY (workflow_id, run_id, path)
+    )""",
+)
+
+_UPSERT_RUN: Final = """
+    INSERT INTO runs (workflow_id, run_id, status, created_at, updated_at, snapshot)
+    VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (workflow_id, run_id) DO UPDATE SET
+        status = excluded.status, created_at = excluded.created_at,
+        updated_at = excluded.updated_at, snapshot = excluded.snapshot
+"""
+_UPSERT_STEP: Final = """
+    INSERT INTO steps (workflow_id, run_id, path, result) VALUES (?, ?, ?, ?)
+    ON CONFLICT (workflow_id, run_id, path) DO UPDATE SET result = excluded.result
+"""
+# The header JSON carries the status too; keep both in step within one statement.
+_CLAIM: Final = """
+    UPDATE runs SET status = :new, snapshot = json_set(snapshot, '$.status', :new)
+    WHERE workflow_id = :workflow_id AND run_id = :run_id AND status = :expected
+"""
+
+
+@final
+class SQLiteStorage:
+    """A ``Storage`` in one SQLite file, safe to share between processes.
+
+    The file, its parent directories and the schema are created on first use.
+
+    Args:
+        path: The database file (e.g. ``".procflow/procflow.db"``).
+
+    Example:
+        ```python
+        async with SQLiteStorage(".procflow/procflow.db") as storage:
+            run = wf.create_run(storage=storage)
+            await run.start(input_data={"value": 2})
+        ```
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = Path(path)
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"SQLiteStorage({str(self._path)!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _connect(self) -> sqlite3.Connection:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self._path, timeout=_BUSY_TIMEOUT_MS / 1000,
+                                     isolation_level=None, check_same_thread=False)
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            with _transaction(connection):
+                for statement in _SCHEMA:
+                    connection.execute(statement)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _call(self, operation: str, function: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``function`` on the connection under the lock (in a worker thread)."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"SQLite storage {str(self._path)!r} is closed; "
+                                   "create a new SQLiteStorage to use the file again.")
+            try:
+                if self._connection is None:
+                    self._connection = self._connect()
+                return function(self._connection)
+            except sqlite3.Error as exc:
+                raise StorageError(f"SQLite storage {str(self._path)!r}: {operation} "
+                                   f"failed: {exc}") from exc
+            except OSError as exc:
+                raise StorageError(f"SQLite storage {str(self._path)!r}: cannot open the "
+                                   f"database file: {exc}") from exc
+
+    async def _run(self, operation: str, function: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await anyio.to_thread.run_sync(self._call, operation, function)
+
+    # ------------------------------------------------------------------ Storage
+
+    async def save_snapshot(self, snapshot: RunSnapshot,
+                            steps: Mapping[str, StepResult]) -> None:
+        """Upsert the run row and the given step rows in one transaction.
+
+        Args:
+            snapshot: The run's header; replaces the stored one.
+            steps: Step path to result; other stored paths are kept.
+
+        Raises:
+            StorageError: The database could not be written.
+        """
+        # Encode here, in the caller's thread: the values may change once we return.
+        workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
+        run_row = (workflow_id, run_id, snapshot.status, snapshot.created_at,
+                   snapshot.updated_at, dump_snapshot(snapshot))
+        step_rows = [(workflow_id, run_id, path, dump_step(result))
+                     for path, result in steps.items()]
+
+        def save(connection: sqlite3.Connection) -> None:
+            with _transaction(connection):
+                connection.execute(_UPSERT_RUN, run_row)
+                if step_rows:
+                    connection.executemany(_UPSERT_STEP, step_rows)
+
+        await self._run(f"saving run {run_id!r} of workflow {workflow_id!r}", save)
+
+    async def load_snapshot(self, workflow_id: str, run_id: str,
+                            ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
+        """Load the run's header and all its step results, or ``None`` if not stored.
+
+        Raises:
+            SnapshotCorruptedError: A stored row cannot be decoded (it is left as is).
+            StorageError: The database could not be read.
+        """
+        key = (workflow_id, run_id)
+
+        def load(connection: sqlite3.Connection) -> tuple[str, list[tuple[str, str]]] | None:
+            with _transaction(connection, "BEGIN"):  # one consistent read snapshot
+                row = connection.execute(
+                    "SELECT snapshot FROM runs WHERE workflow_id = ? AND run_id = ?", key,
+                ).fetchone()
+                if row is None:
+                    return None
+                steps = connection.execute(
+                    "SELECT path, result FROM steps WHERE workflow_id = ? AND run_id = ?", key,
+                ).fetchall()
+            return row[0], steps
+
+        rows = await self._run(f"loading run {run_id!r} of workflow {workflow_id!r}", load)
+        if rows is None:
+            return None
+        header, step_rows = rows
+        snapshot = load_snapshot_json(_text(header), workflow_id=workflow_id, run_id=run_id)
+        steps = {
+            path: load_step_json(_text(result), workflow_id=workflow_id, run_id=run_id,
+                                 path=path)
+            for path, result in step_rows
+        }
+        return snapshot, steps
+
+    async def list_runs(self, *, workflow_id: str | None = None,
+                        status: RunStatus | None = None,
+                        limit: int | None = None) -> list[RunSnapshot]:
+        """Stored headers, newest first by ``updated_at`` (ties: first stored last).
+
+        Args:
+            workflow_id: Only runs of this workflow.
+            status: Only runs with this status.
+            limit: At most this many runs.
+
+        Raises:
+            SnapshotCorruptedError: A listed run's header cannot be decoded.
+            StorageError: The database could not be read.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        clauses: list[str] = []
+        params: list[Any] = []
+        if workflow_id is not None:
+            clauses.append("workflow_id = ?")
+            params.append(workflow_id)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        params.append(-1 if limit is None else limit)
+        query = (f"SELECT workflow_id, run_id, snapshot FROM runs {where} "
+                 "ORDER BY updated_at DESC, rowid DESC LIMIT ?")
+
+        def select(connection: sqlite3.Connection) -> list[tuple[str, str, str]]:
+            return connection.execute(query, params).fetchall()
+
+        rows = await self._run("listing runs", select)
+        return [load_snapshot_json(_text(header), workflow_id=wf, run_id=run)
+                for wf, run, header in rows]
+
+    async def delete_run(self, workflow_id: str, run_id: str) -> None:
+        """Delete the run row and its step rows in one transaction (no error if unknown)."""
+        key = (workflow_id, run_id)
+
+        def delete(connection: sqlite3.Connection) -> None:
+            with _transaction(connection):
+                connection.execute("DELETE FROM steps WHERE workflow_id = ? AND run_id = ?",
+                                   key)
+                connection.execute("DELETE FROM runs WHERE workflow_id = ? AND run_id = ?",
+                                   key)
+
+        await self._run(f"deleting run {run_id!r} of workflow {workflow_id!r}", delete)
+
+    async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
+                        new: RunStatus) -> bool:
+        """Atomically set the run's status to ``new`` if it is ``expected``.
+
+        Returns:
+            Whether a row changed (``False`` for another status or an unknown run).
+
+        Raises:
+            SnapshotCorruptedError: The run's stored header is not valid JSON.
+            StorageError: The database could not be written.
+        """
+        params = {"workflow_id": workflow_id, "run_id": run_id, "expected": expected,
+                  "new": new}
+
+        def claim(connection: sqlite3.Connection) -> bool:
+            with _transaction(connection):
+                try:
+                    cursor = connection.execute(_CLAIM, params)
+                except sqlite3.OperationalError as exc:
+                    if "malformed JSON" not in str(exc):
+                        raise
+                    raise SnapshotCorruptedError(
+                        f"Stored snapshot of run {run_id!r} of workflow {workflow_id!r} is "
+                        f"corrupted: {exc}. The stored data was left as it is; delete the "
+                        "run with delete_run() or restore it from a backup.",
+                        workflow_id=workflow_id, run_id=run_id) from exc
+                return cursor.rowcount > 0
+
+        return await self._run(f"claiming run {run_id!r} of workflow {workflow_id!r}", claim)
+
+    async def aclose(self) -> None:
+        """Close the connection; later calls raise ``StorageError``."""
+
+        def close() -> None:
+            with self._lock:
+                self._closed = True
+                connection, self._connection = self._connection, None
+            if connection is not None:
+                connection.close()
+
+        await anyio.to_thread.run_sync(close)
+
+
+@contextmanager
+def _transaction(connection: sqlite3.Connection,
+                 begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` (or the given BEGIN) ... ``COMMIT``, rolled back on any error."""
+    connection.execute(begin)
+    try:
+        yield
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.rollback()
+        raise
+
+
+def _text(value: object) -> str | bytes:
+    """A stored JSON column as the codec takes it (garbage of another type included)."""
+    return value if isinstance(value, str | bytes) else str(value)

@@ -1,0 +1,107 @@
+"""Fixtures shared by the whole test suite: the anyio backend and a Redis server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import NoReturn
+from uuid import uuid4
+
+import pytest
+
+__all__ = ["anyio_backend", "redis_prefix", "redis_url"]
+
+_DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
+_PROBE_TIMEOUT = 0.5
+_START_TIMEOUT = 10.0
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Run async tests on asyncio (a module may override this to add "trio")."""
+    return "asyncio"
+
+
+def _answers(url: str) -> bool:
+    import redis
+
+    try:
+        with redis.Redis.from_url(url, socket_connect_timeout=_PROBE_TIMEOUT,
+                                  socket_timeout=_PROBE_TIMEOUT) as client:
+            return bool(client.ping())
+    except (redis.RedisError, OSError, ValueError):
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("PROCFLOW_REQUIRE_REDIS") == "1":
+        pytest.fail(f"Redis is required (PROCFLOW_REQUIRE_REDIS=1) but {reason}")
+    pytest.skip(reason)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A Redis server's URL: ``$REDIS_URL`` if it answers, else a private redis-server.
+
+    Skips the test when neither is available (fails instead under
+    ``PROCFLOW_REQUIRE_REDIS=1``).
+    """
+    url = os.environ.get("REDIS_URL", _DEFAULT_REDIS_URL)
+    if _answers(url):
+        yield url
+        return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        _unavailable(f"no Redis answers at {url} and redis-server is not installed")
+    with tempfile.TemporaryDirectory(prefix="procflow-redis-") as directory:
+        port = _free_port()
+        private_url = f"redis://127.0.0.1:{port}"
+        process = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", directory],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + _START_TIMEOUT
+            while not _answers(private_url):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    _unavailable(f"no Redis answers at {url} and a private redis-server "
+                                 f"on port {port} did not start")
+                time.sleep(0.05)
+            yield private_url
+        finally:
+            _stop(process)
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix unique to the test; its keys are deleted afterwards."""
+    import redis
+
+    prefix = f"procflow-test-{uuid4().hex}"
+    yield prefix
+    with redis.Redis.from_url(redis_url) as client:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=500))
+        if keys:
+            client.delete(*keys)

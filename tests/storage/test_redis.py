@@ -1,0 +1,95 @@
+"""RedisStorage specifics: corrupted values, unreachable servers, lazy import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+import redis.asyncio as aioredis
+
+from procflow.errors import SnapshotCorruptedError, StorageError
+from procflow.runtime.results import RunSnapshot, StepResult
+from procflow.storage import RedisStorage
+
+
+@pytest.fixture
+async def storage(redis_url: str, redis_prefix: str) -> AsyncIterator[RedisStorage]:
+    async with RedisStorage(redis_url, prefix=redis_prefix) as instance:
+        yield instance
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def header(run_id: str = "run-1") -> RunSnapshot:
+    return RunSnapshot(workflow_id="wf", run_id=run_id, status="suspended", updated_at=1.0)
+
+
+@pytest.mark.redis
+async def test_corrupted_header_raises_and_is_kept(storage: RedisStorage,
+                                                   raw: aioredis.Redis) -> None:
+    await storage.save_snapshot(header(), {})
+    key = f"{storage.prefix}:run:wf:run-1"
+    await raw.set(key, "{garbage")
+
+    with pytest.raises(SnapshotCorruptedError, match="run 'run-1' of workflow 'wf'"):
+        await storage.load_snapshot("wf", "run-1")
+    with pytest.raises(SnapshotCorruptedError, match="run-1"):
+        await storage.list_runs()
+    with pytest.raises(SnapshotCorruptedError):
+        await storage.claim_run("wf", "run-1", expected="suspended", new="running")
+
+    assert await raw.get(key) == "{garbage"
+
+
+@pytest.mark.redis
+async def test_corrupted_step_names_the_step(storage: RedisStorage,
+                                             raw: aioredis.Redis) -> None:
+    await storage.save_snapshot(header(), {"outer.inner": StepResult(status="success")})
+    await raw.hset(f"{storage.prefix}:steps:wf:run-1", "outer.inner", '{"status": 1}')
+
+    with pytest.raises(SnapshotCorruptedError, match=r"step 'outer\.inner'"):
+        await storage.load_snapshot("wf", "run-1")
+
+
+@pytest.mark.redis
+async def test_concurrent_claims_let_exactly_one_win(storage: RedisStorage) -> None:
+    await storage.save_snapshot(header(), {})
+    wins: list[bool] = []
+
+    async def claim() -> None:
+        wins.append(await storage.claim_run("wf", "run-1", expected="suspended",
+                                            new="running"))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(10):
+            group.start_soon(claim)
+
+    assert sorted(wins) == [False] * 9 + [True]
+
+
+async def test_an_unreachable_server_is_a_storage_error_without_the_password() -> None:
+    async with RedisStorage("redis://:secret@127.0.0.1:1/0", prefix="p") as storage:
+        with pytest.raises(StorageError) as info:
+            await storage.load_snapshot("wf", "run-1")
+
+    message = str(info.value)
+    assert "redis://127.0.0.1:1/0" in message
+    assert "secret" not in message
+    assert "secret" not in repr(storage)
+
+
+def test_importing_the_storage_package_does_not_import_redis() -> None:
+    code = ("import sys, procflow.storage as s; assert 'redis' not in sys.modules; "
+            "s.RedisStorage; assert 'redis' in sys.modules")
+
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
