@@ -1,11 +1,9 @@
 """Runtime overhead of procflow's executor against plain anyio doing the same work.
 
-Run it with ``python benchmarks/runtime.py`` (or ``--quick`` for a few-second smoke
-test). Everything runs in one process, inside one ``anyio.run`` on the asyncio backend,
-with ``InMemoryStorage`` and nobody streaming events. Each figure is the best of several
-timed repeats after a warm-up; each procflow row is shown beside the plain-anyio version
-of the same work measured in the same process, with the ratio and a PASS/FAIL target.
-The exit code is always 0: benchmarks report, they never fail the build.
+``python benchmarks/runtime.py [--quick]``. One process, one ``anyio.run`` (asyncio),
+``InMemoryStorage``, nobody streaming events. Each figure is the best of several timed
+repeats after a warm-up, beside the plain-anyio version of the same work measured in the
+same run, with the ratio and a PASS/FAIL target. Exit code always 0 (report, never fail).
 """
 
 from __future__ import annotations
@@ -26,16 +24,11 @@ from procflow import StepContext, Workflow, create_step, create_workflow
 from procflow.storage import InMemoryStorage
 
 # Measured on this machine for peer libraries, for scale only (not re-measured here).
-PEERS = [
-    ("LangGraph", 195.0, 2000.0),
-    ("pydantic-graph", 75.0, 840.0),
-]
+PEERS = [("LangGraph", 195.0, 2000.0), ("pydantic-graph", 75.0, 840.0)]
 
 
 @dataclass(frozen=True)
-class Sizes:
-    """Timed repeats; runs per repeat of each workflow; the foreach list length."""
-
+class Sizes:  # timed repeats; runs per timed call of each workflow; foreach list length
     repeats: int
     chain_runs: int
     small_runs: int
@@ -71,7 +64,7 @@ class Row:
     @property
     def target(self) -> str:
         parts = [f"<= {self.max_ratio:g}x"] if self.max_ratio is not None else []
-        parts += [f"<= {self.max_abs_us:g} us"] if self.max_abs_us is not None else []
+        parts += [f"<= {self.max_abs_us:g} µs"] if self.max_abs_us is not None else []
         return ", ".join(parts) or "(info)"
 
 
@@ -87,10 +80,8 @@ async def best_of(fn: Callable[[], Awaitable[None]], repeats: int) -> float:
     return min(times)
 
 
-# -- the work ----------------------------------------------------------------------
-
-async def bump(ctx: StepContext) -> int:
-    return int(ctx.input_data) + 1
+async def bump(ctx: StepContext) -> Any:
+    return ctx.input_data + 1
 
 
 def make_plain(n: int) -> list[Callable[[int], Awaitable[int]]]:
@@ -206,22 +197,15 @@ async def bench_foreach(sz: Sizes, concurrency: int) -> Row:
 
 
 def import_time(repeats: int) -> float:
-    code = ("import time; t = time.perf_counter(); import procflow; "
-            "print(time.perf_counter() - t)")
-    best = float("inf")
-    for _ in range(repeats):
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              check=True)
-        best = min(best, float(done.stdout.strip()))
-    return best
+    code = "import time; t=time.perf_counter(); import procflow; print(time.perf_counter()-t)"
+    return min(float(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                    text=True, check=True).stdout) for _ in range(repeats))
 
-
-# -- report ------------------------------------------------------------------------
 
 def print_report(rows: list[Row], imp: float, sz: Sizes, quick: bool) -> None:
     print(f"procflow runtime benchmark ({'quick' if quick else 'full'}; best of "
           f"{sz.repeats}; asyncio backend; InMemoryStorage; no event stream)")
-    print(f"{'benchmark':<36}{'procflow us':>13}{'plain us':>11}{'ratio':>9}  "
+    print(f"{'benchmark':<36}{'procflow µs':>13}{'plain µs':>11}{'ratio':>9}  "
           f"{'target':<20}{'result':>6}")
     print("-" * 97)
     for r in rows:
@@ -233,7 +217,7 @@ def print_report(rows: list[Row], imp: float, sz: Sizes, quick: bool) -> None:
     print()
     print("reference, peers measured on this machine (constants, not re-measured):")
     for name, step_us, run_us in PEERS:
-        print(f"  {name:<16} ~{step_us:g} us per chain step, ~{run_us:g} us per 10-step run")
+        print(f"  {name:<16} ~{step_us:g} µs per chain step, ~{run_us:g} µs per 10-step run")
 
 
 async def main(quick: bool) -> None:

@@ -113,9 +113,9 @@ class Scope:
 class Execution:
     """One execution of a run: results, state, storage and event plumbing."""
 
-    __slots__ = ("created_at", "dirty", "input", "records", "request_context",
-                 "resume_data", "resume_targets", "run_id", "send", "status", "storage",
-                 "sync", "top", "wf")
+    __slots__ = ("context_json", "created_at", "dirty", "input", "records", "replaying",
+                 "request_context", "resume_data", "resume_targets", "run_id", "send",
+                 "status", "storage", "sync", "top", "wf")
 
     def __init__(self, *, wf: Workflow, run_id: str, input: Any,
                  records: dict[str, StepResult], state: dict[str, Any],
@@ -127,8 +127,10 @@ class Execution:
         self.run_id = run_id
         self.input = input
         self.records = records
+        self.replaying = bool(records)  # stored results exist: resume or restart
         self.dirty: dict[str, StepResult] = {}
         self.request_context = request_context
+        self.context_json = request_context.json_safe()
         self.storage = storage
         self.sync = sync
         self.send = send
@@ -152,10 +154,12 @@ class Execution:
                     tripwire: dict[str, Any] | None = None) -> None:
         """Write the run header and the step results changed since the last flush."""
         dirty, self.dirty = self.dirty, {}
+        if status != "running":
+            self.context_json = self.request_context.json_safe()
         snapshot = RunSnapshot(
             workflow_id=self.wf.id, run_id=self.run_id, status=status, input=self.input,
             state=self.top.state, result=result, error=error, suspended=suspended or [],
-            tripwire=tripwire, request_context=self.request_context.json_safe(),
+            tripwire=tripwire, request_context=self.context_json,
             created_at=self.created_at, updated_at=time.time())
         await self.storage.save_snapshot(snapshot, dirty)
 
@@ -238,7 +242,7 @@ def _hydrate(unit: Step | Workflow, output: Any) -> Any:
 async def _run_step(ex: Execution, step: Step, data: Any, scope: Scope, path: str,
                     replay: bool, keep: bool, iteration: int) -> Any:
     resume_data = None
-    if ex.records:
+    if ex.replaying:
         rec, targeted, resume_data = _stored(ex, step, path, replay)
         if rec is not None and rec.status == "success" and replay:
             return _hydrate(step, rec.output)
@@ -350,7 +354,7 @@ async def _suspend(ex: Execution, unit: Step, path: str, payload: Any, started: 
 
 async def _run_nested(ex: Execution, wf: Workflow, data: Any, scope: Scope, path: str,
                       replay: bool, keep: bool, iteration: int) -> Any:
-    if ex.records:
+    if ex.replaying:
         rec, _, _ = _stored(ex, wf, path, replay)
         if rec is not None and rec.status == "success" and replay:
             return _hydrate(wf, rec.output)

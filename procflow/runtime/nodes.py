@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -179,7 +180,7 @@ def _foreach(entry: ForeachEntry) -> Node:
 
     async def foreach(ex: Execution, data: Any, scope: Scope) -> Any:
         path = scope.prefix + unit.id
-        rec = ex.records.get(path) if ex.records else None
+        rec = ex.records.get(path) if ex.replaying else None
         if rec is not None and rec.status == "success":
             return [_hydrate_item(unit, o) for o in rec.output]
         started = time.time()
@@ -270,11 +271,13 @@ def _loop(entry: LoopEntry) -> Node:
 
     async def loop(ex: Execution, data: Any, scope: Scope) -> Any:
         path = scope.prefix + unit.id
-        rec = ex.records.get(path) if ex.records else None
-        iteration = 0
-        out = data
+        rec = ex.records.get(path) if ex.replaying else None
         if rec is not None and rec.status == "success":
             iteration, out = rec.iterations, await run_unit(ex, unit, data, scope)
+        elif rec is not None and rec.status == "failed" and rec.partial:
+            # an earlier execution failed mid-loop: continue from its last good iteration
+            iteration, out = next(iter(rec.partial.items()))
+            out = _hydrate_item(unit, out)
         else:
             iteration = 1
             out = await run_unit(ex, unit, data, scope, replay=True, iteration=1)
@@ -300,7 +303,14 @@ def _loop(entry: LoopEntry) -> Node:
                     workflow_id=scope.wf.id, run_id=ex.run_id, step_id=path)
                 raise Failed(path, err)
             iteration += 1
-            out = await run_unit(ex, unit, out, scope, replay=False, iteration=iteration)
+            try:
+                out = await run_unit(ex, unit, out, scope, replay=False, iteration=iteration)
+            except Failed:
+                failed = ex.records.get(path)
+                if failed is not None and failed.status == "failed":
+                    await ex.record(path, replace(failed, iterations=iteration - 1,
+                                                  partial={iteration - 1: out}))
+                raise
     return loop
 
 

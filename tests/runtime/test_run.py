@@ -198,3 +198,17 @@ async def test_runs_are_listed_by_status() -> None:
     await wf.create_run(run_id="one").start()
     runs = await wf.list_runs(status="success")
     assert [r.run_id for r in runs] == ["one"]
+
+
+async def test_default_storage_is_used_and_can_be_reset() -> None:
+    from procflow import get_default_storage, set_default_storage
+
+    storage = InMemoryStorage()
+    set_default_storage(storage)
+    try:
+        wf = create_workflow(id="defaulted").then(s("a", lambda ctx: 1)).commit()
+        run = wf.create_run()
+        assert run.storage is storage and get_default_storage() is storage
+    finally:
+        set_default_storage(None)
+    assert wf.create_run().storage is not storage

@@ -1,0 +1,130 @@
+"""restart(): continue a run whose process died, without re-running completed steps."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from procflow import RunStateError, StepContext, create_step, create_workflow
+from procflow.storage import InMemoryStorage, SQLiteStorage
+
+SCRIPT = textwrap.dedent('''
+    import sys, time
+    import anyio
+    from procflow import create_step, create_workflow
+    from procflow.storage import SQLiteStorage
+
+    db, log, mode, run_id = sys.argv[1:5]
+
+    def logged(name, slow=False):
+        async def run(ctx):
+            with open(log, "a") as fh:
+                fh.write(name + "\\n")
+            if slow and mode == "start":
+                await anyio.sleep(60)          # killed here
+            return ctx.input_data + [name]
+        return create_step(id=name, execute=run)
+
+    wf = (create_workflow(id="crashy")
+          .then(logged("one")).then(logged("two"))
+          .parallel([logged("left"), logged("right")])
+          .map(lambda ctx: ctx.input_data["left"] + ["joined"])
+          .then(logged("three", slow=True)).then(logged("four")).commit())
+
+    async def main():
+        async with SQLiteStorage(db) as storage:
+            if mode == "start":
+                await wf.create_run(run_id, storage=storage).start(input_data=[])
+            else:
+                run = await wf.get_run(run_id, storage=storage)
+                result = await run.restart()
+                print(result.status, result.result)
+
+    anyio.run(main)
+''')
+
+
+def test_sigkilled_run_restarts_in_a_fresh_process(tmp_path: Path) -> None:
+    script, db, log = tmp_path / "crashy.py", tmp_path / "runs.db", tmp_path / "log.txt"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([sys.executable, str(script), str(db), str(log), "start", "r1"],
+                            env=env)
+    deadline = time.monotonic() + 30
+    while "three" not in (log.read_text() if log.exists() else ""):
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline, "the run never reached step three"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = subprocess.run([sys.executable, str(script), str(db), str(log), "restart", "r1"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(" ", 1)[0] == "success"
+    assert "['one', 'two', 'left', 'joined', 'three', 'four']" in done.stdout
+    runs = log.read_text().split()
+    assert sorted(runs) == sorted(["one", "two", "left", "right", "three", "three", "four"])
+
+
+async def test_restart_of_failed_run_reruns_only_the_failed_part() -> None:
+    calls: dict[str, int] = {}
+    broken = {"yes": True}
+
+    def step_fn(name: str) -> Any:
+        def run(ctx: StepContext) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            if name == "b" and broken["yes"]:
+                raise RuntimeError("flaky dependency")
+            return name
+        return create_step(id=name, execute=run)
+
+    wf = create_workflow(id="w", storage=InMemoryStorage()).then(step_fn("a")).then(
+        step_fn("b")).then(step_fn("c")).commit()
+    run = wf.create_run()
+    assert (await run.start()).status == "failed"
+    broken["yes"] = False
+    result = await run.restart()
+    assert result.status == "success" and calls == {"a": 1, "b": 2, "c": 1}
+    assert await run.restart() is result  # a successful run returns its result
+
+
+async def test_restart_refuses_new_and_suspended_runs(tmp_path: Path) -> None:
+    async def wait(ctx: StepContext) -> None:
+        await ctx.suspend()
+
+    async with SQLiteStorage(tmp_path / "r.db") as storage:
+        wf = create_workflow(id="w", storage=storage).then(
+            create_step(id="wait", execute=wait)).commit()
+        run = wf.create_run()
+        with pytest.raises(RunStateError, match="never started"):
+            await run.restart()
+        await run.start()
+        with pytest.raises(RunStateError, match="use resume"):
+            await run.restart()
+
+
+async def test_loop_restart_continues_from_the_last_iteration() -> None:
+    calls: list[int] = []
+    storage = InMemoryStorage()
+
+    def inc(ctx: StepContext) -> int:
+        calls.append(ctx.input_data)
+        if ctx.input_data == 2 and len(calls) == 3:
+            raise RuntimeError("crash on third iteration")
+        return int(ctx.input_data) + 1
+
+    wf = create_workflow(id="w", storage=storage).dountil(
+        create_step(id="inc", execute=inc), lambda ctx: ctx.input_data >= 5).commit()
+    run = wf.create_run()
+    assert (await run.start(input_data=0)).status == "failed"
+    result = await run.restart()
+    assert result.result == 5
+    assert calls == [0, 1, 2, 2, 3, 4]  # iterations 1 and 2 were not re-run

@@ -1,0 +1,46 @@
+"""The public API: every name in ``__all__`` exists, and DESIGN's names are exported."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+MODULES = ["procflow", "procflow.messages", "procflow.context", "procflow.errors",
+           "procflow.storage", "procflow.steps", "procflow.workflows", "procflow.runtime"]
+
+DESIGN = {
+    "procflow": ["create_workflow", "create_step", "step", "Workflow", "Run", "WorkflowResult",
+                 "StepContext", "RequestContext", "set_default_storage"],
+    "procflow.errors": ["ProcflowError", "WorkflowDefinitionError", "StepValidationError",
+                        "TripWire", "APICallError", "RunNotFoundError"],
+    "procflow.storage": ["Storage", "InMemoryStorage", "SQLiteStorage", "RedisStorage"],
+}
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_all_names_exist(module: str) -> None:
+    mod = importlib.import_module(module)
+    for name in mod.__all__:
+        assert hasattr(mod, name), f"{module}.{name} is in __all__ but missing"
+
+
+@pytest.mark.parametrize("module", sorted(DESIGN))
+def test_design_names_are_exported(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert set(DESIGN[module]) <= set(mod.__all__)
+
+
+def test_errors_share_one_root() -> None:
+    errors = importlib.import_module("procflow.errors")
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), errors.ProcflowError)
+
+
+def test_import_is_light() -> None:
+    code = ("import sys, procflow; heavy = {'networkx', 'rich', 'tiktoken', 'redis', 'httpx'}"
+            "; print(sorted(heavy & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
