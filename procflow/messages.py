@@ -478,6 +478,16 @@ class MessageList:
         """
         return [_prompt_entry(m) for m in (*self._system, *self._messages)]
 
+    def assign(self, other: MessageList) -> None:
+        """Make this list hold exactly ``other``'s messages, sources and tags (in place).
+
+        Used to apply the result of work done on a copy back to the live list.
+        """
+        self._messages = list(other._messages)
+        self._system = list(other._system)
+        self._sources = dict(other._sources)
+        self._tags = dict(other._tags)
+
     def copy(self) -> MessageList:
         """An independent copy (messages deep-copied)."""
         clone = MessageList()

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from procflow.storage.base import Storage
 from procflow.storage.memory import InMemoryStorage
+from procflow.storage.null import NullStorage
 from procflow.storage.sqlite import SQLiteStorage
 
 if TYPE_CHECKING:
     from procflow.storage.redis import RedisStorage
 
-__all__ = ["InMemoryStorage", "RedisStorage", "SQLiteStorage", "Storage"]
+__all__ = ["InMemoryStorage", "NullStorage", "RedisStorage", "SQLiteStorage", "Storage"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,86 @@
+"""The contract every model provider meets: a request in, a stream of chunks out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from procflow.errors import APICallError
+from procflow.messages import Chunk
+
+__all__ = ["LanguageModel", "ModelRequest", "ToolSpec", "complete_text"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as a model sees it.
+
+    Attributes:
+        name: The tool's name.
+        description: What it does (the model reads this).
+        parameters: JSON schema of its arguments.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """One model call.
+
+    Attributes:
+        prompt: Provider-facing messages (``MessageList.to_prompt()``).
+        tools: Tools the model may call.
+        tool_choice: "auto", "none", "required" or ``{"type": "tool", "tool_name": ...}``.
+        settings: Call settings such as ``temperature``, ``max_tokens``, ``response_format``.
+    """
+
+    prompt: list[dict[str, Any]]
+    tools: Sequence[ToolSpec] | None = None
+    tool_choice: Any = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """A model: ``stream(request)`` yields chunks ("text-delta", "tool-call", ...)
+    and ends with one "finish" chunk carrying ``finish_reason`` and ``usage``.
+
+    Provider rejections raise ``APICallError``.
+    """
+
+    @property
+    def provider(self) -> str:
+        """The provider's name, e.g. "openai"."""
+        ...
+
+    @property
+    def model_id(self) -> str:
+        """The model's id at the provider."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """Stream the answer to ``request``."""
+        ...
+
+
+async def complete_text(model: LanguageModel, prompt: list[dict[str, Any]],
+                        **settings: Any) -> str:
+    """Call ``model`` and return its whole text answer.
+
+    Raises:
+        APICallError: The provider failed, or the stream carried an "error" chunk.
+    """
+    parts: list[str] = []
+    async for chunk in model.stream(ModelRequest(prompt=prompt, settings=dict(settings))):
+        if chunk.type == "text-delta":
+            parts.append(chunk.text)
+        elif chunk.type == "error":
+            error = chunk.payload.get("error")
+            if isinstance(error, BaseException):
+                raise error
+            raise APICallError(f"model {model.provider}/{model.model_id} failed: {error}")
+    return "".join(parts)

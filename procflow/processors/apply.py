@@ -1,0 +1,280 @@
+"""Running one processor's hook for one phase, and applying what it returned.
+
+The return-value rules of the seed live here, once, for the runner and for
+processor steps alike: a list of messages replaces the phase's messages (ids that
+are missing are removed, the others keep their source), result objects override,
+``None`` leaves things as they were. A ``TripWire`` gets the processor's id and fires
+``on_violation`` before it propagates; any other wrong return is a ``ProcessorError``
+naming the processor and the hook.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from procflow.errors import ProcessorError, TripWire
+from procflow.messages import Message, MessageList, MessageSource
+from procflow.processors.args import (
+    OutputResult,
+    ProcessAPIErrorArgs,
+    ProcessInputArgs,
+    ProcessInputResult,
+    ProcessInputStepArgs,
+    ProcessInputStepResult,
+    ProcessLLMRequestArgs,
+    ProcessLLMRequestResult,
+    ProcessLLMResponseArgs,
+    ProcessorArgs,
+    ProcessorContext,
+    ProcessorViolation,
+    ProcessOutputResultArgs,
+    ProcessOutputStepArgs,
+    ProcessToolResultArgs,
+    ProcessToolResultResult,
+)
+from procflow.processors.base import Processor
+
+__all__ = [
+    "StepInfo",
+    "StepOverrides",
+    "apply_api_error",
+    "apply_input",
+    "apply_input_step",
+    "apply_llm_request",
+    "apply_llm_response",
+    "apply_output_result",
+    "apply_output_step",
+    "apply_tool_result",
+    "call_hook",
+]
+
+
+@dataclass(slots=True)
+class StepInfo:
+    """Where the agent loop is: the step number and the steps done so far."""
+
+    step_number: int = 0
+    steps: list[Any] | None = None
+
+
+@dataclass(slots=True)
+class StepOverrides:
+    """A step's settings after the input-step processors ran (each sees the last's)."""
+
+    model: Any = None
+    tools: Any = None
+    tool_choice: Any = None
+
+
+def _base(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> dict[str, Any]:
+    return {"message_list": ml, "state": ctx.state_for(p.id), "retry_count": ctx.retry_count,
+            "request_context": ctx.request_context, "writer": ctx.writer, "processor": p,
+            "context": ctx}
+
+
+async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
+    """Call ``p.<hook>(args)`` (sync or async); a TripWire is tagged and reported."""
+    fn: Callable[[Any], Any] = getattr(p, hook)
+    try:
+        out = fn(args)
+        if inspect.isawaitable(out):
+            out = await out
+    except TripWire as trip:
+        if trip.processor_id is None:
+            trip.processor_id = p.id
+        p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
+                           args.context)
+        raise
+    return out
+
+
+def _wrong(p: Processor, hook: str, out: Any, expected: str) -> ProcessorError:
+    return ProcessorError(
+        f"processor '{p.id}': {hook}() returned {type(out).__name__}; expected {expected}",
+        processor_id=p.id, hook=hook)
+
+
+def _as_messages(p: Processor, hook: str, items: Sequence[Any]) -> list[Message]:
+    out: list[Message] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Message):
+            out.append(item)
+            continue
+        try:
+            out.append(Message.from_input(item))
+        except Exception as exc:
+            raise ProcessorError(
+                f"processor '{p.id}': {hook}() returned a list whose item {i} is not a message "
+                f"({type(item).__name__}: {exc})", processor_id=p.id, hook=hook) from exc
+    return out
+
+
+def replace_view(ml: MessageList, view: list[Message], returned: list[Message],
+                 default: MessageSource) -> None:
+    """Make ``returned`` take the place of ``view`` in ``ml``: missing ids are removed,
+    the others keep their source, new ones get ``default``; system-role ones go to the
+    system list."""
+    sources = {m.id: ml.source_of(m.id) for m in view if ml.get(m.id) is not None}
+    ml.remove_by_ids([m.id for m in view])
+    for msg in returned:
+        if msg.role == "system":
+            ml.add_system(msg)
+        else:
+            source = sources.get(msg.id) or (ml.source_of(msg.id) if ml.get(msg.id) else default)
+            ml.add(msg, source=source)
+
+
+def _replace_system(ml: MessageList, system: list[Message]) -> None:
+    ml.remove_by_ids([m.id for m in ml.system()])
+    for msg in system:
+        ml.add_system(msg)
+
+
+def _apply_messages(p: Processor, hook: str, ml: MessageList, out: Any, view: list[Message],
+                    default: MessageSource) -> bool:
+    """Apply a message-list-shaped return; ``False`` when ``out`` is not one."""
+    if out is None or out is ml:
+        return True
+    if isinstance(out, MessageList):
+        raise ProcessorError(
+            f"processor '{p.id}': {hook}() returned a different MessageList; edit "
+            "args.message_list in place or return a list of messages", processor_id=p.id,
+            hook=hook)
+    if isinstance(out, list | tuple):
+        replace_view(ml, view, _as_messages(p, hook, out), default)
+        return True
+    return False
+
+
+async def apply_input(p: Processor, ml: MessageList, ctx: ProcessorContext) -> None:
+    """``process_input``: once, on the input messages."""
+    hook = "process_input"
+    view = ml.input()
+    args = ProcessInputArgs(**_base(p, ml, ctx), messages=list(view),
+                            system_messages=ml.system())
+    out = await call_hook(p, hook, args)
+    if _apply_messages(p, hook, ml, out, view, "input"):
+        return
+    if isinstance(out, ProcessInputResult):
+        if out.messages is not None:
+            replace_view(ml, view, _as_messages(p, hook, out.messages), "input")
+        if out.system_messages is not None:
+            _replace_system(ml, _as_messages(p, hook, out.system_messages))
+        return
+    raise _wrong(p, hook, out, "a list of messages, ProcessInputResult, the MessageList or None")
+
+
+async def apply_input_step(p: Processor, ml: MessageList, ctx: ProcessorContext,
+                           info: StepInfo, current: StepOverrides) -> StepOverrides:
+    """``process_input_step``: before a model call; returns the step's settings."""
+    hook = "process_input_step"
+    view = ml.all()
+    args = ProcessInputStepArgs(
+        **_base(p, ml, ctx), messages=list(view), system_messages=ml.system(),
+        step_number=info.step_number, steps=list(info.steps or []), model=current.model,
+        tools=current.tools, tool_choice=current.tool_choice)
+    out = await call_hook(p, hook, args)
+    if _apply_messages(p, hook, ml, out, view, "input"):
+        return current
+    if isinstance(out, ProcessInputStepResult):
+        if out.messages is not None:
+            replace_view(ml, view, _as_messages(p, hook, out.messages), "input")
+        if out.system_messages is not None:
+            _replace_system(ml, _as_messages(p, hook, out.system_messages))
+        return StepOverrides(
+            model=out.model if out.model is not None else current.model,
+            tools=out.tools if out.tools is not None else current.tools,
+            tool_choice=out.tool_choice if out.tool_choice is not None else current.tool_choice)
+    raise _wrong(p, hook, out, "ProcessInputStepResult, a list of messages, the MessageList "
+                 "or None")
+
+
+async def apply_llm_request(p: Processor, prompt: list[dict[str, Any]], ml: MessageList | None,
+                            ctx: ProcessorContext, info: StepInfo, model: Any,
+                            ) -> ProcessLLMRequestResult:
+    """``process_llm_request``: may rewrite this call's prompt or answer from cache."""
+    hook = "process_llm_request"
+    args = ProcessLLMRequestArgs(**_base(p, ml, ctx), prompt=prompt, model=model,
+                                 step_number=info.step_number, steps=list(info.steps or []))
+    out = await call_hook(p, hook, args)
+    if out is None:
+        return ProcessLLMRequestResult()
+    if isinstance(out, ProcessLLMRequestResult):
+        return out
+    if isinstance(out, list) and all(isinstance(e, dict) for e in out):
+        return ProcessLLMRequestResult(prompt=out)
+    raise _wrong(p, hook, out, "ProcessLLMRequestResult, a prompt (list of dicts) or None")
+
+
+async def apply_llm_response(p: Processor, chunks: list[Any], ml: MessageList | None,
+                             ctx: ProcessorContext, info: StepInfo, model: Any,
+                             from_cache: bool) -> None:
+    """``process_llm_response``: side effects only (e.g. writing a cache)."""
+    args = ProcessLLMResponseArgs(**_base(p, ml, ctx), chunks=chunks, model=model,
+                                  step_number=info.step_number, steps=list(info.steps or []),
+                                  from_cache=from_cache)
+    await call_hook(p, "process_llm_response", args)
+
+
+async def apply_output_step(p: Processor, ml: MessageList, ctx: ProcessorContext,
+                            info: StepInfo, *, finish_reason: str | None,
+                            tool_calls: list[dict[str, Any]], text: str,
+                            usage: dict[str, Any] | None) -> None:
+    """``process_output_step``: after a model step."""
+    hook = "process_output_step"
+    view = ml.all()
+    args = ProcessOutputStepArgs(
+        **_base(p, ml, ctx), messages=list(view), system_messages=ml.system(),
+        step_number=info.step_number, steps=list(info.steps or []),
+        finish_reason=finish_reason, tool_calls=tool_calls, text=text, usage=usage)
+    out = await call_hook(p, hook, args)
+    if not _apply_messages(p, hook, ml, out, view, "response"):
+        raise _wrong(p, hook, out, "a list of messages, the MessageList or None")
+
+
+async def apply_output_result(p: Processor, ml: MessageList, ctx: ProcessorContext,
+                              result: OutputResult) -> None:
+    """``process_output_result``: once, on the response messages."""
+    hook = "process_output_result"
+    view = ml.response()
+    args = ProcessOutputResultArgs(**_base(p, ml, ctx), messages=list(view), result=result)
+    out = await call_hook(p, hook, args)
+    if not _apply_messages(p, hook, ml, out, view, "response"):
+        raise _wrong(p, hook, out, "a list of messages, the MessageList or None")
+
+
+async def apply_tool_result(p: Processor, ml: MessageList | None, ctx: ProcessorContext,
+                            info: StepInfo, *, tool_name: str, tool_call_id: str,
+                            args: dict[str, Any], result: Any) -> Any:
+    """``process_tool_result``: returns the (possibly replaced) tool result."""
+    hook = "process_tool_result"
+    hook_args = ProcessToolResultArgs(
+        **_base(p, ml, ctx), tool_name=tool_name, tool_call_id=tool_call_id, args=args,
+        result=result, step_number=info.step_number, steps=list(info.steps or []))
+    out = await call_hook(p, hook, hook_args)
+    if out is None:
+        return result
+    if isinstance(out, ProcessToolResultResult):
+        return out.result
+    if ml is not None and _apply_messages(p, hook, ml, out, ml.all(), "response"):
+        return result
+    raise _wrong(p, hook, out, "ProcessToolResultResult, a list of messages or None")
+
+
+async def apply_api_error(p: Processor, error: BaseException, ml: MessageList,
+                          ctx: ProcessorContext, info: StepInfo) -> bool:
+    """``process_api_error``: whether this processor asks for a retry."""
+    from procflow.processors.args import APIErrorResult
+
+    hook = "process_api_error"
+    args = ProcessAPIErrorArgs(**_base(p, ml, ctx), error=error, messages=ml.all(),
+                               step_number=info.step_number, steps=list(info.steps or []))
+    out = await call_hook(p, hook, args)
+    if out is None:
+        return False
+    if isinstance(out, APIErrorResult):
+        return out.retry
+    raise _wrong(p, hook, out, "APIErrorResult or None")

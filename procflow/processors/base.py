@@ -1,0 +1,146 @@
+"""``Processor``: the base class of every processor, with no-op hooks."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from procflow.processors.args import (
+    ProcessAPIErrorArgs,
+    ProcessInputArgs,
+    ProcessInputStepArgs,
+    ProcessLLMRequestArgs,
+    ProcessLLMResponseArgs,
+    ProcessorContext,
+    ProcessorViolation,
+    ProcessOutputResultArgs,
+    ProcessOutputStepArgs,
+    ProcessOutputStreamArgs,
+    ProcessToolResultArgs,
+)
+
+if TYPE_CHECKING:
+    from procflow.processors.step import ProcessorStep
+
+__all__ = ["HOOKS", "Processor"]
+
+logger = logging.getLogger("procflow.processors")
+
+HOOKS: tuple[str, ...] = (
+    "process_input", "process_input_step", "process_llm_request", "process_llm_response",
+    "process_output_stream", "process_output_step", "process_output_result",
+    "process_tool_result", "process_api_error",
+)
+
+
+class Processor:
+    """Base class of processors: override any hooks (sync or async); the rest do nothing.
+
+    Example::
+
+        class Lowercase(Processor):
+            id = "lowercase"
+
+            async def process_input(self, args: ProcessInputArgs):
+                return [m.with_text(m.text.lower()) for m in args.messages]
+
+    Attributes:
+        id: Unique within an array; keys the processor's state and its step id
+            (``processor:<id>``).
+        name: Display name (defaults to the id).
+        description: Free text.
+        process_data_parts: Let ``process_output_stream`` see custom "data-*" chunks.
+        on_violation: Called with a ``ProcessorViolation`` on every abort and warning;
+            errors it raises are logged and swallowed.
+    """
+
+    id: str = ""
+    name: str | None = None
+    description: str | None = None
+    process_data_parts: bool = False
+    on_violation: Callable[[ProcessorViolation], Any] | None = None
+
+    _hooks_cache: ClassVar[dict[type, frozenset[str]]] = {}
+
+    # -- hooks (no-ops; returning None leaves everything unchanged) ---------------
+
+    def process_input(self, args: ProcessInputArgs) -> Any:
+        """Once, before the agent loop. Return messages to replace the input ones, a
+        ``ProcessInputResult``, the (same) ``MessageList``, or ``None``."""
+        return None
+
+    def process_input_step(self, args: ProcessInputStepArgs) -> Any:
+        """Before every model call. Return a ``ProcessInputStepResult`` to override the
+        step's model/tools/tool choice/system messages, messages, or ``None``."""
+        return None
+
+    def process_llm_request(self, args: ProcessLLMRequestArgs) -> Any:
+        """Just before the provider call. Return a ``ProcessLLMRequestResult`` (or a
+        prompt list) to rewrite this call's prompt or answer from cached chunks."""
+        return None
+
+    def process_llm_response(self, args: ProcessLLMResponseArgs) -> Any:
+        """After the call's chunks are collected (``args.from_cache`` on a replay)."""
+        return None
+
+    def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        """For each streamed chunk. Return the chunk to emit (possibly changed), or
+        ``None`` to drop it. (Only overridden hooks run, so the default never drops.)"""
+        return args.part
+
+    def process_output_step(self, args: ProcessOutputStepArgs) -> Any:
+        """After each model step, before tools. Abort with ``retry=True`` to ask again."""
+        return None
+
+    def process_output_result(self, args: ProcessOutputResultArgs) -> Any:
+        """Once, at the end. Return messages to replace the response ones, or ``None``."""
+        return None
+
+    def process_tool_result(self, args: ProcessToolResultArgs) -> Any:
+        """After a tool succeeded. Return ``ProcessToolResultResult(result)`` to replace
+        its result, or ``None``."""
+        return None
+
+    def process_api_error(self, args: ProcessAPIErrorArgs) -> Any:
+        """When the provider rejects a call. Return ``APIErrorResult(retry=True)`` to retry
+        (after fixing ``args.message_list`` if needed)."""
+        return None
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def implemented_hooks(self) -> frozenset[str]:
+        """The hooks this processor's class overrides."""
+        cls = type(self)
+        cached = Processor._hooks_cache.get(cls)
+        if cached is None:
+            cached = frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Processor, h))
+            Processor._hooks_cache[cls] = cached
+        return cached
+
+    def report_violation(self, violation: ProcessorViolation,
+                         context: ProcessorContext | None = None) -> None:
+        """Record a violation and call ``on_violation`` (its errors are logged, not raised)."""
+        if context is not None:
+            context.violations.append(violation)
+        callback = self.on_violation
+        if callback is None:
+            return
+        try:
+            out = callback(violation)
+            if inspect.iscoroutine(out):
+                out.close()
+                logger.warning("on_violation of processor %r is async; it must be a plain "
+                               "function (it was not awaited)", self.id)
+        except Exception:
+            logger.exception("on_violation of processor %r raised; ignored", self.id)
+
+    def as_step(self) -> ProcessorStep:
+        """This processor as a workflow step with id ``processor:<id>``."""
+        from procflow.processors.step import ProcessorStep
+
+        return ProcessorStep(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r})"

@@ -1,0 +1,334 @@
+"""``ProcessorRunner``: runs one processor array, phase by phase, for one request.
+
+Each phase runs the array in order; every processor sees the previous one's result.
+A processor workflow (input and output schema ``ProcessorStepSchema``) stands
+anywhere a processor can: it runs as a transient workflow run (never persisted) on
+the phase's envelope, and its result is applied to the live message list. On the
+output stream a linear processor workflow is flattened into its processors, so the
+stream stays on the in-process fast path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from procflow.context import RequestContext
+from procflow.errors import ProcessorError, StepValidationError, TripWire
+from procflow.messages import Chunk, MessageList
+from procflow.processors.apply import (
+    StepInfo,
+    StepOverrides,
+    apply_api_error,
+    apply_input,
+    apply_input_step,
+    apply_llm_request,
+    apply_llm_response,
+    apply_output_result,
+    apply_output_step,
+    apply_tool_result,
+)
+from procflow.processors.args import (
+    OutputResult,
+    ProcessLLMRequestResult,
+    ProcessorContext,
+    ProcessOutputStreamArgs,
+)
+from procflow.processors.base import Processor
+from procflow.processors.step import (
+    PROCESSOR_CONTEXT_KEY,
+    ProcessorStep,
+    ProcessorStepSchema,
+    is_processor_workflow,
+)
+from procflow.processors.stream import StreamPipeline
+
+if TYPE_CHECKING:
+    from procflow.workflows.workflow import Workflow
+
+__all__ = ["ProcessorLike", "ProcessorRunner", "check_processors", "run_processor_workflow"]
+
+logger = logging.getLogger("procflow.processors")
+
+ProcessorLike: TypeAlias = "Processor | Workflow"
+
+
+def check_processors(items: Sequence[Any], *, where: str = "processors") -> list[Any]:
+    """Validate a processor array: processors with ids, or processor workflows, ids unique.
+
+    Raises:
+        ProcessorError: Naming the offending item.
+    """
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+        raise ProcessorError(f"{where} must be a list of processors, got {type(items).__name__}")
+    seen: set[str] = set()
+    out: list[Any] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Processor):
+            pid = item.id
+            if not isinstance(pid, str) or not pid:
+                raise ProcessorError(
+                    f"{where}[{i}]: {type(item).__name__} has no id; give the class an id "
+                    "attribute, e.g. id = \"my-processor\"")
+        elif is_processor_workflow(item):
+            pid = item.id
+        elif getattr(item, "kind", None) == "workflow":
+            raise ProcessorError(
+                f"{where}[{i}]: workflow '{item.id}' cannot be a processor: its input_schema "
+                "and output_schema must both be ProcessorStepSchema")
+        else:
+            raise ProcessorError(
+                f"{where}[{i}]: expected a Processor or a processor workflow, got "
+                f"{type(item).__name__}")
+        if pid in seen:
+            raise ProcessorError(f"{where}: two processors have the id '{pid}'; ids must be "
+                                 "unique within one array", processor_id=pid)
+        seen.add(pid)
+        out.append(item)
+    return out
+
+
+async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,
+                                 ctx: ProcessorContext) -> ProcessorStepSchema:
+    """Run a processor workflow on an envelope, transiently (nothing is stored).
+
+    Raises:
+        TripWire: A processor inside aborted (with its processor id).
+        ProcessorError: The workflow failed, suspended, or returned no envelope.
+    """
+    from procflow.storage.null import NullStorage
+
+    rc = RequestContext(ctx.request_context.to_dict())
+    rc[PROCESSOR_CONTEXT_KEY] = ctx
+    run = wf.create_run(storage=NullStorage(), durability="exit")
+    result = await run.start(input_data=env, request_context=rc)
+    if result.status == "tripwire":
+        error = result.error
+        if isinstance(error, TripWire):
+            raise error
+        details = result.tripwire or {}
+        raise TripWire(str(details.get("reason", "blocked")), retry=bool(details.get("retry")),
+                       metadata=details.get("metadata"), processor_id=details.get("processor_id"))
+    if (result.status == "failed" and isinstance(result.error, StepValidationError)
+            and result.error.step_id is None):
+        raise ProcessorError(
+            f"processor workflow '{wf.id}' must return the ProcessorStepSchema envelope (did a "
+            ".map() forget to pick a branch? merge_processor_results joins them all): "
+            f"{result.error}", processor_id=wf.id) from result.error
+    if result.status != "success":
+        raise ProcessorError(f"processor workflow '{wf.id}' ended {result.status!r}: "
+                             f"{result.error}", processor_id=wf.id) from result.error
+    out = result.result
+    if out is None:
+        return env
+    if not isinstance(out, ProcessorStepSchema):
+        raise ProcessorError(f"processor workflow '{wf.id}' returned {type(out).__name__}; "
+                             "it must return the ProcessorStepSchema envelope (did a .map() "
+                             "forget to pick a branch?)", processor_id=wf.id)
+    return out
+
+
+def _flatten(wf: Workflow) -> list[Processor] | None:
+    """The processors of a linear chain of processor steps, else ``None``."""
+    from procflow.workflows.plan import StepEntry
+
+    found: list[Processor] = []
+    for entry in wf.entries:
+        if not isinstance(entry, StepEntry):
+            return None
+        unit = entry.step
+        if isinstance(unit, ProcessorStep):
+            found.append(unit.processor)
+        elif is_processor_workflow(unit):
+            inner = _flatten(unit)  # type: ignore[arg-type]
+            if inner is None:
+                return None
+            found += inner
+        else:
+            return None
+    return found
+
+
+class _WorkflowStream(Processor):
+    """Adapter: a non-linear processor workflow on the stream, run once per chunk."""
+
+    def __init__(self, wf: Workflow, ctx: ProcessorContext) -> None:
+        self.id = wf.id
+        self._wf = wf
+        self._ctx = ctx
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        env = ProcessorStepSchema(phase="output_stream", part=args.part,
+                                  stream_parts=args.stream_parts[:-1],
+                                  message_list=args.message_list,
+                                  retry_count=args.retry_count)
+        return (await run_processor_workflow(self._wf, env, self._ctx)).part
+
+
+class ProcessorRunner:
+    """Runs a processor array's hooks for each phase of one request.
+
+    Args:
+        processors: Processors and processor workflows, in order.
+        context: The request's ``ProcessorContext`` (state, writer, retry count); one
+            context is shared by the input, output and error runners of a request.
+        max_processor_retries: How many ``abort(retry=True)`` retries are allowed.
+    """
+
+    def __init__(self, processors: Sequence[Any] = (), *,
+                 context: ProcessorContext | None = None, max_processor_retries: int = 0,
+                 where: str = "processors") -> None:
+        if not isinstance(max_processor_retries, int) or max_processor_retries < 0:
+            raise ProcessorError(
+                f"max_processor_retries must be an int >= 0, got {max_processor_retries!r}")
+        self.items: list[Any] = check_processors(processors, where=where)
+        self.context = context if context is not None else ProcessorContext()
+        self.max_processor_retries = max_processor_retries
+
+    def _plain(self, hook: str) -> list[Processor]:
+        return [p for p in self.items if isinstance(p, Processor) and hook in p.implemented_hooks()]
+
+    # -- retries --------------------------------------------------------------------
+
+    def can_retry(self, trip: TripWire) -> bool:
+        """Whether a ``retry=True`` abort may re-run the step (budget left)."""
+        return trip.retry and self.context.retry_count < self.max_processor_retries
+
+    def note_retry(self) -> None:
+        """Count one processor-requested retry."""
+        self.context.retry_count += 1
+
+    # -- phases ---------------------------------------------------------------------
+
+    async def _through(self, item: Any, env: ProcessorStepSchema,
+                       ml: MessageList) -> ProcessorStepSchema:
+        out = await run_processor_workflow(item, env, self.context)
+        if out.message_list is not None and out.message_list is not ml:
+            ml.assign(out.message_list)
+        return out
+
+    async def run_input(self, ml: MessageList) -> None:
+        """``process_input`` of every processor, in order, on ``ml``."""
+        ctx = self.context
+        for item in self.items:
+            if isinstance(item, Processor):
+                if "process_input" in item.implemented_hooks():
+                    await apply_input(item, ml, ctx)
+            else:
+                await self._through(item, ProcessorStepSchema(
+                    phase="input", messages=ml.input(), message_list=ml,
+                    system_messages=ml.system(), retry_count=ctx.retry_count), ml)
+
+    async def run_input_step(self, ml: MessageList, info: StepInfo,
+                             current: StepOverrides) -> StepOverrides:
+        """``process_input_step`` of every processor; returns the step's settings."""
+        ctx = self.context
+        for item in self.items:
+            if isinstance(item, Processor):
+                if "process_input_step" in item.implemented_hooks():
+                    current = await apply_input_step(item, ml, ctx, info, current)
+            else:
+                out = await self._through(item, ProcessorStepSchema(
+                    phase="input_step", messages=ml.all(), message_list=ml,
+                    system_messages=ml.system(), retry_count=ctx.retry_count,
+                    step_number=info.step_number, steps=list(info.steps or []),
+                    model=current.model, tools=current.tools, tool_choice=current.tool_choice),
+                    ml)
+                current = StepOverrides(out.model, out.tools, out.tool_choice)
+        return current
+
+    async def run_llm_request(self, prompt: list[dict[str, Any]], ml: MessageList | None,
+                              info: StepInfo, model: Any) -> ProcessLLMRequestResult:
+        """``process_llm_request``: the final prompt, and cached chunks if one answered."""
+        response: list[Chunk] | None = None
+        for p in self._plain("process_llm_request"):
+            got = await apply_llm_request(p, prompt, ml, self.context, info, model)
+            if got.prompt is not None:
+                prompt = got.prompt
+            if got.response is not None and response is None:
+                response = got.response
+        return ProcessLLMRequestResult(prompt=prompt, response=response)
+
+    async def run_llm_response(self, chunks: list[Chunk], ml: MessageList | None,
+                               info: StepInfo, model: Any, *, from_cache: bool) -> None:
+        """``process_llm_response`` of every processor (side effects only)."""
+        for p in self._plain("process_llm_response"):
+            await apply_llm_response(p, chunks, ml, self.context, info, model, from_cache)
+
+    def output_stream(self, ml: MessageList | None = None) -> StreamPipeline:
+        """The stream fast path for this array (workflows flattened when linear)."""
+        stages: list[Processor] = []
+        for item in self.items:
+            if isinstance(item, Processor):
+                stages.append(item)
+            else:
+                flat = _flatten(item)
+                stages += flat if flat is not None else [_WorkflowStream(item, self.context)]
+        return StreamPipeline(stages, self.context, ml)
+
+    async def run_output_step(self, ml: MessageList, info: StepInfo, *,
+                              finish_reason: str | None, tool_calls: list[dict[str, Any]],
+                              text: str, usage: dict[str, Any] | None) -> None:
+        """``process_output_step`` of every processor, after a model step."""
+        ctx = self.context
+        for item in self.items:
+            if isinstance(item, Processor):
+                if "process_output_step" in item.implemented_hooks():
+                    await apply_output_step(item, ml, ctx, info, finish_reason=finish_reason,
+                                            tool_calls=tool_calls, text=text, usage=usage)
+            else:
+                await self._through(item, ProcessorStepSchema(
+                    phase="output_step", messages=ml.all(), message_list=ml,
+                    system_messages=ml.system(), retry_count=ctx.retry_count,
+                    step_number=info.step_number, steps=list(info.steps or []),
+                    finish_reason=finish_reason, tool_calls=tool_calls, text=text,
+                    usage=usage), ml)
+
+    async def run_output_result(self, ml: MessageList, result: OutputResult) -> None:
+        """``process_output_result`` of every processor, once at the end."""
+        ctx = self.context
+        for item in self.items:
+            if isinstance(item, Processor):
+                if "process_output_result" in item.implemented_hooks():
+                    await apply_output_result(item, ml, ctx, result)
+            else:
+                await self._through(item, ProcessorStepSchema(
+                    phase="output_result", messages=ml.response(), message_list=ml,
+                    retry_count=ctx.retry_count, result=result), ml)
+
+    async def run_tool_result(self, ml: MessageList | None, info: StepInfo, *,
+                              tool_name: str, tool_call_id: str, args: dict[str, Any],
+                              result: Any) -> Any:
+        """``process_tool_result`` of every processor; returns the final tool result."""
+        ctx = self.context
+        for item in self.items:
+            if isinstance(item, Processor):
+                if "process_tool_result" in item.implemented_hooks():
+                    result = await apply_tool_result(item, ml, ctx, info, tool_name=tool_name,
+                                                     tool_call_id=tool_call_id, args=args,
+                                                     result=result)
+            elif ml is not None:
+                out = await self._through(item, ProcessorStepSchema(
+                    phase="tool_result", message_list=ml, messages=ml.all(),
+                    retry_count=ctx.retry_count, step_number=info.step_number,
+                    tool_name=tool_name, tool_call_id=tool_call_id, args=args, result=result),
+                    ml)
+                result = out.result
+        return result
+
+    async def run_api_error(self, error: BaseException, ml: MessageList,
+                            info: StepInfo) -> bool:
+        """``process_api_error``: the first processor asking for a retry wins.
+
+        An error processor that raises (other than a TripWire) is logged and skipped.
+        """
+        for p in self._plain("process_api_error"):
+            try:
+                if await apply_api_error(p, error, ml, self.context, info):
+                    return True
+            except (TripWire, ProcessorError):
+                raise
+            except Exception:
+                logger.exception("error processor %r raised; ignored", p.id)
+        return False

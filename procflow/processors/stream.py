@@ -1,0 +1,127 @@
+"""The output-stream fast path: chunks through ``process_output_stream`` hooks, in process.
+
+No persistence, no planning and no tracing per chunk: each stage keeps one args
+object for the whole stream and only its ``part`` changes; a per-processor counter
+is all the bookkeeping. A hook may return the chunk (changed or not), ``None`` to
+drop it, or a list of chunks (a batcher releasing what it held).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from procflow.errors import ProcessorError, TripWire
+from procflow.messages import Chunk, MessageList
+from procflow.processors.args import ProcessorContext, ProcessorViolation, ProcessOutputStreamArgs
+from procflow.processors.base import Processor
+
+__all__ = ["StreamPipeline"]
+
+_HOOK = "process_output_stream"
+
+
+class _Stage:
+    __slots__ = ("args", "count", "data_parts", "fn", "is_async", "processor")
+
+    def __init__(self, p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> None:
+        self.processor = p
+        self.fn: Callable[[Any], Any] = p.process_output_stream
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+        self.data_parts = p.process_data_parts
+        self.count = 0
+        self.args = ProcessOutputStreamArgs(
+            message_list=ml, state=ctx.state_for(p.id), retry_count=ctx.retry_count,
+            request_context=ctx.request_context, writer=ctx.writer, processor=p, context=ctx,
+            part=Chunk("start"), stream_parts=[])
+
+
+class StreamPipeline:
+    """Runs each chunk through the stream hooks of a processor array, in order.
+
+    Attributes:
+        tripwire: The abort that stopped the stream, once one did.
+        counts: Processor id -> chunks it saw (the only per-chunk bookkeeping).
+    """
+
+    __slots__ = ("_ctx", "_stages", "tripwire")
+
+    def __init__(self, processors: Sequence[Processor], ctx: ProcessorContext,
+                 message_list: MessageList | None = None) -> None:
+        self._ctx = ctx
+        self._stages = [_Stage(p, message_list, ctx) for p in processors
+                        if _HOOK in p.implemented_hooks()]
+        self.tripwire: TripWire | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether no processor has a stream hook (chunks pass straight through)."""
+        return not self._stages
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {s.processor.id: s.count for s in self._stages}
+
+    async def process(self, chunk: Chunk) -> list[Chunk]:
+        """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.
+
+        Raises:
+            ProcessorError: A hook raised something other than a TripWire, or returned
+                something other than a chunk, a list of chunks or ``None``.
+        """
+        if self.tripwire is not None:
+            return []
+        chunks = [chunk]
+        for stage in self._stages:
+            out: list[Chunk] = []
+            for part in chunks:
+                if part.type.startswith("data-") and not stage.data_parts:
+                    out.append(part)
+                    continue
+                result = await self._run(stage, part)
+                if result is None:
+                    continue
+                if isinstance(result, Chunk):
+                    out.append(result)
+                elif isinstance(result, list) and all(isinstance(c, Chunk) for c in result):
+                    out.extend(result)
+                else:
+                    p = stage.processor
+                    raise ProcessorError(
+                        f"processor '{p.id}': {_HOOK}() returned {type(result).__name__}; "
+                        "expected a Chunk, a list of chunks, or None to drop the chunk",
+                        processor_id=p.id, hook=_HOOK)
+                if self.tripwire is not None:
+                    return out
+            chunks = out
+            if not chunks:
+                break
+        return chunks
+
+    async def _run(self, stage: _Stage, part: Chunk) -> Any:
+        args = stage.args
+        args.part = part
+        args.stream_parts.append(part)
+        args.retry_count = self._ctx.retry_count
+        stage.count += 1
+        try:
+            out = stage.fn(args)
+            if stage.is_async:
+                out = await out
+            return out
+        except TripWire as trip:
+            p = stage.processor
+            if trip.processor_id is None:
+                trip.processor_id = p.id
+            p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
+                               self._ctx)
+            self.tripwire = trip
+            return Chunk.tripwire(trip.reason, trip.processor_id, trip.retry, trip.metadata)
+        except ProcessorError:
+            raise
+        except Exception as exc:
+            p = stage.processor
+            raise ProcessorError(f"processor '{p.id}': {_HOOK}() raised "
+                                 f"{type(exc).__name__}: {exc}", processor_id=p.id,
+                                 hook=_HOOK) from exc

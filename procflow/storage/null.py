@@ -1,0 +1,37 @@
+"""``NullStorage``: keeps nothing. For transient runs (processor workflows) that must
+never be persisted, resumed or listed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+
+__all__ = ["NullStorage"]
+
+
+class NullStorage:
+    """A ``Storage`` that stores nothing: saves are dropped, loads find nothing."""
+
+    async def save_snapshot(self, snapshot: RunSnapshot,
+                            steps: Mapping[str, StepResult]) -> None:
+        return None
+
+    async def load_snapshot(self, workflow_id: str, run_id: str,
+                            ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
+        return None
+
+    async def list_runs(self, *, workflow_id: str | None = None,
+                        status: RunStatus | None = None,
+                        limit: int | None = None) -> list[RunSnapshot]:
+        return []
+
+    async def delete_run(self, workflow_id: str, run_id: str) -> None:
+        return None
+
+    async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
+                        new: RunStatus) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        return None
