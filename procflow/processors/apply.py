@@ -117,14 +117,20 @@ def replace_view(ml: MessageList, view: list[Message], returned: list[Message],
     """Make ``returned`` take the place of ``view`` in ``ml``: missing ids are removed,
     the others keep their source, new ones get ``default``; system-role ones go to the
     system list."""
-    sources = {m.id: ml.source_of(m.id) for m in view if ml.get(m.id) is not None}
+    sources = {m.id: _source(ml, m.id) for m in view}
     ml.remove_by_ids([m.id for m in view])
     for msg in returned:
         if msg.role == "system":
             ml.add_system(msg)
         else:
-            source = sources.get(msg.id) or (ml.source_of(msg.id) if ml.get(msg.id) else default)
-            ml.add(msg, source=source)
+            ml.add(msg, source=sources.get(msg.id) or _source(ml, msg.id) or default)
+
+
+def _source(ml: MessageList, id: str) -> MessageSource | None:
+    try:
+        return ml.source_of(id)
+    except KeyError:
+        return None
 
 
 def _replace_system(ml: MessageList, system: list[Message]) -> None:

@@ -72,56 +72,61 @@ class StreamPipeline:
         """
         if self.tripwire is not None:
             return []
-        chunks = [chunk]
-        for stage in self._stages:
-            out: list[Chunk] = []
-            for part in chunks:
-                if part.type.startswith("data-") and not stage.data_parts:
-                    out.append(part)
-                    continue
-                result = await self._run(stage, part)
-                if result is None:
-                    continue
-                if isinstance(result, Chunk):
-                    out.append(result)
-                elif isinstance(result, list) and all(isinstance(c, Chunk) for c in result):
-                    out.extend(result)
-                else:
-                    p = stage.processor
-                    raise ProcessorError(
-                        f"processor '{p.id}': {_HOOK}() returned {type(result).__name__}; "
-                        "expected a Chunk, a list of chunks, or None to drop the chunk",
-                        processor_id=p.id, hook=_HOOK)
-                if self.tripwire is not None:
-                    return out
-            chunks = out
-            if not chunks:
-                break
-        return chunks
+        return await self._from(chunk, 0)
 
-    async def _run(self, stage: _Stage, part: Chunk) -> Any:
-        args = stage.args
-        args.part = part
-        args.stream_parts.append(part)
-        args.retry_count = self._ctx.retry_count
-        stage.count += 1
-        try:
-            out = stage.fn(args)
-            if stage.is_async:
-                out = await out
-            return out
-        except TripWire as trip:
+    async def _from(self, part: Chunk, start: int) -> list[Chunk]:
+        """Run ``part`` through the stages from ``start`` on (one chunk at a time)."""
+        stages = self._stages
+        retry_count = self._ctx.retry_count
+        is_data = part.type.startswith("data-")
+        for index in range(start, len(stages)):
+            stage = stages[index]
+            if is_data and not stage.data_parts:
+                continue
+            args = stage.args
+            args.part = part
+            args.stream_parts.append(part)
+            args.retry_count = retry_count
+            stage.count += 1
+            try:
+                out = stage.fn(args)
+                if stage.is_async:
+                    out = await out
+            except TripWire as trip:
+                return [self._tripped(stage, trip)]
+            except ProcessorError:
+                raise
+            except Exception as exc:
+                p = stage.processor
+                raise ProcessorError(f"processor '{p.id}': {_HOOK}() raised "
+                                     f"{type(exc).__name__}: {exc}", processor_id=p.id,
+                                     hook=_HOOK) from exc
+            if out is None:
+                return []
+            if type(out) is Chunk or isinstance(out, Chunk):
+                if out is not part:
+                    part = out
+                    is_data = part.type.startswith("data-")
+                continue
+            if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
+                emitted: list[Chunk] = []
+                for item in out:
+                    emitted += await self._from(item, index + 1)
+                    if self.tripwire is not None:
+                        break
+                return emitted
             p = stage.processor
-            if trip.processor_id is None:
-                trip.processor_id = p.id
-            p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
-                               self._ctx)
-            self.tripwire = trip
-            return Chunk.tripwire(trip.reason, trip.processor_id, trip.retry, trip.metadata)
-        except ProcessorError:
-            raise
-        except Exception as exc:
-            p = stage.processor
-            raise ProcessorError(f"processor '{p.id}': {_HOOK}() raised "
-                                 f"{type(exc).__name__}: {exc}", processor_id=p.id,
-                                 hook=_HOOK) from exc
+            raise ProcessorError(
+                f"processor '{p.id}': {_HOOK}() returned {type(out).__name__}; expected a "
+                "Chunk, a list of chunks, or None to drop the chunk", processor_id=p.id,
+                hook=_HOOK)
+        return [part]
+
+    def _tripped(self, stage: _Stage, trip: TripWire) -> Chunk:
+        p = stage.processor
+        if trip.processor_id is None:
+            trip.processor_id = p.id
+        p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
+                           self._ctx)
+        self.tripwire = trip
+        return Chunk.tripwire(trip.reason, trip.processor_id, trip.retry, trip.metadata)

@@ -1,0 +1,100 @@
+"""Framework overhead per agent step, with ScriptedModel, beside calling the model directly.
+
+Run: ``python benchmarks/agent.py [--quick]``. Prints µs per step for a one-step
+``generate()`` with no processors and with 5 processors (input, input-step,
+stream, output-step and output-result hooks), minus the cost of streaming the same
+scripted turn straight from the model. Target: <= 300 µs per step with 5 processors.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from typing import Any
+
+import anyio
+
+from procflow.agent import Agent
+from procflow.models import ModelRequest, ScriptedModel
+from procflow.processors import Processor
+
+ANSWER = "The quick brown fox jumps over the lazy dog " * 2
+
+
+class Noop(Processor):
+    def __init__(self, id: str) -> None:
+        self.id = id
+
+    async def process_input(self, args: Any) -> None:
+        return None
+
+    async def process_input_step(self, args: Any) -> None:
+        return None
+
+    async def process_output_stream(self, args: Any) -> Any:
+        return args.part
+
+    async def process_output_step(self, args: Any) -> None:
+        return None
+
+    async def process_output_result(self, args: Any) -> None:
+        return None
+
+
+class Repeating:
+    """A ScriptedModel that never runs out: a fresh one per call."""
+
+    provider = "scripted"
+    model_id = "repeating"
+
+    def stream(self, request: ModelRequest) -> Any:
+        return ScriptedModel([ANSWER]).stream(request)
+
+
+async def best(fn: Any, n: int, repeats: int) -> float:
+    """Best µs per call of ``await fn()`` over ``repeats`` batches of ``n`` calls."""
+    await fn()
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(n):
+            await fn()
+        times.append((time.perf_counter() - start) / n * 1e6)
+    return min(times)
+
+
+async def main(quick: bool) -> None:
+    n, repeats = (200, 3) if quick else (2000, 5)
+
+    async def direct() -> None:
+        model = ScriptedModel([ANSWER])
+        async for _ in model.stream(ModelRequest(prompt=[{"role": "user", "content": "hi"}])):
+            pass
+
+    def agent_call(processors: int) -> Any:
+        procs = [Noop(f"noop-{i}") for i in range(processors)]
+        agent = Agent(id="bench", model=Repeating(), input_processors=procs,
+                      output_processors=procs)
+
+        async def call() -> None:
+            await agent.generate("hi")
+        return call
+
+    base = await best(direct, n, repeats)
+    bare = await best(agent_call(0), n, repeats)
+    five = await best(agent_call(5), n, repeats)
+    words = len(ANSWER.split())
+    print(f"procflow agent benchmark ({'quick' if quick else 'full'}; best of {repeats}; "
+          f"one step, {words} streamed words)")
+    print(f"{'case':<40}{'µs/step':>10}{'overhead µs':>14}")
+    print(f"{'ScriptedModel streamed directly':<40}{base:>10.1f}{'-':>14}")
+    print(f"{'agent.generate, no processors':<40}{bare:>10.1f}{bare - base:>14.1f}")
+    verdict = "PASS" if five - base <= 300 else "FAIL"
+    print(f"{'agent.generate, 5 processors':<40}{five:>10.1f}{five - base:>14.1f}"
+          f"   target <= 300 µs overhead: {verdict}")
+
+
+if __name__ == "__main__":
+    anyio.run(main, "--quick" in sys.argv)

@@ -1,0 +1,309 @@
+"""The agent's loop as an ordinary workflow.
+
+    input-processors
+    → dountil(agent-step: prepare-step → llm-call → output-step → tool-calls, done)
+    → output-processors → memory-save
+
+Each ``generate``/``stream`` call is one run of it, carrying an ``AgentRun``. Steps
+never let a tripwire or provider error escape: they record it on the ``AgentRun`` and
+mark it done, so output processors and the memory save run on every terminal path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from procflow.agent.output import StepRecord
+from procflow.agent.state import AgentRun
+from procflow.agent.tools import ToolContext
+from procflow.errors import APICallError, TripWire
+from procflow.messages import Chunk, Message, TextPart, ToolCallPart, ToolResultPart
+from procflow.models.base import ModelRequest
+from procflow.models.resolve import resolve_model
+from procflow.processors.apply import StepOverrides
+from procflow.processors.args import OutputResult
+from procflow.steps.context import StepContext
+from procflow.steps.step import create_step
+from procflow.workflows.workflow import Workflow, create_workflow
+
+__all__ = ["build_loop_workflow"]
+
+TOOL_CONCURRENCY = 8
+
+
+async def _input_processors(ctx: StepContext) -> AgentRun:
+    run: AgentRun = ctx.input_data
+    try:
+        await run.inputs.run_input(run.ml)
+    except TripWire as trip:
+        await run.trip(trip)
+    return run
+
+
+async def _prepare_step(ctx: StepContext) -> AgentRun:
+    run: AgentRun = ctx.input_data
+    run.redo = False
+    if run.done:
+        return run
+    try:
+        run.current = await run.inputs.run_input_step(
+            run.ml, run.info(), StepOverrides(run.model, list(run.tools.values()),
+                                              run.tool_choice))
+    except TripWire as trip:
+        await _retry_or_trip(run, trip, run.inputs.can_retry(trip), run.inputs.note_retry)
+    return run
+
+
+async def _retry_or_trip(run: AgentRun, trip: TripWire, can_retry: bool,
+                         note: Any) -> None:
+    if can_retry:
+        note()
+        run.feedback(trip)
+        run.redo = True
+    else:
+        await run.trip(trip)
+
+
+def _current_tools(run: AgentRun) -> dict[str, Any]:
+    tools = run.current.tools
+    if tools is None:
+        return run.tools
+    if isinstance(tools, dict):
+        return dict(tools)
+    return {t.id: t for t in tools}
+
+
+async def _llm_call(ctx: StepContext) -> AgentRun:
+    run: AgentRun = ctx.input_data
+    if run.done or run.redo:
+        return run
+    model = run.model if run.current.model is None else resolve_model(run.current.model)
+    tools = _current_tools(run)
+    choice = run.current.tool_choice
+    info = run.info()
+    request = await run.inputs.run_llm_request(run.ml.to_prompt(), run.ml, info, model)
+    if request.response is None and run.errors is not run.inputs:
+        request = await run.errors.run_llm_request(request.prompt or [], run.ml, info, model)
+    prompt = request.prompt or []
+    while True:
+        record = StepRecord(step_number=run.step_number, from_cache=request.response is not None)
+        await run.emit(Chunk("step-start", {"step_number": run.step_number}))
+        try:
+            chunks = await _consume(run, record, _source(model, request.response, ModelRequest(
+                prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
+                tool_choice=choice if tools else None)))
+        except APICallError as err:
+            if run.api_retries < run.api_retry_budget and await _wants_retry(run, err):
+                run.api_retries += 1
+                prompt = run.ml.to_prompt()
+                continue
+            run.error = err
+            run.finish_reason = "error"
+            run.done = True
+            return run
+        break
+    await run.inputs.run_llm_response(chunks, run.ml, info, model,
+                                      from_cache=record.from_cache)
+    _record_response(run, record)
+    return run
+
+
+async def _source(model: Any, cached: list[Chunk] | None,
+                  request: ModelRequest) -> AsyncGenerator[Chunk, None]:
+    if cached is not None:
+        for chunk in cached:
+            yield chunk
+        return
+    stream: AsyncIterator[Chunk] = model.stream(request)
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _wants_retry(run: AgentRun, err: APICallError) -> bool:
+    info = run.info()
+    for runner in (run.errors, run.inputs, run.outputs):
+        if await runner.run_api_error(err, run.ml, info):
+            return True
+    return False
+
+
+async def _consume(run: AgentRun, record: StepRecord,
+                   source: AsyncGenerator[Chunk, None]) -> list[Chunk]:
+    """Pass the model's chunks through the stream processors to the caller."""
+    pipe = run.outputs.output_stream(run.ml)
+    raw: list[Chunk] = []
+    async with aclosing(source) as chunks:
+        async for chunk in chunks:
+            raw.append(chunk)
+            if chunk.type == "finish":
+                record.finish_reason = chunk.payload.get("finish_reason")
+                record.usage = run.add_usage(chunk.payload.get("usage"))
+                continue
+            if chunk.type == "error":
+                error = chunk.payload.get("error")
+                raise error if isinstance(error, APICallError) else APICallError(str(error))
+            for out in ([chunk] if pipe.empty else await pipe.process(chunk)):
+                if out.type == "tripwire" and pipe.tripwire is not None:
+                    await run.trip(pipe.tripwire)
+                    return raw
+                if out.type == "text-delta":
+                    record.text += out.text
+                elif out.type == "tool-call":
+                    record.tool_calls.append(dict(out.payload))
+                await run.emit(out)
+    return raw
+
+
+def _record_response(run: AgentRun, record: StepRecord) -> None:
+    parts: list[Any] = [TextPart(text=record.text)] if record.text else []
+    parts += [ToolCallPart(tool_call_id=c["tool_call_id"], tool_name=c["tool_name"],
+                           args=dict(c.get("args") or {})) for c in record.tool_calls]
+    if parts:
+        msg = Message.assistant("")
+        msg.content.parts = parts
+        run.ml.add(msg, source="response")
+    run.steps.append(record)
+    run.finish_reason = record.finish_reason
+    run.pending_calls = list(record.tool_calls)
+
+
+async def _output_step(ctx: StepContext) -> AgentRun:
+    run: AgentRun = ctx.input_data
+    if run.done or run.redo or not run.steps:
+        return run
+    record = run.steps[-1]
+    try:
+        await run.outputs.run_output_step(
+            run.ml, run.info(), finish_reason=record.finish_reason,
+            tool_calls=record.tool_calls, text=record.text, usage=record.usage)
+    except TripWire as trip:
+        await _retry_or_trip(run, trip, run.outputs.can_retry(trip), run.outputs.note_retry)
+    return run
+
+
+async def _tool_calls(ctx: StepContext) -> AgentRun:
+    run: AgentRun = ctx.input_data
+    if run.done or run.redo:
+        return run
+    await run.emit(Chunk("step-finish", {"step_number": run.step_number,
+                                         "finish_reason": run.finish_reason}))
+    calls, run.pending_calls = run.pending_calls, []
+    if not calls:
+        run.done = True
+        return run
+    wf = _TOOLS_WORKFLOW
+    result = await wf.create_run(storage=_null(), durability="exit").start(
+        input_data=[(run, call) for call in calls])
+    if result.status == "tripwire" and isinstance(result.error, TripWire):
+        await run.trip(result.error)
+        return run
+    if result.status != "success":
+        run.error = result.error
+        run.finish_reason = "error"
+        run.done = True
+        return run
+    for call, (value, is_error) in zip(calls, result.result, strict=True):
+        part = ToolResultPart(tool_call_id=call["tool_call_id"], tool_name=call["tool_name"],
+                              result=value, is_error=is_error, model_output=_model_output(
+                                  run, call["tool_name"], value, is_error))
+        run.ml.add(Message.tool([part]), source="response")
+        run.steps[-1].tool_results.append({"tool_call_id": part.tool_call_id,
+                                           "tool_name": part.tool_name, "result": value,
+                                           "is_error": is_error})
+    run.step_number += 1
+    if run.step_number >= run.max_steps:
+        run.done = True
+    return run
+
+
+def _model_output(run: AgentRun, name: str, value: Any, is_error: bool) -> Any:
+    tool = run.tools.get(name)
+    if tool is None or is_error or tool.to_model_output is None:
+        return None
+    return tool.to_model_output(value)
+
+
+async def _one_tool(ctx: StepContext) -> tuple[Any, bool]:
+    run, call = ctx.input_data
+    name, call_id = call["tool_name"], call["tool_call_id"]
+    tool = _current_tools(run).get(name)
+    args = dict(call.get("args") or {})
+    if tool is None:
+        value: Any = f"unknown tool '{name}'; available tools: {sorted(run.tools)}"
+        is_error = True
+    else:
+        try:
+            value = await tool.run(args, ToolContext(call_id, run.ctx.request_context,
+                                                     run.ctx.writer))
+            value = await run.outputs.run_tool_result(
+                run.ml, run.info(), tool_name=name, tool_call_id=call_id, args=args,
+                result=value)
+            is_error = False
+        except TripWire:
+            raise
+        except Exception as exc:
+            value, is_error = f"{type(exc).__name__}: {exc}", True
+    await run.emit(Chunk("tool-result", {"tool_call_id": call_id, "tool_name": name,
+                                         "result": value, "is_error": is_error}))
+    return value, is_error
+
+
+async def _output_processors(ctx: StepContext) -> AgentRun:
+    run: AgentRun = ctx.input_data
+    if run.tripwire is not None:
+        return run
+    text = next((m.text for m in reversed(run.ml.response()) if m.role == "assistant"), "")
+    try:
+        await run.outputs.run_output_result(run.ml, OutputResult(
+            text=text, usage=dict(run.usage), finish_reason=run.finish_reason,
+            steps=list(run.steps)))
+    except TripWire as trip:
+        await run.trip(trip)
+    return run
+
+
+async def _memory_save(ctx: StepContext) -> AgentRun:
+    run: AgentRun = ctx.input_data
+    memory = run.agent.memory
+    if memory is not None and run.tripwire is None and hasattr(memory, "save_run"):
+        await memory.save_run(run)
+    return run
+
+
+def _null() -> Any:
+    from procflow.storage.null import NullStorage
+
+    return NullStorage()
+
+
+_TOOLS_WORKFLOW = (create_workflow(id="agent-tool-calls")
+                   .foreach(create_step(id="tool-call", execute=_one_tool),
+                            concurrency=TOOL_CONCURRENCY)
+                   .commit())
+
+
+def build_loop_workflow(agent_id: str) -> Workflow:
+    """The loop workflow of one agent (its shape is the same for every agent)."""
+    step = (create_workflow(id="agent-step")
+            .then(create_step(id="prepare-step", execute=_prepare_step,
+                              description="input-step processors and prepare_step"))
+            .then(create_step(id="llm-call", execute=_llm_call,
+                              description="the model call through the stream processors"))
+            .then(create_step(id="output-step", execute=_output_step,
+                              description="output-step processors (may ask for a retry)"))
+            .then(create_step(id="tool-calls", execute=_tool_calls,
+                              description="the step's tool calls, concurrently"))
+            .commit())
+    return (create_workflow(id=f"agent:{agent_id}", description=f"loop of agent {agent_id}")
+            .then(create_step(id="input-processors", execute=_input_processors))
+            .dountil(step, lambda ctx: ctx.input_data.done)
+            .then(create_step(id="output-processors", execute=_output_processors))
+            .then(create_step(id="memory-save", execute=_memory_save))
+            .commit())

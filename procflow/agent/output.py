@@ -1,0 +1,234 @@
+"""What ``generate()`` returns (``FullOutput``) and what ``stream()`` returns (``ModelOutput``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from procflow.messages import Chunk, Message, Part
+
+__all__ = ["AgentResponse", "FullOutput", "ModelOutput", "StepRecord", "UIMessage"]
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """One model call of the agent loop.
+
+    Attributes:
+        step_number: 0-based.
+        text: The step's text after stream processors.
+        tool_calls: ``{"tool_call_id", "tool_name", "args"}`` per call.
+        tool_results: ``{"tool_call_id", "tool_name", "result", "is_error"}`` per result.
+        finish_reason: Why the model stopped.
+        usage: Tokens of this call.
+        from_cache: Whether a processor answered from cache.
+    """
+
+    step_number: int
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    from_cache: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UIMessage:
+    """A message as a user interface shows it (hidden signals are left out).
+
+    Attributes:
+        id: The message id.
+        role: "user", "assistant", "system" or "tool".
+        parts: Its parts.
+        metadata: ``content.metadata`` (where processors put custom data).
+        text: Its text.
+    """
+
+    id: str
+    role: str
+    parts: list[Part]
+    metadata: dict[str, Any]
+    text: str
+
+    @classmethod
+    def from_message(cls, msg: Message) -> UIMessage:
+        return cls(msg.id, msg.role, list(msg.content.parts), dict(msg.content.metadata),
+                   msg.text)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResponse:
+    """The response messages of a call.
+
+    Attributes:
+        messages: Every response message (assistant and tool), after processors.
+        ui_messages: The user-visible messages of the conversation (input and response,
+            hidden signals excluded), with their metadata.
+    """
+
+    messages: list[Message]
+    ui_messages: list[UIMessage]
+
+
+@dataclass(frozen=True, slots=True)
+class FullOutput:
+    """The result of ``agent.generate()``.
+
+    Attributes:
+        text: The final answer's text, after output processors.
+        finish_reason: "stop", "length", "tool-calls", "content-filter", "error" or
+            "other" (a tripwire).
+        usage: Tokens summed over the model calls.
+        steps: One ``StepRecord`` per model call.
+        tool_calls: Every tool call of the run.
+        tool_results: Every tool result of the run.
+        tripwire: ``{"reason", "processor_id", "retry", "metadata"}`` when a processor
+            aborted, else ``None``.
+        messages: The whole conversation after processors (system messages excluded).
+        response: The response messages and the UI messages.
+        run_id: The run of the agent's loop workflow.
+    """
+
+    text: str
+    finish_reason: str
+    usage: dict[str, int]
+    steps: list[StepRecord]
+    tool_calls: list[dict[str, Any]]
+    tool_results: list[dict[str, Any]]
+    tripwire: dict[str, Any] | None
+    messages: list[Message]
+    response: AgentResponse
+    run_id: str
+
+
+Producer = Callable[[MemoryObjectSendStream[Chunk]], Awaitable[FullOutput]]
+
+
+class ModelOutput:
+    """The result of ``agent.stream()``: chunks as they come, then the final values.
+
+    The run starts when you first iterate ``full_stream`` (or ``text_stream``) or await
+    one of the final values. Iterate to the end, or use ``async with`` to be free to
+    leave the loop early (the run then finishes without a listener)::
+
+        async with await agent.stream("hi") as out:
+            async for chunk in out.full_stream:
+                ...
+
+    ``await out.text``, ``out.usage``, ``out.finish_reason`` and ``out.response`` wait
+    for the end of the run (consuming the stream if nobody else does) and equal what
+    ``generate()`` returns for the same call.
+    """
+
+    def __init__(self, producer: Producer, *, buffer: int = 64) -> None:
+        self._producer = producer
+        self._buffer = buffer
+        self._started = False
+        self._output: FullOutput | None = None
+        self._error: BaseException | None = None
+        self._done = anyio.Event()
+        self._tg: TaskGroup | None = None
+        self._receive: MemoryObjectReceiveStream[Chunk] | None = None
+
+    @property
+    def full_stream(self) -> AsyncIterator[Chunk]:
+        """Every chunk: text deltas, tool calls and results, data-*, tripwire, finish."""
+        if self._receive is not None:
+            return self._receive
+        return self._owned()
+
+    @property
+    def text_stream(self) -> AsyncIterator[str]:
+        """Only the text deltas, as strings."""
+        return self._texts()
+
+    async def _texts(self) -> AsyncIterator[str]:
+        async for chunk in self.full_stream:
+            if chunk.type == "text-delta":
+                yield chunk.text
+
+    def _start(self) -> MemoryObjectSendStream[Chunk]:
+        if self._started:
+            raise RuntimeError("this stream was already consumed; read the final values "
+                               "(await out.text, ...) instead")
+        self._started = True
+        send, self._receive = anyio.create_memory_object_stream[Chunk](self._buffer)
+        return send
+
+    async def _owned(self) -> AsyncIterator[Chunk]:
+        async with self:
+            assert self._receive is not None
+            async for chunk in self._receive:
+                yield chunk
+
+    async def _produce(self, send: MemoryObjectSendStream[Chunk]) -> None:
+        async with send:
+            try:
+                self._output = await self._producer(send)
+            except Exception as exc:
+                self._error = exc
+            finally:
+                self._done.set()
+
+    async def _final(self) -> FullOutput:
+        if not self._started:
+            async for _ in self.full_stream:
+                pass
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._output is not None
+        return self._output
+
+    @property
+    def text(self) -> Awaitable[str]:
+        """The final text (after output processors)."""
+        return self._field(lambda o: o.text)
+
+    @property
+    def usage(self) -> Awaitable[dict[str, int]]:
+        """Tokens summed over the run."""
+        return self._field(lambda o: o.usage)
+
+    @property
+    def finish_reason(self) -> Awaitable[str]:
+        """Why the run finished."""
+        return self._field(lambda o: o.finish_reason)
+
+    @property
+    def response(self) -> Awaitable[AgentResponse]:
+        """The response messages and UI messages."""
+        return self._field(lambda o: o.response)
+
+    @property
+    def output(self) -> Awaitable[FullOutput]:
+        """Everything ``generate()`` would have returned."""
+        return self._final()
+
+    async def _field(self, pick: Callable[[FullOutput], Any]) -> Any:
+        return pick(await self._final())
+
+    async def __aenter__(self) -> ModelOutput:
+        send = self._start()
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._produce, send)
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        assert self._tg is not None and self._receive is not None
+        self._receive.close()  # leaving early stops delivery; the run finishes on its own
+        try:
+            await self._tg.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise

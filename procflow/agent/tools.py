@@ -1,0 +1,150 @@
+"""Tools an agent's model may call: ``Tool(...)`` and the ``@tool`` decorator."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from procflow.context import RequestContext
+from procflow.models.base import ToolSpec
+from procflow.processors.args import ProcessorWriter
+from procflow.steps.schema import describe_validation_error
+
+__all__ = ["Tool", "ToolContext", "ToolInputError", "tool"]
+
+
+class ToolInputError(ValueError):
+    """The model called a tool with arguments that do not fit its input schema."""
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a tool may use besides its arguments.
+
+    Attributes:
+        tool_call_id: The id of this call.
+        request_context: The request's context.
+        writer: Sends custom "data-*" chunks to the caller's stream.
+    """
+
+    tool_call_id: str
+    request_context: RequestContext
+    writer: ProcessorWriter
+
+
+class Tool:
+    """A tool: a name, a description, an input schema and an ``execute`` function.
+
+    Args:
+        id: The tool's name as the model sees it.
+        description: What it does (the model reads this to decide when to call it).
+        input_schema: A pydantic model of its arguments.
+        execute: ``execute(input)`` or ``execute(input, ctx: ToolContext)``, sync or
+            async, where ``input`` is an ``input_schema`` instance.
+        output_schema: Optional pydantic model the result is validated against.
+        to_model_output: Optional function turning the result into what the model sees.
+    """
+
+    def __init__(self, id: str, description: str, input_schema: type[BaseModel],
+                 execute: Callable[..., Any], *, output_schema: type[BaseModel] | None = None,
+                 to_model_output: Callable[[Any], Any] | None = None) -> None:
+        if not isinstance(id, str) or not id.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"tool id must be letters, digits, '_' or '-', got {id!r}")
+        if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
+            raise ValueError(f"tool '{id}': input_schema must be a pydantic model class")
+        if not callable(execute):
+            raise ValueError(f"tool '{id}': execute must be callable")
+        self.id = id
+        self.description = description or ""
+        self.input_schema = input_schema
+        self.output_schema = output_schema
+        self.to_model_output = to_model_output
+        self._execute = execute
+        self._wants_ctx = len(inspect.signature(execute).parameters) >= 2
+
+    @property
+    def name(self) -> str:
+        return self.id
+
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it (name, description, JSON schema)."""
+        return ToolSpec(self.id, self.description, self.input_schema.model_json_schema())
+
+    def parse(self, args: Any) -> BaseModel:
+        """Validate the model's arguments.
+
+        Raises:
+            ToolInputError: Naming the field that does not fit.
+        """
+        try:
+            return self.input_schema.model_validate(args if args is not None else {})
+        except ValidationError as exc:
+            field, detail = describe_validation_error(exc)
+            raise ToolInputError(f"invalid arguments for tool '{self.id}' at '{field}': "
+                                 f"{detail}") from None
+
+    async def run(self, args: Any, ctx: ToolContext) -> Any:
+        """Validate ``args``, run the tool, validate its result."""
+        parsed = self.parse(args)
+        out = self._execute(parsed, ctx) if self._wants_ctx else self._execute(parsed)
+        if inspect.isawaitable(out):
+            out = await out
+        if self.output_schema is not None:
+            out = self.output_schema.model_validate(out)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Tool(id={self.id!r})"
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(*, name: str | None = None, description: str | None = None,
+         ) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
+         description: str | None = None) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a ``Tool`` from a typed function: its name, its docstring as description,
+    its parameters as the input schema. A parameter annotated ``ToolContext`` receives
+    the call's context instead of a model argument.
+
+    Example::
+
+        @tool
+        async def lookup_order(order_id: str) -> dict:
+            \"\"\"Look up an order by id.\"\"\"
+            ...
+    """
+
+    def make(func: Callable[..., Any]) -> Tool:
+        hints = get_type_hints(func)
+        fields: dict[str, Any] = {}
+        ctx_param: str | None = None
+        for pname, param in inspect.signature(func).parameters.items():
+            annotation = hints.get(pname, Any)
+            if annotation is ToolContext:
+                ctx_param = pname
+                continue
+            default = param.default if param.default is not inspect.Parameter.empty else ...
+            fields[pname] = (annotation, default)
+        model = create_model(f"{func.__name__}_input",
+                             __config__=ConfigDict(extra="forbid"), **fields)
+        is_async = inspect.iscoroutinefunction(func)
+
+        async def execute(parsed: BaseModel, ctx: ToolContext) -> Any:
+            kwargs = {k: getattr(parsed, k) for k in fields}
+            if ctx_param is not None:
+                kwargs[ctx_param] = ctx
+            out = func(**kwargs)
+            return await out if is_async else out
+
+        return Tool(name or func.__name__, description or inspect.getdoc(func) or "",
+                    model, execute)
+
+    return make(fn) if fn is not None else make

@@ -1,0 +1,394 @@
+"""Anthropic's Messages API over httpx, streamed (SSE)."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Final, final
+
+import httpx
+
+from procflow.errors import APICallError
+from procflow.messages import Chunk
+from procflow.models.base import ModelRequest, ToolSpec
+from procflow.models.http import (
+    base64_text,
+    image_media_type,
+    parse_json_event,
+    parse_tool_args,
+    post_event_stream,
+    redact,
+    secret_header_values,
+    shared_client,
+    to_text,
+)
+
+__all__ = ["AnthropicModel"]
+
+DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
+API_VERSION: Final = "2023-06-01"
+_PROVIDER: Final = "anthropic"
+_RESERVED = frozenset({"model", "messages", "stream", "system", "tools", "tool_choice"})
+_STOP_REASONS: Final = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+                        "tool_use": "tool-calls", "refusal": "content-filter"}
+_RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error",
+                                      "timeout_error"})
+
+
+@final
+class AnthropicModel:
+    """A Claude model behind Anthropic's Messages API (``POST /v1/messages``).
+
+    The API key and base URL come from the arguments, else from ``ANTHROPIC_API_KEY``
+    and ``ANTHROPIC_BASE_URL`` (default ``https://api.anthropic.com``), read at call
+    time. A missing key is an error at call time, never a silent fallback.
+
+    Call settings: ``max_tokens`` (else the model's), ``temperature``, ``top_p`` and
+    ``stop`` (sent as ``stop_sequences``); ``seed`` is ignored (the API has none) and
+    ``response_format`` other than ``{"type": "text"}`` is refused; any other setting
+    (``top_k``, ``thinking``, ``metadata``...) is passed through verbatim.
+
+    Args:
+        model_id: The model's id, e.g. ``"claude-sonnet-4-5"``.
+        api_key: The API key (else ``ANTHROPIC_API_KEY``).
+        base_url: The API root (else ``ANTHROPIC_BASE_URL``).
+        client: The client to send with (else one shared per event-loop run).
+        timeout: Seconds for each phase of a request, overriding the client's timeouts.
+        max_tokens: The answer's token budget when the call settings give none
+            (the API requires one).
+        headers: Extra request headers (e.g. ``anthropic-beta``); values of
+            credential-like headers are redacted from errors like the key.
+
+    Raises:
+        ValueError: ``model_id`` is empty or ``max_tokens`` is not positive.
+    """
+
+    __slots__ = ("_api_key", "_base_url", "_client", "_headers", "_max_tokens", "_model_id",
+                 "_timeout")
+
+    def __init__(self, model_id: str, *, api_key: str | None = None,
+                 base_url: str | None = None, client: httpx.AsyncClient | None = None,
+                 timeout: float | None = None, max_tokens: int = 1024,
+                 headers: Mapping[str, str] | None = None) -> None:
+        if not model_id:
+            raise ValueError("AnthropicModel needs a model id, e.g. "
+                             "AnthropicModel('claude-sonnet-4-5')")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        self._model_id = model_id
+        self._api_key = api_key
+        self._base_url = base_url
+        self._client = client
+        self._timeout = timeout
+        self._max_tokens = max_tokens
+        self._headers = dict(headers or {})
+
+    @property
+    def provider(self) -> str:
+        """Always ``"anthropic"``."""
+        return _PROVIDER
+
+    @property
+    def model_id(self) -> str:
+        """The model's id at the provider."""
+        return self._model_id
+
+    @property
+    def base_url(self) -> str:
+        """The API root (argument, else ``ANTHROPIC_BASE_URL``, else Anthropic's)."""
+        url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        return url.rstrip("/")
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel(model_id={self._model_id!r}, base_url={self.base_url!r})"
+
+    def _key(self) -> str:
+        key = (self._api_key or os.environ.get("ANTHROPIC_API_KEY") or "").strip()
+        if not key:
+            raise APICallError(
+                "ANTHROPIC_API_KEY is not set and no api_key was given to "
+                f"AnthropicModel({self._model_id!r}); set the environment variable or pass "
+                "api_key=... (use ScriptedModel to run offline)", is_retryable=False)
+        return key
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """Stream the answer to ``request`` as chunks ending with one "finish" chunk.
+
+        Raises:
+            APICallError: The key is missing, the provider rejected the call or sent
+                an error event, the connection failed or the stream was malformed or
+                cut short.
+            ValueError: ``tool_choice`` or a setting is invalid.
+        """
+        key = self._key()
+        secrets = [key, *secret_header_values(self._headers)]
+        payload = build_payload(self._model_id, request, max_tokens=self._max_tokens)
+        headers = {"x-api-key": key, "anthropic-version": API_VERSION,
+                   "accept": "text/event-stream", **self._headers}
+        state = _StreamState(secrets)
+        events = post_event_stream(
+            self._client or shared_client(), f"{self.base_url}/v1/messages",
+            provider=_PROVIDER, headers=headers, payload=payload, secrets=secrets,
+            request_timeout=self._timeout)
+        async with aclosing(events):
+            try:
+                async for event in events:
+                    # After message_stop the rest is read and dropped, so the
+                    # connection can be reused.
+                    if state.done:
+                        continue
+                    data = parse_json_event(event, provider=_PROVIDER, secrets=secrets)
+                    for chunk in state.feed(data):
+                        yield chunk
+            except APICallError:
+                if not state.done:
+                    raise
+        yield state.finish()
+
+
+# -- request ------------------------------------------------------------------------
+
+
+def build_payload(model_id: str, request: ModelRequest, *, max_tokens: int) -> dict[str, Any]:
+    """The JSON body of a streamed Messages API call for ``request``.
+
+    Raises:
+        ValueError: ``tool_choice`` or a setting is invalid.
+        APICallError: The prompt holds content the API cannot take.
+    """
+    system, messages = convert_prompt(request.prompt)
+    payload: dict[str, Any] = {"model": model_id, "max_tokens": max_tokens,
+                               "messages": messages, "stream": True}
+    if system:
+        payload["system"] = system
+    choice = _tool_choice(request.tool_choice)
+    if request.tools and choice != "none":
+        payload["tools"] = [_tool(spec) for spec in request.tools]
+        if choice is not None:
+            payload["tool_choice"] = choice
+    payload.update(_settings(request.settings))
+    return payload
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description,
+            "input_schema": spec.parameters}
+
+
+def _tool_choice(choice: Any) -> Any:
+    if choice is None or choice == "none":
+        return choice
+    if choice == "auto":
+        return {"type": "auto"}
+    if choice == "required":
+        return {"type": "any"}
+    if (isinstance(choice, Mapping) and choice.get("type") == "tool"
+            and isinstance(choice.get("tool_name"), str)):
+        return {"type": "tool", "name": choice["tool_name"]}
+    raise ValueError(f"unknown tool_choice {choice!r}; expected 'auto', 'none', 'required' "
+                     "or {'type': 'tool', 'tool_name': <name>}")
+
+
+def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in _RESERVED:
+            raise ValueError(f"setting {key!r} is set by AnthropicModel itself; reserved "
+                             f"settings: {sorted(_RESERVED)}")
+        if value is None or key == "seed":
+            continue
+        if key == "response_format":
+            if not (isinstance(value, Mapping) and value.get("type") == "text"):
+                raise ValueError(f"AnthropicModel does not support response_format {value!r}; "
+                                 "ask for JSON in the prompt or use a tool with a schema")
+            continue
+        if key == "stop":
+            out["stop_sequences"] = [value] if isinstance(value, str) else list(value)
+        else:
+            out[key] = value
+    return out
+
+
+def convert_prompt(
+    prompt: Sequence[Mapping[str, Any]],
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """Turn a procflow prompt into Anthropic's top-level ``system`` and ``messages``.
+
+    System messages are joined into ``system``; tool results become user
+    ``tool_result`` blocks; consecutive messages of one role are merged, since the API
+    wants user and assistant turns to alternate. Empty text is left out (the API
+    refuses empty text blocks) and reasoning parts are not sent back.
+
+    Raises:
+        APICallError: A message holds content the API cannot take.
+    """
+    system: list[str] = []
+    messages: list[dict[str, Any]] = []
+    for entry in prompt:
+        role, content = entry["role"], entry["content"]
+        if role == "system":
+            system.append(_joined_text(content))
+            continue
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        blocks = [b for b in (_block(role, p) for p in parts) if b is not None]
+        api_role = "assistant" if role == "assistant" else "user"
+        if not blocks:
+            continue
+        if messages and messages[-1]["role"] == api_role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": api_role, "content": blocks})
+    return "\n\n".join(s for s in system if s) or None, messages
+
+
+def _joined_text(content: str | Sequence[Mapping[str, Any]]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p["text"] for p in content if p.get("type") == "text")
+
+
+def _block(role: str, part: Mapping[str, Any]) -> dict[str, Any] | None:
+    kind = part.get("type")
+    if kind == "text":
+        return {"type": "text", "text": part["text"]} if part["text"] else None
+    if kind == "reasoning":
+        return None
+    if kind == "tool-call" and role == "assistant":
+        return {"type": "tool_use", "id": part["tool_call_id"], "name": part["tool_name"],
+                "input": dict(part.get("args") or {})}
+    if kind == "tool-result":
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part["tool_call_id"],
+                                 "content": to_text(part["result"])}
+        if part.get("is_error"):
+            block["is_error"] = True
+        return block
+    if kind in ("image", "file") and role == "user":
+        return _media_block(part)
+    raise APICallError(f"Anthropic's Messages API cannot take a {kind!r} part in a "
+                       f"{role!r} message")
+
+
+def _media_block(part: Mapping[str, Any]) -> dict[str, Any]:
+    media_type = str(part.get("media_type") or "")
+    url, data = part.get("url"), part.get("data")
+    is_image = part["type"] == "image" or media_type.startswith("image/")
+    if is_image or media_type == "application/pdf":
+        if url:
+            source: dict[str, Any] = {"type": "url", "url": url}
+        else:
+            source = {"type": "base64", "data": base64_text(data or b""),
+                      "media_type": image_media_type(part) if is_image else media_type}
+        return {"type": "image" if is_image else "document", "source": source}
+    if media_type.startswith("text/") and data is not None:
+        raw = data if isinstance(data, bytes) else base64.b64decode(data)
+        return {"type": "document", "source": {"type": "text", "media_type": "text/plain",
+                                               "data": raw.decode("utf-8", errors="replace")}}
+    raise APICallError(f"Anthropic's Messages API cannot take a {media_type or 'file'} file "
+                       f"({'by URL' if url else 'as bytes'}); it takes images, PDFs and text")
+
+
+# -- response -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Block:
+    type: str
+    id: str = ""
+    name: str = ""
+    start_input: dict[str, Any] = field(default_factory=dict)
+    json: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _StreamState:
+    """What a Messages API stream has said so far."""
+
+    secrets: list[str]
+    done: bool = False
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    blocks: dict[int, _Block] = field(default_factory=dict)
+
+    def feed(self, data: Mapping[str, Any]) -> list[Chunk]:
+        """Take one event's JSON; return the chunks it yields now."""
+        kind = data.get("type")
+        if kind == "message_start":
+            self._take_usage((data.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            return self._start(int(data.get("index", 0)), data.get("content_block") or {})
+        elif kind == "content_block_delta":
+            return self._delta(int(data.get("index", 0)), data.get("delta") or {})
+        elif kind == "content_block_stop":
+            return self._stop(int(data.get("index", 0)))
+        elif kind == "message_delta":
+            self.stop_reason = (data.get("delta") or {}).get("stop_reason") or self.stop_reason
+            self._take_usage(data.get("usage") or {})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise self._stream_error(data)
+        return []  # "ping" and event types added later
+
+    def _take_usage(self, usage: Mapping[str, Any]) -> None:
+        if "input_tokens" in usage:
+            self.input_tokens = sum(int(usage.get(name) or 0) for name in (
+                "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        if "output_tokens" in usage:
+            self.output_tokens = int(usage.get("output_tokens") or 0)
+
+    def _start(self, index: int, block: Mapping[str, Any]) -> list[Chunk]:
+        kind = str(block.get("type", ""))
+        self.blocks[index] = _Block(type=kind, id=str(block.get("id", "")),
+                                    name=str(block.get("name", "")),
+                                    start_input=dict(block.get("input") or {}))
+        if kind == "text" and block.get("text"):
+            return [Chunk.text_delta(block["text"])]
+        if kind == "thinking" and block.get("thinking"):
+            return [Chunk("reasoning-delta", {"text": block["thinking"]})]
+        return []
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> list[Chunk]:
+        kind = delta.get("type")
+        if kind == "text_delta" and delta.get("text"):
+            return [Chunk.text_delta(delta["text"])]
+        if kind == "thinking_delta" and delta.get("thinking"):
+            return [Chunk("reasoning-delta", {"text": delta["thinking"]})]
+        if kind == "input_json_delta":
+            block = self.blocks.setdefault(index, _Block(type="tool_use"))
+            block.json.append(str(delta.get("partial_json", "")))
+        return []
+
+    def _stop(self, index: int) -> list[Chunk]:
+        block = self.blocks.pop(index, None)
+        if block is None or block.type != "tool_use":
+            return []
+        text = "".join(block.json)
+        args = (parse_tool_args(text, tool_name=block.name, provider=_PROVIDER,
+                                secrets=self.secrets) if text else block.start_input)
+        return [Chunk("tool-call", {"tool_call_id": block.id, "tool_name": block.name,
+                                    "args": args})]
+
+    def _stream_error(self, data: Mapping[str, Any]) -> APICallError:
+        error = data.get("error") or {}
+        kind = str(error.get("type") or "error") if isinstance(error, Mapping) else "error"
+        detail = error.get("message") if isinstance(error, Mapping) else error
+        return APICallError(redact(f"anthropic stream error ({kind}): {detail}", self.secrets),
+                            body=redact(to_text(data), self.secrets),
+                            is_retryable=kind in _RETRYABLE_STREAM_ERRORS)
+
+    def finish(self) -> Chunk:
+        """The final "finish" chunk.
+
+        Raises:
+            APICallError: The stream ended before ``message_stop`` (retryable).
+        """
+        if not self.done and self.stop_reason is None:
+            raise APICallError("anthropic closed the stream before the answer finished "
+                               "(no message_stop)", is_retryable=True)
+        usage = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                 "total_tokens": self.input_tokens + self.output_tokens}
+        return Chunk.finish(_STOP_REASONS.get(self.stop_reason or "", "other"), usage)

@@ -1,0 +1,354 @@
+"""OpenAI-compatible chat completions over httpx, streamed (SSE)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Final, final
+
+import httpx
+
+from procflow.errors import APICallError
+from procflow.messages import Chunk
+from procflow.models.base import ModelRequest, ToolSpec
+from procflow.models.http import (
+    base64_text,
+    image_media_type,
+    parse_json_event,
+    parse_tool_args,
+    post_event_stream,
+    redact,
+    secret_header_values,
+    shared_client,
+    to_text,
+)
+
+__all__ = ["OpenAIChatModel"]
+
+DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+_PROVIDER: Final = "openai"
+_RESERVED = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice"})
+_FINISH_REASONS: Final = {"stop": "stop", "length": "length", "tool_calls": "tool-calls",
+                          "function_call": "tool-calls", "content_filter": "content-filter"}
+_RETRYABLE_STREAM_ERRORS = ("server_error", "rate_limit", "overloaded", "timeout")
+# Reasoning models reject ``max_tokens`` and want ``max_completion_tokens`` instead.
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+
+
+@final
+class OpenAIChatModel:
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    The API key and base URL come from the arguments, else from ``OPENAI_API_KEY`` and
+    ``OPENAI_BASE_URL`` (default ``https://api.openai.com/v1``), read at call time.
+    A missing key is an error at call time, never a silent fallback.
+
+    Call settings ``temperature``, ``max_tokens``, ``top_p``, ``stop``, ``seed`` and
+    ``response_format`` are sent as OpenAI names them (``max_tokens`` becomes
+    ``max_completion_tokens`` for o-series and gpt-5 models); any other setting is
+    passed through verbatim as a provider-specific option.
+
+    Args:
+        model_id: The model's id at the provider, e.g. ``"gpt-4o-mini"``.
+        api_key: The API key (else ``OPENAI_API_KEY``).
+        base_url: The API root, e.g. ``"http://localhost:8000/v1"`` (else ``OPENAI_BASE_URL``).
+        client: The client to send with (else one shared per event-loop run).
+        timeout: Seconds for each phase of a request, overriding the client's timeouts.
+        headers: Extra request headers (values of credential-like headers are redacted
+            from errors like the key).
+
+    Raises:
+        ValueError: ``model_id`` is empty.
+    """
+
+    __slots__ = ("_api_key", "_base_url", "_client", "_headers", "_model_id", "_timeout")
+
+    def __init__(self, model_id: str, *, api_key: str | None = None,
+                 base_url: str | None = None, client: httpx.AsyncClient | None = None,
+                 timeout: float | None = None, headers: Mapping[str, str] | None = None) -> None:
+        if not model_id:
+            raise ValueError("OpenAIChatModel needs a model id, e.g. OpenAIChatModel('gpt-4o')")
+        self._model_id = model_id
+        self._api_key = api_key
+        self._base_url = base_url
+        self._client = client
+        self._timeout = timeout
+        self._headers = dict(headers or {})
+
+    @property
+    def provider(self) -> str:
+        """Always ``"openai"``."""
+        return _PROVIDER
+
+    @property
+    def model_id(self) -> str:
+        """The model's id at the provider."""
+        return self._model_id
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to (argument, else ``OPENAI_BASE_URL``, else OpenAI's)."""
+        url = self._base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        return url.rstrip("/")
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model_id={self._model_id!r}, base_url={self.base_url!r})"
+
+    def _key(self) -> str:
+        key = (self._api_key or os.environ.get("OPENAI_API_KEY") or "").strip()
+        if not key:
+            raise APICallError(
+                "OPENAI_API_KEY is not set and no api_key was given to "
+                f"OpenAIChatModel({self._model_id!r}); set the environment variable or pass "
+                "api_key=... (use ScriptedModel to run offline)", is_retryable=False)
+        return key
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """Stream the answer to ``request`` as chunks ending with one "finish" chunk.
+
+        Raises:
+            APICallError: The key is missing, the provider rejected the call, the
+                connection failed or the stream was malformed or cut short.
+            ValueError: ``tool_choice`` or a setting is invalid.
+        """
+        key = self._key()
+        secrets = [key, *secret_header_values(self._headers)]
+        payload = build_payload(self._model_id, request)
+        headers = {"authorization": f"Bearer {key}", "accept": "text/event-stream",
+                   **self._headers}
+        state = _StreamState(secrets)
+        events = post_event_stream(
+            self._client or shared_client(), f"{self.base_url}/chat/completions",
+            provider=_PROVIDER, headers=headers, payload=payload, secrets=secrets,
+            request_timeout=self._timeout)
+        async with aclosing(events):
+            try:
+                async for event in events:
+                    # After [DONE] the rest is read and dropped, so the connection can
+                    # be reused (as OpenAI's SDK does).
+                    if state.done:
+                        continue
+                    if event.data.strip() == "[DONE]":
+                        state.done = True
+                        continue
+                    for chunk in state.feed(parse_json_event(event, provider=_PROVIDER,
+                                                             secrets=secrets)):
+                        yield chunk
+            except APICallError:
+                if not state.done:
+                    raise
+        for chunk in state.finish():
+            yield chunk
+
+
+# -- request ------------------------------------------------------------------------
+
+
+def build_payload(model_id: str, request: ModelRequest) -> dict[str, Any]:
+    """The JSON body of a streamed chat completion for ``request``.
+
+    Raises:
+        ValueError: ``tool_choice`` or a setting is invalid.
+        APICallError: The prompt holds content the API cannot take.
+    """
+    payload: dict[str, Any] = {
+        "model": model_id, "messages": convert_prompt(request.prompt), "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        payload["tools"] = [_tool(spec) for spec in request.tools]
+        choice = _tool_choice(request.tool_choice)
+        if choice is not None:
+            payload["tool_choice"] = choice
+    payload.update(_settings(model_id, request.settings))
+    return payload
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"type": "function", "function": {
+        "name": spec.name, "description": spec.description, "parameters": spec.parameters}}
+
+
+def _tool_choice(choice: Any) -> Any:
+    if choice is None or choice in ("auto", "none", "required"):
+        return choice
+    if (isinstance(choice, Mapping) and choice.get("type") == "tool"
+            and isinstance(choice.get("tool_name"), str)):
+        return {"type": "function", "function": {"name": choice["tool_name"]}}
+    raise ValueError(f"unknown tool_choice {choice!r}; expected 'auto', 'none', 'required' "
+                     "or {'type': 'tool', 'tool_name': <name>}")
+
+
+def _settings(model_id: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in _RESERVED:
+            raise ValueError(f"setting {key!r} is set by OpenAIChatModel itself; reserved "
+                             f"settings: {sorted(_RESERVED)}")
+        if value is None:
+            continue
+        if key == "max_tokens" and model_id.startswith(_REASONING_PREFIXES):
+            key = "max_completion_tokens"
+        out[key] = value
+    return out
+
+
+def convert_prompt(prompt: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Turn a procflow prompt (``MessageList.to_prompt()``) into OpenAI chat messages.
+
+    Raises:
+        APICallError: A message holds content the API cannot take.
+    """
+    messages: list[dict[str, Any]] = []
+    for entry in prompt:
+        role, content = entry["role"], entry["content"]
+        if role == "tool":
+            messages.extend(_tool_results(content))
+        elif role == "assistant":
+            messages.append(_assistant(content))
+        elif role == "system":
+            messages.append({"role": "system", "content": _joined_text(content)})
+        else:
+            user = content if isinstance(content, str) else [_user_part(p) for p in content
+                                                             if p.get("type") != "reasoning"]
+            messages.append({"role": role, "content": user})
+    return messages
+
+
+def _joined_text(content: str | Sequence[Mapping[str, Any]]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p["text"] for p in content if p.get("type") == "text")
+
+
+def _assistant(content: str | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content}
+    text = _joined_text(content)
+    calls = [{"id": p["tool_call_id"], "type": "function",
+              "function": {"name": p["tool_name"], "arguments": to_text(p.get("args") or {})}}
+             for p in content if p.get("type") == "tool-call"]
+    message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _tool_results(content: str | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        raise APICallError("a 'tool' message must hold tool-result parts, got plain text")
+    return [{"role": "tool", "tool_call_id": p["tool_call_id"], "content": to_text(p["result"])}
+            for p in content if p.get("type") == "tool-result"]
+
+
+def _data_url(media_type: str, data: bytes | str) -> str:
+    return f"data:{media_type};base64,{base64_text(data)}"
+
+
+def _user_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    kind = part.get("type")
+    media_type = str(part.get("media_type") or "")
+    if kind == "text":
+        return {"type": "text", "text": part["text"]}
+    if kind == "image" or (kind == "file" and media_type.startswith("image/")):
+        url = part.get("url") or _data_url(image_media_type(part), part["data"])
+        return {"type": "image_url", "image_url": {"url": url}}
+    if kind == "file" and part.get("data") is not None:
+        return {"type": "file", "file": {"filename": part.get("filename") or "file",
+                                         "file_data": _data_url(media_type, part["data"])}}
+    if kind == "file":
+        raise APICallError(f"OpenAI chat completions cannot take a file by URL "
+                           f"({media_type}: {part.get('url')}); pass its bytes as 'data'")
+    raise APICallError(f"OpenAI chat completions cannot take a {kind!r} part in a user message")
+
+
+# -- response -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _StreamState:
+    """What a chat-completion stream has said so far."""
+
+    secrets: list[str]
+    done: bool = False
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=lambda: {
+        "input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
+    calls: dict[int, _PendingCall] = field(default_factory=dict)
+
+    def feed(self, data: Mapping[str, Any]) -> list[Chunk]:
+        """Take one event's JSON; return the chunks it yields now."""
+        if data.get("error"):
+            raise self._stream_error(data["error"])
+        if isinstance(data.get("usage"), Mapping):
+            self._take_usage(data["usage"])
+        chunks: list[Chunk] = []
+        for choice in data.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                chunks.append(Chunk("reasoning-delta", {"text": reasoning}))
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                chunks.append(Chunk.text_delta(delta["content"]))
+            for fragment in delta.get("tool_calls") or []:
+                self._take_fragment(fragment)
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+        return chunks
+
+    def _take_usage(self, usage: Mapping[str, Any]) -> None:
+        given = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        total = int(usage.get("total_tokens") or sum(given))
+        self.usage = {"input_tokens": given[0], "output_tokens": given[1], "total_tokens": total}
+
+    def _take_fragment(self, fragment: Mapping[str, Any]) -> None:
+        index = fragment.get("index")
+        if not isinstance(index, int):
+            # Some compatible servers omit the index: a fragment with an id starts a call.
+            last = max(self.calls, default=-1)
+            index = last + 1 if fragment.get("id") or last < 0 else last
+        call = self.calls.setdefault(index, _PendingCall())
+        function = fragment.get("function") or {}
+        call.id = fragment.get("id") or call.id
+        call.name = function.get("name") or call.name
+        if isinstance(function.get("arguments"), str):
+            call.arguments.append(function["arguments"])
+
+    def _stream_error(self, error: Any) -> APICallError:
+        detail = error if isinstance(error, Mapping) else {"message": str(error)}
+        kind = str(detail.get("type") or detail.get("code") or "error")
+        message = redact(f"openai stream error ({kind}): {detail.get('message')}", self.secrets)
+        return APICallError(message, body=redact(to_text(error), self.secrets),
+                            is_retryable=any(w in kind for w in _RETRYABLE_STREAM_ERRORS))
+
+    def finish(self) -> list[Chunk]:
+        """The tool-call chunks and the final "finish" chunk.
+
+        Raises:
+            APICallError: The stream ended before the model finished, or a tool call's
+                arguments are not a JSON object.
+        """
+        if not self.done and self.finish_reason is None:
+            raise APICallError("openai closed the stream before the answer finished "
+                               "(no finish_reason and no [DONE])", is_retryable=True)
+        chunks = []
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            args = parse_tool_args("".join(call.arguments), tool_name=call.name,
+                                   provider=_PROVIDER, secrets=self.secrets)
+            chunks.append(Chunk("tool-call", {"tool_call_id": call.id or f"call_{index}",
+                                              "tool_name": call.name, "args": args}))
+        reason = _FINISH_REASONS.get(self.finish_reason or "", "other")
+        chunks.append(Chunk.finish(reason, self.usage))
+        return chunks

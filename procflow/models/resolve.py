@@ -1,0 +1,44 @@
+"""Turn a ``"provider/model-id"`` string (or a model) into a ``LanguageModel``."""
+
+from __future__ import annotations
+
+from procflow.models.base import LanguageModel
+
+__all__ = ["PROVIDERS", "resolve_model"]
+
+PROVIDERS: tuple[str, ...] = ("anthropic", "openai")
+"""The providers a model string may name."""
+
+
+def resolve_model(model: str | LanguageModel) -> LanguageModel:
+    """The model named by ``model``.
+
+    Args:
+        model: ``"openai/<model-id>"`` (``OpenAIChatModel``), ``"anthropic/<model-id>"``
+            (``AnthropicModel``), or an object implementing ``LanguageModel``, returned
+            as is. Keys and base URLs come from the environment at call time.
+
+    Raises:
+        ValueError: The string names no known provider or no model id, or the object
+            is not a model.
+    """
+    if isinstance(model, str):
+        provider, slash, model_id = model.partition("/")
+        if not slash or not model_id:
+            raise ValueError(f"model string {model!r} is not 'provider/model-id'; "
+                             f"known providers: {', '.join(PROVIDERS)} "
+                             "(e.g. 'openai/gpt-4o-mini')")
+        if provider == "openai":
+            from procflow.models.openai import OpenAIChatModel
+
+            return OpenAIChatModel(model_id)
+        if provider == "anthropic":
+            from procflow.models.anthropic import AnthropicModel
+
+            return AnthropicModel(model_id)
+        raise ValueError(f"unknown model provider {provider!r} in {model!r}; known providers: "
+                         f"{', '.join(PROVIDERS)} (or pass a LanguageModel object)")
+    if callable(getattr(model, "stream", None)) and hasattr(model, "model_id"):
+        return model  # the LanguageModel protocol, checked without typing's slow isinstance
+    raise ValueError(f"expected a 'provider/model-id' string or a LanguageModel, got "
+                     f"{type(model).__name__}; known providers: {', '.join(PROVIDERS)}")

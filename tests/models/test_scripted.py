@@ -1,0 +1,130 @@
+"""ScriptedModel: offline turns, recorded requests, clear errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from procflow.errors import APICallError
+from procflow.messages import Chunk
+from procflow.models import (
+    LanguageModel,
+    ModelRequest,
+    ScriptedModel,
+    ToolCall,
+    ToolSpec,
+    resolve_model,
+)
+
+HI = [{"role": "system", "content": "be nice"}, {"role": "user", "content": "say hello now"}]
+
+
+async def run(model: ScriptedModel, prompt: list[dict[str, Any]] = HI,
+              **fields: Any) -> list[Chunk]:
+    return [c async for c in model.stream(ModelRequest(prompt=prompt, **fields))]
+
+
+async def test_text_turn_streams_one_word_per_chunk() -> None:
+    chunks = await run(ScriptedModel(["Hello big world"]))
+    assert [c.text for c in chunks if c.type == "text-delta"] == ["Hello ", "big ", "world"]
+    assert chunks[-1].payload == {"finish_reason": "stop", "usage": {
+        "input_tokens": 5, "output_tokens": 3, "total_tokens": 8}}
+
+
+@pytest.mark.parametrize("text", ["  two  spaces\n", "", "   ", "one"])
+async def test_streamed_words_rebuild_the_text(text: str) -> None:
+    chunks = await run(ScriptedModel([text]))
+    assert "".join(c.text for c in chunks) == text
+    assert chunks[-1].type == "finish"
+
+
+async def test_usage_per_word_scales_usage() -> None:
+    chunks = await run(ScriptedModel(["a b"], usage_per_word=2))
+    assert chunks[-1].payload["usage"] == {"input_tokens": 10, "output_tokens": 4,
+                                           "total_tokens": 14}
+
+
+async def test_tool_call_turn() -> None:
+    model = ScriptedModel([[ToolCall("lookup", {"id": 7}), ToolCall("ping", id="mine")],
+                           [ToolCall("lookup")]])
+    first, second = await run(model), await run(model)
+    assert [c.payload for c in first[:-1]] == [
+        {"tool_call_id": "call_1", "tool_name": "lookup", "args": {"id": 7}},
+        {"tool_call_id": "mine", "tool_name": "ping", "args": {}}]
+    assert first[-1].payload["finish_reason"] == "tool-calls"
+    assert second[0].payload["tool_call_id"] == "call_3"
+
+
+async def test_args_are_copied_for_each_call() -> None:
+    call = ToolCall("t", {"items": [1]})
+    chunks = await run(ScriptedModel([[call]]))
+    chunks[0].payload["args"]["items"].append(2)
+    assert call.args == {"items": [1]}
+
+
+async def test_exception_turn_is_raised() -> None:
+    error = APICallError("overloaded", status_code=529, is_retryable=True)
+    model = ScriptedModel([error, "fine"])
+    with pytest.raises(APICallError) as info:
+        await run(model)
+    assert info.value is error
+    assert [c.text for c in await run(model)][:1] == ["fine"]
+
+
+async def test_requests_are_recorded() -> None:
+    model = ScriptedModel(["a", "b"])
+    tools = [ToolSpec("t", "d", {})]
+    await run(model, tools=tools, tool_choice="auto")
+    await run(model, [{"role": "user", "content": "again"}])
+    assert [r.prompt for r in model.requests] == [HI, [{"role": "user", "content": "again"}]]
+    assert (model.requests[0].tools, model.requests[0].tool_choice) == (tools, "auto")
+    assert model.turns_left == 0
+
+
+async def test_running_out_of_turns_is_a_clear_error() -> None:
+    model = ScriptedModel(["only one"])
+    await run(model)
+    with pytest.raises(APICallError, match=r"no turn left \(it was given 1 turns\)"):
+        await run(model)
+    assert len(model.requests) == 2
+
+
+def test_it_is_a_language_model() -> None:
+    model = ScriptedModel([], model_id="fake")
+    assert isinstance(model, LanguageModel)
+    assert (model.provider, model.model_id) == ("scripted", "fake")
+
+
+@pytest.mark.parametrize("turns", [[42], [[]], [["not a ToolCall"]], "a str"])
+def test_bad_turns_are_refused(turns: Any) -> None:
+    with pytest.raises(TypeError, match="ScriptedModel"):
+        ScriptedModel(turns)
+
+
+def test_resolve_model_returns_a_model_object_as_is() -> None:
+    model = ScriptedModel(["hi"])
+    assert resolve_model(model) is model
+
+
+@pytest.mark.parametrize("bad", ["gpt-4o", "mistral/large", "openai/", 42])
+def test_resolve_model_refuses_unknown_names(bad: Any) -> None:
+    with pytest.raises(ValueError, match="known providers: anthropic, openai"):
+        resolve_model(bad)
+
+
+def test_importing_models_does_not_import_httpx() -> None:
+    code = ("import sys, procflow.models as m; m.ScriptedModel; "
+            "print('httpx' in sys.modules, m.OpenAIChatModel.__name__, 'httpx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["False", "OpenAIChatModel", "True"]
+
+
+def test_every_exported_name_exists() -> None:
+    import procflow.models as models
+
+    for name in models.__all__:
+        assert getattr(models, name) is not None, name
