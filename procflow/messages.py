@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Self, TypeAlias, get_args
+from typing import Annotated, Any, Literal, Self, TypeAlias, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -56,6 +56,27 @@ def _encode_bytes(value: bytes) -> str:
 _Base64Bytes = Annotated[
     bytes, BeforeValidator(_decode_bytes), PlainSerializer(_encode_bytes, when_used="json")
 ]
+
+
+def new_id() -> str:
+    """A fresh random message id (32 hex characters, as random as a uuid4)."""
+    return os.urandom(16).hex()
+
+
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
+
+
+def _built(cls: type[_ModelT], values: dict[str, Any]) -> _ModelT:
+    """A model instance from values known to be valid and complete (every field given).
+
+    What ``model_construct`` does, without its per-field bookkeeping: ~1 µs instead of ~4.
+    """
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
 
 
 class _PartBase(BaseModel):
@@ -154,7 +175,7 @@ class Message(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=lambda: new_id())
     role: MessageRole
     content: MessageContent = Field(default_factory=MessageContent)
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
@@ -169,6 +190,13 @@ class Message(BaseModel):
     @classmethod
     def _with_parts(cls, role: MessageRole, parts: Sequence[Part], kw: dict[str, Any]) -> Self:
         metadata = dict(kw.pop("metadata", None) or {})
+        if not kw:
+            # Parts are validated already; skip re-validating what we just built (hot path).
+            content = _built(MessageContent, {"format": 2, "parts": list(parts),
+                                              "metadata": metadata, "content": None})
+            return _built(cls, {"id": new_id(), "role": role, "content": content,
+                                "created_at": datetime.now(UTC), "thread_id": None,
+                                "resource_id": None})
         return cls(role=role, content=MessageContent(parts=list(parts), metadata=metadata), **kw)
 
     @classmethod

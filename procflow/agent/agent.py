@@ -18,7 +18,7 @@ from procflow.messages import Chunk, Message, MessageList
 from procflow.models.resolve import resolve_model
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
 from procflow.processors.base import Processor
-from procflow.processors.runner import ProcessorRunner
+from procflow.processors.runner import ProcessorRunner, check_processors
 from procflow.steps.step import Step, validate_id
 from procflow.workflows.workflow import Workflow
 
@@ -72,9 +72,9 @@ class Agent:
         self.model = resolve_model(model)
         self.tools = _tool_map(tools)
         self.memory = memory
-        self.input_processors = input_processors
-        self.output_processors = output_processors
-        self.error_processors = error_processors
+        self.input_processors = _checked(input_processors, "input_processors")
+        self.output_processors = _checked(output_processors, "output_processors")
+        self.error_processors = _checked(error_processors, "error_processors")
         self.max_processor_retries = max_processor_retries
         self.max_steps = _positive(max_steps, "max_steps")
         self._workflow: Workflow | None = None
@@ -182,14 +182,11 @@ class Agent:
         explicit = retries if retries is not None else 0
         return AgentRun(
             agent=self, model=self.model, tools=self.tools, ml=ml, ctx=ctx,
-            inputs=ProcessorRunner(inputs, context=ctx, max_processor_retries=explicit,
-                                   where="input_processors"),
-            outputs=ProcessorRunner(_resolve(options.get("output_processors",
-                                                         self.output_processors), rc,
-                                             "output_processors"),
-                                    context=ctx, max_processor_retries=explicit,
-                                    where="output_processors"),
-            errors=ProcessorRunner(errors, context=ctx, where="error_processors"),
+            inputs=_runner(inputs, ctx, explicit, "input_processors"),
+            outputs=_runner(_resolve(options.get("output_processors", self.output_processors),
+                                     rc, "output_processors"), ctx, explicit,
+                            "output_processors"),
+            errors=_runner(errors, ctx, 0, "error_processors"),
             max_steps=_positive(options.get("max_steps", self.max_steps), "max_steps"),
             tool_choice=options.get("tool_choice"), emit=emit, api_retry_budget=budget)
 
@@ -206,6 +203,12 @@ def _check_options(options: Mapping[str, Any]) -> None:
     unknown = sorted(set(options) - _OPTIONS)
     if unknown:
         raise TypeError(f"unknown option(s) {unknown}; expected some of {sorted(_OPTIONS)}")
+
+
+def _runner(items: list[Any], ctx: ProcessorContext, retries: int,
+            where: str) -> ProcessorRunner:
+    return ProcessorRunner(items, context=ctx, max_processor_retries=retries, where=where,
+                           validate=not isinstance(items, _Checked))
 
 
 def _positive(value: Any, name: str) -> int:
@@ -225,7 +228,19 @@ def _tool_map(tools: Sequence[Tool]) -> dict[str, Tool]:
     return out
 
 
+class _Checked(list[Any]):
+    """A processor array validated once, at agent construction."""
+
+
+def _checked(value: ProcessorArray, where: str) -> ProcessorArray:
+    if callable(value):
+        return value
+    return _Checked(check_processors(value, where=where))
+
+
 def _resolve(value: ProcessorArray, rc: RequestContext, where: str) -> list[Any]:
+    if isinstance(value, _Checked):
+        return value
     got = value(rc) if callable(value) else value
     if isinstance(got, str | bytes) or not isinstance(got, Sequence):
         raise ProcessorError(f"{where} must be a list (or a function of the request context "

@@ -65,6 +65,7 @@ class Tool:
         self.to_model_output = to_model_output
         self._execute = execute
         self._wants_ctx = len(inspect.signature(execute).parameters) >= 2
+        self._spec: ToolSpec | None = None
 
     @property
     def name(self) -> str:
@@ -72,7 +73,10 @@ class Tool:
 
     def spec(self) -> ToolSpec:
         """The tool as the model sees it (name, description, JSON schema)."""
-        return ToolSpec(self.id, self.description, self.input_schema.model_json_schema())
+        if self._spec is None:
+            self._spec = ToolSpec(self.id, self.description,
+                                  self.input_schema.model_json_schema())
+        return self._spec
 
     def parse(self, args: Any) -> BaseModel:
         """Validate the model's arguments.

@@ -70,7 +70,11 @@ class StepOverrides:
 
 
 def _base(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> dict[str, Any]:
-    return {"message_list": ml, "state": ctx.state_for(p.id), "retry_count": ctx.retry_count,
+    states = ctx.states
+    state = states.get(p.id)
+    if state is None:
+        state = states[p.id] = {}
+    return {"message_list": ml, "state": state, "retry_count": ctx.retry_count,
             "request_context": ctx.request_context, "writer": ctx.writer, "processor": p,
             "context": ctx}
 
@@ -80,7 +84,7 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
     fn: Callable[[Any], Any] = getattr(p, hook)
     try:
         out = fn(args)
-        if inspect.isawaitable(out):
+        if p.hook_is_async(hook) or inspect.isawaitable(out):
             out = await out
     except TripWire as trip:
         if trip.processor_id is None:

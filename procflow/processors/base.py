@@ -63,6 +63,7 @@ class Processor:
     on_violation: Callable[[ProcessorViolation], Any] | None = None
 
     _hooks_cache: ClassVar[dict[type, frozenset[str]]] = {}
+    _async_cache: ClassVar[dict[tuple[type, str], bool]] = {}
 
     # -- hooks (no-ops; returning None leaves everything unchanged) ---------------
 
@@ -117,6 +118,17 @@ class Processor:
         if cached is None:
             cached = frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(Processor, h))
             Processor._hooks_cache[cls] = cached
+        return cached
+
+    def hook_is_async(self, hook: str) -> bool:
+        """Whether this processor's ``hook`` is a coroutine function (cached per class)."""
+        key = (type(self), hook)
+        cached = Processor._async_cache.get(key)
+        if cached is None:
+            cached = inspect.iscoroutinefunction(getattr(type(self), hook, None))
+            if "process_" in hook and hook in vars(self):  # a hook set on the instance
+                return inspect.iscoroutinefunction(getattr(self, hook))
+            Processor._async_cache[key] = cached
         return cached
 
     def report_violation(self, violation: ProcessorViolation,

@@ -174,15 +174,17 @@ class ProcessorRunner:
         context: The request's ``ProcessorContext`` (state, writer, retry count); one
             context is shared by the input, output and error runners of a request.
         max_processor_retries: How many ``abort(retry=True)`` retries are allowed.
+        validate: Check the array (skip only for an array checked before).
     """
 
     def __init__(self, processors: Sequence[Any] = (), *,
                  context: ProcessorContext | None = None, max_processor_retries: int = 0,
-                 where: str = "processors") -> None:
+                 where: str = "processors", validate: bool = True) -> None:
         if not isinstance(max_processor_retries, int) or max_processor_retries < 0:
             raise ProcessorError(
                 f"max_processor_retries must be an int >= 0, got {max_processor_retries!r}")
-        self.items: list[Any] = check_processors(processors, where=where)
+        self.items: list[Any] = (check_processors(processors, where=where) if validate
+                                 else list(processors))
         self.context = context if context is not None else ProcessorContext()
         self.max_processor_retries = max_processor_retries
 

@@ -8,7 +8,6 @@ drop it, or a list of chunks (a batcher releasing what it held).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,7 +27,7 @@ class _Stage:
     def __init__(self, p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> None:
         self.processor = p
         self.fn: Callable[[Any], Any] = p.process_output_stream
-        self.is_async = inspect.iscoroutinefunction(self.fn)
+        self.is_async = p.hook_is_async(_HOOK)
         self.data_parts = p.process_data_parts
         self.count = 0
         self.args = ProcessOutputStreamArgs(

@@ -113,7 +113,8 @@ class Scope:
 class Execution:
     """One execution of a run: results, state, storage and event plumbing."""
 
-    __slots__ = ("context_json", "created_at", "dirty", "input", "records", "replaying",
+    __slots__ = ("context_json", "created_at", "dirty", "input", "persistent", "records",
+                 "replaying",
                  "request_context", "resume_data", "resume_targets", "run_id", "send",
                  "status", "storage", "sync", "top", "wf")
 
@@ -130,9 +131,10 @@ class Execution:
         self.replaying = bool(records)  # stored results exist: resume or restart
         self.dirty: dict[str, StepResult] = {}
         self.request_context = request_context
-        self.context_json = request_context.json_safe()
         self.storage = storage
-        self.sync = sync
+        self.persistent: bool = getattr(storage, "persistent", True)
+        self.context_json = request_context.json_safe() if self.persistent else {}
+        self.sync = sync and self.persistent
         self.send = send
         self.created_at = created_at
         self.resume_targets = resume_targets
@@ -154,6 +156,8 @@ class Execution:
                     tripwire: dict[str, Any] | None = None) -> None:
         """Write the run header and the step results changed since the last flush."""
         dirty, self.dirty = self.dirty, {}
+        if not self.persistent:
+            return
         if status != "running":
             self.context_json = self.request_context.json_safe()
         snapshot = RunSnapshot(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,7 @@ class Run:
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
         self.workflow = workflow
-        self.run_id = run_id or uuid.uuid4().hex
+        self.run_id = run_id or os.urandom(16).hex()
         self.storage = resolve_storage(storage, workflow)
         self.durability: Durability = durability or workflow.durability
         self.status: RunStatus = "pending"

@@ -11,7 +11,12 @@ __all__ = ["NullStorage"]
 
 
 class NullStorage:
-    """A ``Storage`` that stores nothing: saves are dropped, loads find nothing."""
+    """A ``Storage`` that stores nothing: saves are dropped, loads find nothing.
+
+    ``persistent = False`` tells the runtime it need not build snapshots at all.
+    """
+
+    persistent = False
 
     async def save_snapshot(self, snapshot: RunSnapshot,
                             steps: Mapping[str, StepResult]) -> None:
