@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
     APICallError,
@@ -31,12 +33,29 @@ from procflow.runtime import (
 from procflow.steps import Step, StepContext, create_step, step
 from procflow.workflows import Workflow, create_workflow
 
+if TYPE_CHECKING:
+    from procflow.agent import Agent, Tool, tool
+
 __version__ = "0.1.0"
+
+_LAZY = {"Agent": "procflow.agent", "Tool": "procflow.agent", "tool": "procflow.agent"}
+
+
+def __getattr__(name: str) -> Any:
+    # The agent pulls in the processor layer; load it on first use to keep
+    # ``import procflow`` light.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 __all__ = [
     "RESOURCE_ID_KEY",
     "THREAD_ID_KEY",
     "APICallError",
+    "Agent",
     "ProcessorError",
     "ProcflowError",
     "RequestContext",
@@ -53,6 +72,7 @@ __all__ = [
     "StepTimeoutError",
     "StepValidationError",
     "StorageError",
+    "Tool",
     "TripWire",
     "Workflow",
     "WorkflowDefinitionError",
@@ -65,4 +85,5 @@ __all__ = [
     "get_default_storage",
     "set_default_storage",
     "step",
+    "tool",
 ]

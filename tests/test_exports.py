@@ -9,14 +9,23 @@ import sys
 import pytest
 
 MODULES = ["procflow", "procflow.messages", "procflow.context", "procflow.errors",
-           "procflow.storage", "procflow.steps", "procflow.workflows", "procflow.runtime"]
+           "procflow.storage", "procflow.steps", "procflow.workflows", "procflow.runtime",
+           "procflow.processors", "procflow.processors.builtin", "procflow.agent",
+           "procflow.models"]
 
 DESIGN = {
     "procflow": ["create_workflow", "create_step", "step", "Workflow", "Run", "WorkflowResult",
-                 "StepContext", "RequestContext", "set_default_storage"],
+                 "StepContext", "RequestContext", "set_default_storage", "Agent", "tool"],
     "procflow.errors": ["ProcflowError", "WorkflowDefinitionError", "StepValidationError",
                         "TripWire", "APICallError", "RunNotFoundError"],
     "procflow.storage": ["Storage", "InMemoryStorage", "SQLiteStorage", "RedisStorage"],
+    "procflow.processors": ["Processor", "ProcessorStepSchema", "Signal", "APIErrorResult",
+                            "ProcessInputArgs", "TokenLimiter", "ToolCallFilter",
+                            "ProviderHistoryCompat", "PrefillErrorHandler",
+                            "StreamErrorRetryProcessor", "ModerationProcessor",
+                            "PromptInjectionDetector", "PIIDetector", "UnicodeNormalizer",
+                            "RegexFilterProcessor", "BatchPartsProcessor"],
+    "procflow.models": ["ScriptedModel", "ToolCall", "LanguageModel"],
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from procflow.processors.apply import StepInfo, StepOverrides
 from procflow.processors.args import (
     APIErrorResult,
@@ -31,10 +33,53 @@ from procflow.processors.runner import ProcessorRunner, check_processors, run_pr
 from procflow.processors.step import ProcessorStep, ProcessorStepSchema, is_processor_workflow
 from procflow.processors.stream import StreamPipeline
 
+if TYPE_CHECKING:
+    from procflow.processors.builtin import (
+        BatchPartsProcessor,
+        CompatRule,
+        DetectionResult,
+        ModerationProcessor,
+        PIIDetection,
+        PIIDetector,
+        PrefillErrorHandler,
+        PromptInjectionDetector,
+        ProviderHistoryCompat,
+        RegexFilterProcessor,
+        RegexRule,
+        StreamErrorRetryProcessor,
+        TokenLimiter,
+        TokenLimiterOptions,
+        ToolCallFilter,
+        UnicodeNormalizer,
+    )
+
+_BUILTINS = frozenset({
+    "BatchPartsProcessor", "CompatRule", "DetectionResult", "ModerationProcessor",
+    "PIIDetection", "PIIDetector", "PrefillErrorHandler", "PromptInjectionDetector",
+    "ProviderHistoryCompat", "RegexFilterProcessor", "RegexRule", "StreamErrorRetryProcessor",
+    "TokenLimiter", "TokenLimiterOptions", "ToolCallFilter", "UnicodeNormalizer",
+})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BUILTINS:
+        from procflow.processors import builtin
+
+        return getattr(builtin, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "HOOKS",
     "APIErrorResult",
+    "BatchPartsProcessor",
+    "CompatRule",
+    "DetectionResult",
+    "ModerationProcessor",
     "OutputResult",
+    "PIIDetection",
+    "PIIDetector",
+    "PrefillErrorHandler",
     "ProcessAPIErrorArgs",
     "ProcessInputArgs",
     "ProcessInputResult",
@@ -56,10 +101,19 @@ __all__ = [
     "ProcessorStepSchema",
     "ProcessorViolation",
     "ProcessorWriter",
+    "PromptInjectionDetector",
+    "ProviderHistoryCompat",
+    "RegexFilterProcessor",
+    "RegexRule",
     "Signal",
     "StepInfo",
     "StepOverrides",
+    "StreamErrorRetryProcessor",
     "StreamPipeline",
+    "TokenLimiter",
+    "TokenLimiterOptions",
+    "ToolCallFilter",
+    "UnicodeNormalizer",
     "check_processors",
     "is_processor_workflow",
     "merge_processor_results",

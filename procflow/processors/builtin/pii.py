@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args
 from procflow.errors import ProcessorError
 from procflow.messages import Chunk, Message
 from procflow.models.base import LanguageModel
+from procflow.models.resolve import resolve_model
 from procflow.processors.args import (
     ProcessInputArgs,
     ProcessorArgs,
@@ -115,7 +116,7 @@ class PIIDetector(Processor):
 
     id = "pii-detector"
 
-    def __init__(self, *, model: LanguageModel | None = None,
+    def __init__(self, *, model: LanguageModel | str | None = None,
                  detection_types: Sequence[PIIType] | None = None, threshold: float = 0.6,
                  strategy: PIIStrategy = "redact", redaction_method: RedactionMethod = "mask",
                  preserve_format: bool = True, include_detections: bool = False,
@@ -133,7 +134,7 @@ class PIIDetector(Processor):
                              f"got {threshold!r}")
         _check_choice("strategy", strategy, _STRATEGIES)
         _check_choice("redaction_method", redaction_method, REDACTION_METHODS)
-        self.model = model
+        self.model = resolve_model(model) if model is not None else None
         self.detection_types: tuple[PIIType, ...] = types
         self.threshold = float(threshold)
         self.strategy: PIIStrategy = strategy

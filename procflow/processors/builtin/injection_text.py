@@ -1,0 +1,386 @@
+"""Text views for the rule-based detectors: undoing obfuscation, and decoding payloads.
+
+A rule engine matching plain English phrases is easy to dodge: "i g n o r e",
+"ign\u200bore", Cyrillic look-alikes, full-width letters, "1gn0r3", base64. So the
+detectors never match the raw text. They match *views* of it — folded, joined,
+de-leeted, squashed, rot13'd, reversed, decoded — and every view remembers, for each
+of its characters, the span of the original text it came from, so a hit in any view
+can be traced back (and removed) in the original.
+
+``fold`` is the base view: Unicode tag characters decoded, zero-width and control
+characters dropped, compatibility folding (NFKD, which covers NFKC's full-width and
+ligature cases) with combining marks stripped, a small confusables map (Cyrillic and
+Greek look-alikes, curly quotes, dashes) to ASCII, whitespace unified, lower case.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import codecs
+import html
+import re
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+__all__ = [
+    "CONFUSABLES",
+    "Decoded",
+    "View",
+    "decode_payloads",
+    "fold",
+    "join_split",
+    "leet",
+    "reverse",
+    "rot13",
+    "smuggling_signals",
+    "spellfix",
+    "squash",
+    "views_for_matching",
+]
+
+ZERO_WIDTH = frozenset(
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u200b\u200c\u200d"
+    "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067"
+    "\u2068\u2069\u3164\ufe00\ufe01\ufe02\ufe03\ufe04\ufe05\ufe06\ufe07\ufe08\ufe09\ufe0a"
+    "\ufe0b\ufe0c\ufe0d\ufe0e\ufe0f\ufeff\uffa0"
+)
+
+CONFUSABLES: dict[str, str] = {
+    # Cyrillic
+    "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o",
+    "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "і": "i", "ї": "i", "ј": "j",
+    "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "һ": "h", "ӏ": "l", "ɡ": "g", "ɑ": "a",
+    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P",
+    "С": "C", "Т": "T", "У": "Y", "Х": "X", "І": "I", "Ј": "J", "Ѕ": "S", "Ԁ": "D",
+    "Ԛ": "Q", "Ԝ": "W", "Һ": "H", "Ӏ": "I", "ı": "i",
+    # Greek
+    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o",
+    "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "γ": "y", "ω": "w", "Α": "A", "Β": "B",
+    "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O",
+    "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    # Punctuation look-alikes
+    "‘": "'", "’": "'", "‛": "'", "′": "'", "`": "'", "“": '"', "”": '"', "„": '"',
+    "″": '"', "‐": "-", "‑": "-", "‒": "-", "–": "-", "—": "-", "―": "-", "−": "-",
+    "⁄": "/", "∕": "/", "\u2028": "\n", "\u2029": "\n",
+}
+
+_LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t",
+                         "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
+_LEET_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t",
+                         "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
+_LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]*[a-z][a-z0-9@$!|+]*")
+_LEET_CHARS = re.compile(r"[0-9@$!|+]")
+_SPLIT_RUN = re.compile(
+    r"(?<![a-z0-9])[a-z0-9@$](?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
+_INNER_PUNCT = re.compile(r"(?<=[a-z0-9])[.\-_*'~^|•·]+(?=[a-z])")
+_SEPARATORS = re.compile(r"[^a-z0-9@$]")
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A transformed text that remembers where each character came from.
+
+    Attributes:
+        name: Which transformation made it ("base", "joined", "leet", ...).
+        text: The transformed text.
+        starts: For each character, the first original index it came from.
+        ends: For each character, the original index just past its source.
+    """
+
+    name: str
+    text: str
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original span that produced ``text[start:end]`` (``end > start``)."""
+        last = max(end - 1, start)
+        return (min(self.starts[start], self.starts[last]),
+                max(self.ends[start], self.ends[last]))
+
+
+class _Builder:
+    __slots__ = ("chars", "ends", "starts")
+
+    def __init__(self) -> None:
+        self.chars: list[str] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, text: str, start: int, end: int) -> None:
+        for ch in text:
+            self.chars.append(ch)
+            self.starts.append(start)
+            self.ends.append(end)
+
+    def copy(self, view: View, start: int, end: int) -> None:
+        self.chars.extend(view.text[start:end])
+        self.starts.extend(view.starts[start:end])
+        self.ends.extend(view.ends[start:end])
+
+    def build(self, name: str) -> View:
+        return View(name, "".join(self.chars), tuple(self.starts), tuple(self.ends))
+
+
+def _fold_char(ch: str) -> str:
+    code = ord(ch)
+    if 0xE0020 <= code <= 0xE007E:  # Unicode tag characters smuggle ASCII invisibly
+        return chr(code - 0xE0000)
+    if ch in ZERO_WIDTH or 0xE0000 <= code <= 0xE007F:
+        return ""
+    if ch in CONFUSABLES:
+        return CONFUSABLES[ch]
+    out = []
+    for part in unicodedata.normalize("NFKD", ch):
+        if unicodedata.combining(part):
+            continue
+        part = CONFUSABLES.get(part, part)
+        category = unicodedata.category(part)
+        if part in "\n\t" or category == "Zs":
+            part = "\n" if part == "\n" else " "
+        elif category in ("Cc", "Cf"):
+            continue
+        out.append(part)
+    return "".join(out)
+
+
+def fold(text: str) -> View:
+    """The base view: de-smuggled, compatibility-folded, confusables mapped, lowered."""
+    b = _Builder()
+    for i, ch in enumerate(text):
+        b.add(_fold_char(ch).lower(), i, i + 1)
+    return b.build("base")
+
+
+def _substitute(view: View, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str],
+                name: str) -> View:
+    b = _Builder()
+    pos = 0
+    for m in pattern.finditer(view.text):
+        b.copy(view, pos, m.start())
+        new = repl(m)
+        if len(new) == m.end() - m.start():
+            for k, ch in enumerate(new):
+                b.add(ch, view.starts[m.start() + k], view.ends[m.start() + k])
+        else:
+            kept = [k for k in range(m.start(), m.end())
+                    if not _SEPARATORS.fullmatch(view.text[k])]
+            if len(kept) == len(new):  # the replacement only dropped separators
+                for k, ch in zip(kept, new, strict=True):
+                    b.add(ch, view.starts[k], view.ends[k])
+            else:
+                b.add(new, view.starts[m.start()], view.ends[m.end() - 1])
+        pos = m.end()
+    b.copy(view, pos, len(view.text))
+    return b.build(name)
+
+
+def join_split(view: View) -> View:
+    """Join letters split by spacing or punctuation ("i g n o r e", "ig-nore", "i.g.n")."""
+    def join(m: re.Match[str]) -> str:
+        run = m.group(0)
+        letters = _SEPARATORS.sub("", run)
+        return letters if sum(c.isalpha() for c in letters) >= 2 else run
+
+    joined = _substitute(view, _SPLIT_RUN, join, "joined")
+    return _substitute(joined, _INNER_PUNCT, lambda m: "", "joined")
+
+
+def leet(view: View, *, one_as: str = "i") -> View:
+    """Read digits and symbols as letters inside words that also hold letters."""
+    table = _LEET_I if one_as == "i" else _LEET_L
+
+    def unleet(m: re.Match[str]) -> str:
+        token = m.group(0)
+        return token.translate(table) if _LEET_CHARS.search(token) else token
+
+    return _substitute(view, _LEET_TOKEN, unleet, f"leet-{one_as}")
+
+
+VOCABULARY: frozenset[str] = frozenset({
+    "ignore", "disregard", "previous", "instructions", "instruction", "prompt", "system",
+    "forget", "reveal", "override", "restrictions", "guidelines", "jailbreak", "jailbroken",
+    "developer", "unrestricted", "unfiltered", "uncensored", "password", "passwords",
+    "secrets", "credentials", "directives", "pretend", "bypass",
+})
+_WORDS = re.compile(r"[a-z]{5,}")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` becomes ``b`` with one insertion, deletion, substitution or swap."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    if len(a) == len(b):
+        return (a[i + 1:] == b[i + 1:]
+                or (i + 1 < len(a) and a[i] == b[i + 1] and a[i + 1] == b[i]
+                    and a[i + 2:] == b[i + 2:]))
+    return a[i + 1:] == b[i:] if len(a) > len(b) else a[i:] == b[i + 1:]
+
+
+def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
+    """Read one-typo misspellings of the attack vocabulary as the word ("ignoer",
+    "prevoius"); inflections ("ignored", "prompts") are left alone."""
+    def fix(m: re.Match[str]) -> str:
+        token = m.group(0)
+        if token in vocabulary:
+            return token
+        for word in vocabulary:
+            if (word[0] == token[0] and not token.startswith(word)
+                    and not word.startswith(token) and _one_edit(token, word)):
+                return word
+        return token
+
+    return _substitute(view, _WORDS, fix, "spelling")
+
+
+def squash(view: View) -> View:
+    """Letters only: what "i-g n o r e" and "ig nore" have in common."""
+    b = _Builder()
+    for k, ch in enumerate(view.text):
+        if "a" <= ch <= "z":
+            b.add(ch, view.starts[k], view.ends[k])
+    return b.build("squashed")
+
+
+def rot13(view: View) -> View:
+    """The ROT13 reading of a view."""
+    return View("rot13", codecs.encode(view.text, "rot13"), view.starts, view.ends)
+
+
+def reverse(view: View) -> View:
+    """The view read backwards ("snoitcurtsni" -> "instructions")."""
+    return View("reversed", view.text[::-1], view.starts[::-1], view.ends[::-1])
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A payload found encoded in the text.
+
+    Attributes:
+        kind: "base64", "hex", "url", "escape" or "html".
+        text: The decoded text.
+        start: Original index where the encoded blob starts.
+        end: Original index just past it.
+    """
+
+    kind: str
+    text: str
+    start: int
+    end: int
+
+
+_B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
+_HEX = re.compile(r"(?<![0-9A-Za-z])(?:0x)?(?:[0-9A-Fa-f]{2}[\s:,]?){8,}(?![0-9A-Za-z])")
+_PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2}){4,}")
+_ESCAPES = re.compile(r"(?:\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4})){4,}")
+_ENTITIES = re.compile(r"(?:&#(?:x[0-9A-Fa-f]+|\d+);){4,}")
+
+
+def _readable(raw: bytes) -> str | None:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if len(text) < 6:
+        return None
+    printable = sum(ch.isprintable() or ch in "\n\t" for ch in text)
+    letters = sum(ch.isalpha() or ch == " " for ch in text)
+    if printable < 0.95 * len(text) or letters < 0.6 * len(text):
+        return None
+    return text
+
+
+def _b64(blob: str) -> str | None:
+    if not (re.search(r"[A-Za-z]", blob) and re.search(r"[a-z]", blob)
+            and re.search(r"[A-Z0-9+/]", blob)):
+        return None
+    padded = blob + "=" * (-len(blob) % 4)
+    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            text = _readable(decode(padded))
+        except (binascii.Error, ValueError):
+            continue
+        if text is not None:
+            return text
+    return None
+
+
+def _hex(blob: str) -> str | None:
+    digits = re.sub(r"[^0-9A-Fa-f]", "", blob.removeprefix("0x"))
+    if len(digits) % 2:
+        return None
+    try:
+        return _readable(bytes.fromhex(digits))
+    except ValueError:
+        return None
+
+
+def _escapes(blob: str) -> str | None:
+    try:
+        return _readable(blob.encode("ascii").decode("unicode_escape").encode("utf-8"))
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        return None
+
+
+def decode_payloads(text: str) -> list[Decoded]:
+    """Encoded blobs in ``text`` that decode to readable text (base64, hex, %xx, \\x, &#).
+
+    Random identifiers, hashes and binary data decode to noise and are skipped.
+    """
+    found: list[Decoded] = []
+    decoders: tuple[tuple[str, re.Pattern[str], Callable[[str], str | None]], ...] = (
+        ("base64", _B64, _b64),
+        ("hex", _HEX, _hex),
+        ("url", _PERCENT, lambda s: _readable(unquote(s).encode("utf-8"))),
+        ("escape", _ESCAPES, _escapes),
+        ("html", _ENTITIES, lambda s: _readable(html.unescape(s).encode("utf-8"))),
+    )
+    for kind, pattern, decode in decoders:
+        for m in pattern.finditer(text):
+            out = decode(m.group(0).strip())
+            if out is not None:
+                found.append(Decoded(kind, out, m.start(), m.end()))
+    return found
+
+
+def smuggling_signals(text: str) -> list[str]:
+    """Signs of deliberate obfuscation: invisible tag characters, zero-width characters
+    inside words, words mixing Latin letters with Cyrillic or Greek look-alikes."""
+    signals: list[str] = []
+    if any(0xE0000 <= ord(ch) <= 0xE007F for ch in text):
+        signals.append("unicode-tags")
+    if re.search(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w", text):
+        signals.append("zero-width")
+    for word in re.findall(r"\w{3,}", text):
+        latin = any("a" <= ch.lower() <= "z" for ch in word)
+        if latin and any(ch in CONFUSABLES and ch.isalpha() for ch in word):
+            signals.append("homoglyphs")
+            break
+    return signals
+
+
+def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
+    """The base view, then each further view that differs from the ones before it.
+
+    Args:
+        text: The original text.
+        deep: Also yield the squashed, ROT13 and reversed views.
+    """
+    base = fold(text)
+    seen = {base.text}
+    yield base
+    joined = join_split(base)
+    candidates = [joined, spellfix(joined), leet(joined, one_as="i"), leet(joined, one_as="l")]
+    if deep:
+        candidates += [squash(candidates[1]), rot13(base), reverse(base)]
+    for view in candidates:
+        key = view.text if view.name != "squashed" else "\0" + view.text
+        if key not in seen:
+            seen.add(key)
+            yield view

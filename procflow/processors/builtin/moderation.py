@@ -1,0 +1,268 @@
+"""``ModerationProcessor``: flag hateful, harassing, self-harm, sexual and violent content
+in input, in the streamed answer and in the final answer.
+
+Offline by default: a weighted lexicon (``moderation_lexicon``) over the same folded
+views as the injection detector, with common idioms blanked first
+(``moderation_idioms``). With ``model=`` a judge model is asked too, and the higher
+score wins per category. A text is flagged when its highest category score reaches
+``threshold``.
+
+On the stream the processor moderates each text delta — or, with ``chunk_window=n``,
+the last ``n`` text deltas joined, so a phrase split across chunks is still seen.
+With a judge that is one model call per text chunk: put a ``BatchPartsProcessor``
+before it, or moderate ``process_output_result`` only, when that is too many.
+
+Judge failures (provider error, no JSON): with ``strategy="block"`` the processor
+fails *closed* — the content is blocked with a reason saying the check could not
+run; with "warn" and "filter" it falls back to the lexicon and logs a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, cast
+
+from procflow.messages import Chunk, Message
+from procflow.models.base import LanguageModel
+from procflow.processors.args import (
+    ProcessInputArgs,
+    ProcessorArgs,
+    ProcessOutputResultArgs,
+    ProcessOutputStreamArgs,
+)
+from procflow.processors.base import Processor
+from procflow.processors.builtin.detection import DetectionResult
+from procflow.processors.builtin.injection_judge import (
+    check_choice,
+    check_instructions,
+    check_model,
+    check_threshold,
+    check_types,
+    parse_verdict,
+    violation_detail,
+)
+from procflow.processors.builtin.judge import judge_json
+from procflow.processors.builtin.moderation_lexicon import MODERATION_CATEGORIES, score_text
+
+__all__ = ["DEFAULT_MODERATION_CATEGORIES", "ModerationProcessor", "ModerationStrategy"]
+
+logger = logging.getLogger("procflow.processors")
+
+ModerationStrategy = Literal["block", "warn", "filter"]
+_STRATEGIES: Final = ("block", "warn", "filter")
+
+DEFAULT_MODERATION_CATEGORIES: Final[tuple[str, ...]] = MODERATION_CATEGORIES
+"""The 11 OpenAI-style categories: hate, hate/threatening, harassment,
+harassment/threatening, self-harm, self-harm/intent, self-harm/instructions, sexual,
+sexual/minors, violence, violence/graphic."""
+
+_JUDGE_INSTRUCTIONS: Final = (
+    "You are a content moderator. Score the text for each of these categories from 0 "
+    "(clearly absent) to 1 (clearly present): {categories}. Judge what the text does, not "
+    "the words it uses: idioms ('this bug is killing me', 'kill the process'), news, "
+    "education, fiction without graphic detail and requests for help are not violations."
+)
+_JUDGE_SHAPE: Final = ('{"flagged": true|false, "score": 0..1, "categories": {"<category>": 0..1},'
+                       ' "reason": "short explanation"}')
+_FILTERED_KEY: Final = "moderation:filtered"
+_WARNING_KEY: Final = "moderation:in-violation"
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    result: DetectionResult
+    error: str | None = None
+
+
+class ModerationProcessor(Processor):
+    """Moderates input messages, the output stream and the final output.
+
+    Example::
+
+        agent = Agent(..., input_processors=[ModerationProcessor()],
+                      output_processors=[ModerationProcessor(strategy="filter")])
+        verdict = await ModerationProcessor().detect("I will kill you")
+        assert verdict.flagged and "harassment/threatening" in verdict.categories
+
+    Args:
+        model: A judge model; ``None`` (default) uses the offline lexicon only.
+        categories: Which categories to score. Names outside the default 11 need a model.
+        threshold: Flag when the highest category score reaches this.
+        strategy: "block" (abort; on the stream a "tripwire" chunk ends it), "warn"
+            (report, let it through) or "filter" (drop the message or chunk).
+        instructions: Replace the judge's task description (needs ``model``).
+        include_scores: Add every category's score to abort metadata and warnings.
+        chunk_window: On the stream, moderate the last ``n`` text deltas joined
+            (0: the current delta only).
+
+    Raises:
+        ValueError: An option is invalid.
+    """
+
+    id = "moderation"
+    name = "Moderation"
+    description = "Flags hate, harassment, self-harm, sexual and violent content."
+
+    def __init__(self, *, model: LanguageModel | str | None = None,
+                 categories: Sequence[str] = DEFAULT_MODERATION_CATEGORIES,
+                 threshold: float = 0.5, strategy: ModerationStrategy = "block",
+                 instructions: str | None = None, include_scores: bool = False,
+                 chunk_window: int = 0) -> None:
+        pid = self.id
+        self.model = check_model(model, processor=pid)
+        self.categories = check_types(categories, MODERATION_CATEGORIES, option="categories",
+                                      processor=pid, has_model=self.model is not None)
+        self.threshold = check_threshold(threshold, processor=pid)
+        choice = check_choice(strategy, _STRATEGIES, option="strategy", processor=pid)
+        self.strategy = cast(ModerationStrategy, choice)
+        self.instructions = check_instructions(instructions, processor=pid,
+                                               has_model=self.model is not None)
+        if not isinstance(include_scores, bool):
+            raise ValueError(f"{pid}: include_scores must be True or False, "
+                             f"got {include_scores!r}")
+        self.include_scores = include_scores
+        if isinstance(chunk_window, bool) or not isinstance(chunk_window, int) \
+                or chunk_window < 0:
+            raise ValueError(f"{pid}: chunk_window must be an int >= 0 (0 moderates each "
+                             f"text chunk on its own), got {chunk_window!r}")
+        self.chunk_window = chunk_window
+
+    # -- detection --------------------------------------------------------------------
+
+    async def detect(self, text: str) -> DetectionResult:
+        """Score ``text``.
+
+        Returns:
+            ``DetectionResult(flagged, score, categories, reason)``: ``score`` is the
+            highest category score, ``categories`` maps each scored category to its
+            score, ``reason`` names the category and term (or the judge's reason).
+            When the judge fails under ``strategy="block"`` the result is flagged with
+            score 1.0 and a reason saying the check could not run (fail closed).
+        """
+        return (await self._evaluate(text)).result
+
+    async def _evaluate(self, text: str) -> _Verdict:
+        lexicon = score_text(text, self.categories)
+        scores = dict(lexicon.scores)
+        if self.model is None:
+            return _Verdict(self._result(scores, lexicon.reason))
+        task = self.instructions or _JUDGE_INSTRUCTIONS.format(
+            categories=", ".join(self.categories))
+        try:
+            raw = await judge_json(self.model, processor_id=self.id, instructions=task,
+                                   text=text, shape=_JUDGE_SHAPE)
+            verdict = parse_verdict(raw, self.categories, processor=self.id)
+        except Exception as exc:
+            error = f"judge model failed: {type(exc).__name__}: {exc}"
+            if self.strategy == "block":
+                reason = f"moderation check could not run ({error}); failing closed"
+                return _Verdict(DetectionResult(True, 1.0, {}, reason), error)
+            logger.warning("%s: %s; using the offline lexicon only", self.id, error)
+            return _Verdict(self._result(scores, lexicon.reason), error)
+        for category, value in verdict.categories.items():
+            scores[category] = max(scores.get(category, 0.0), value)
+        if verdict.score > max(scores.values(), default=0.0):
+            top = max(verdict.categories, key=lambda c: verdict.categories[c],
+                      default=self.categories[0])
+            scores[top] = verdict.score
+        lexicon_score = max(lexicon.scores.values(), default=0.0)
+        reason = (f"model: {verdict.reason or 'flagged'}" if verdict.score >= lexicon_score
+                  else f"lexicon: {lexicon.reason}")
+        return _Verdict(self._result(scores, reason))
+
+    def _result(self, scores: dict[str, float], reason: str) -> DetectionResult:
+        cats = {c: round(s, 4) for c, s in scores.items() if s > 0 and c in self.categories}
+        score = max(cats.values(), default=0.0)
+        return DetectionResult(score >= self.threshold, score, cats, reason if cats else "")
+
+    def _describe(self, result: DetectionResult, where: str) -> str:
+        over = [c for c, s in sorted(result.categories.items(), key=lambda kv: -kv[1])
+                if s >= self.threshold]
+        text = f"Content flagged by moderation in {where} ({', '.join(over)}; " \
+               f"score {result.score:.2f})"
+        if self.include_scores:
+            text += " [" + ", ".join(f"{c}={s:.2f}" for c, s in result.categories.items()) + "]"
+        return f"{text}: {result.reason}"
+
+    async def _check(self, args: ProcessorArgs, text: str, where: str) -> bool:
+        """Moderate ``text``: abort under "block", report under "warn"/"filter".
+
+        Returns:
+            Whether the text was flagged (and not aborted).
+        """
+        verdict = await self._evaluate(text)
+        result = verdict.result
+        if not result.flagged:
+            return False
+        detail = violation_detail(result, threshold=self.threshold,
+                                  include_scores=self.include_scores)
+        detail["phase"] = where
+        if verdict.error is not None and self.strategy == "block":
+            args.abort(result.reason, metadata={**detail, "error": verdict.error})
+        message = self._describe(result, where)
+        if self.strategy == "block":
+            args.abort(message, metadata=detail)
+        if self.strategy == "filter":
+            detail["action"] = "filtered"
+        args.warn(message, detail)
+        return True
+
+    # -- hooks ------------------------------------------------------------------------
+
+    async def _messages(self, args: ProcessorArgs, messages: list[Message],
+                        where: str) -> list[Message] | None:
+        kept: list[Message] = []
+        for msg in messages:
+            text = msg.text
+            skip = msg.role == "system" or not text.strip()
+            if skip or not await self._check(args, text, where) or self.strategy == "warn":
+                kept.append(msg)
+        return kept if len(kept) != len(messages) else None
+
+    async def process_input(self, args: ProcessInputArgs) -> list[Message] | None:
+        """Moderate the input messages."""
+        return await self._messages(args, args.messages, "input")
+
+    async def process_output_result(self, args: ProcessOutputResultArgs) -> list[Message] | None:
+        """Moderate the final response messages."""
+        return await self._messages(args, args.messages, "output")
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Chunk | None:
+        """Moderate each text delta (or the last ``chunk_window`` of them joined)."""
+        part = args.part
+        if part.type != "text-delta" or not part.text.strip():
+            return part
+        filtered: set[int] = args.state.setdefault(_FILTERED_KEY, set())
+        if self.chunk_window:
+            recent = [c for c in args.stream_parts
+                      if c.type == "text-delta" and id(c) not in filtered]
+            text = "".join(c.text for c in recent[-self.chunk_window:])
+        else:
+            text = part.text
+        if self.strategy == "warn" and self.chunk_window:
+            return await self._warn_once(args, text)
+        if not await self._check(args, text, "output stream"):
+            return part
+        filtered.add(id(part))
+        return None
+
+    async def _warn_once(self, args: ProcessOutputStreamArgs, text: str) -> Chunk:
+        """Under "warn" with a window, one warning per run of flagged windows."""
+        verdict = await self._evaluate(text)
+        if not verdict.result.flagged:
+            args.state[_WARNING_KEY] = False
+            return args.part
+        if not args.state.get(_WARNING_KEY):
+            args.state[_WARNING_KEY] = True
+            detail = violation_detail(verdict.result, threshold=self.threshold,
+                                      include_scores=self.include_scores)
+            detail["phase"] = "output stream"
+            args.warn(self._describe(verdict.result, "output stream"), detail)
+        return args.part
+
+    def __repr__(self) -> str:
+        extra = "" if self.model is None else f", model={self.model.provider}/{self.model.model_id}"
+        return (f"ModerationProcessor(strategy={self.strategy!r}, threshold={self.threshold}"
+                f"{extra})")
