@@ -11,6 +11,7 @@ mark it done, so output processors and the memory save run on every terminal pat
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -24,6 +25,7 @@ from procflow.models.base import ModelRequest
 from procflow.models.resolve import resolve_model
 from procflow.processors.apply import StepOverrides
 from procflow.processors.args import OutputResult
+from procflow.runtime.tracing import Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import create_step
 from procflow.workflows.workflow import Workflow, create_workflow
@@ -33,8 +35,16 @@ __all__ = ["build_loop_workflow"]
 TOOL_CONCURRENCY = 8
 
 
-async def _input_processors(ctx: StepContext) -> AgentRun:
+def _bind(ctx: StepContext) -> AgentRun:
+    """The run, with processor spans going under this step's span."""
     run: AgentRun = ctx.input_data
+    run.ctx.tracer = ctx.tracer
+    run.ctx.span = ctx.span
+    return run
+
+
+async def _input_processors(ctx: StepContext) -> AgentRun:
+    run = _bind(ctx)
     try:
         await run.inputs.run_input(run.ml)
     except TripWire as trip:
@@ -43,7 +53,7 @@ async def _input_processors(ctx: StepContext) -> AgentRun:
 
 
 async def _prepare_step(ctx: StepContext) -> AgentRun:
-    run: AgentRun = ctx.input_data
+    run = _bind(ctx)
     run.redo = False
     if run.done:
         return run
@@ -76,7 +86,7 @@ def _current_tools(run: AgentRun) -> dict[str, Any]:
 
 
 async def _llm_call(ctx: StepContext) -> AgentRun:
-    run: AgentRun = ctx.input_data
+    run = _bind(ctx)
     if run.done or run.redo:
         return run
     model = run.model if run.current.model is None else resolve_model(run.current.model)
@@ -90,11 +100,16 @@ async def _llm_call(ctx: StepContext) -> AgentRun:
     while True:
         record = StepRecord(step_number=run.step_number, from_cache=request.response is not None)
         await run.emit(Chunk("step-start", {"step_number": run.step_number}))
+        span = None if ctx.tracer is None else ctx.tracer.start(
+            f"model call: {model.provider}/{model.model_id}", "model", ctx.span, input=prompt)
         try:
             chunks = await _consume(run, record, _source(model, request.response, ModelRequest(
                 prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
                 tool_choice=choice if tools else None)))
         except APICallError as err:
+            if span is not None:
+                Tracer.end(span, "failed", error=err, status_code=err.status_code,
+                           retryable=err.is_retryable)
             if run.api_retries < run.api_retry_budget and await _wants_retry(run, err):
                 run.api_retries += 1
                 prompt = run.ml.to_prompt()
@@ -103,6 +118,11 @@ async def _llm_call(ctx: StepContext) -> AgentRun:
             run.finish_reason = "error"
             run.done = True
             return run
+        if span is not None:
+            Tracer.end(span, "tripwire" if run.tripwire else "success", output=record.text,
+                       usage=record.usage, finish_reason=record.finish_reason,
+                       from_cache=record.from_cache, tool_calls=len(record.tool_calls),
+                       latency_ms=round((time.time() - span.start) * 1000, 3))
         break
     await run.inputs.run_llm_response(chunks, run.ml, info, model,
                                       from_cache=record.from_cache)
@@ -139,6 +159,15 @@ async def _consume(run: AgentRun, record: StepRecord,
     """Pass the model's chunks through the stream processors to the caller."""
     pipe = run.outputs.output_stream(run.ml)
     raw: list[Chunk] = []
+    started = time.time()
+    try:
+        return await _drain(run, record, source, pipe, raw)
+    finally:
+        pipe.record_spans(started)
+
+
+async def _drain(run: AgentRun, record: StepRecord, source: AsyncGenerator[Chunk, None],
+                 pipe: Any, raw: list[Chunk]) -> list[Chunk]:
     async with aclosing(source) as chunks:
         async for chunk in chunks:
             raw.append(chunk)
@@ -175,7 +204,7 @@ def _record_response(run: AgentRun, record: StepRecord) -> None:
 
 
 async def _output_step(ctx: StepContext) -> AgentRun:
-    run: AgentRun = ctx.input_data
+    run = _bind(ctx)
     if run.done or run.redo or not run.steps:
         return run
     record = run.steps[-1]
@@ -189,7 +218,7 @@ async def _output_step(ctx: StepContext) -> AgentRun:
 
 
 async def _tool_calls(ctx: StepContext) -> AgentRun:
-    run: AgentRun = ctx.input_data
+    run = _bind(ctx)
     if run.done or run.redo:
         return run
     await run.emit(Chunk("step-finish", {"step_number": run.step_number,
@@ -198,9 +227,10 @@ async def _tool_calls(ctx: StepContext) -> AgentRun:
     if not calls:
         run.done = True
         return run
-    wf = _TOOLS_WORKFLOW
-    result = await wf.create_run(storage=_null(), durability="exit").start(
-        input_data=[(run, call) for call in calls])
+    tools_run = _TOOLS_WORKFLOW.create_run(storage=_null(), durability="exit", tracing=False)
+    if ctx.tracer is not None and ctx.span is not None:
+        tools_run.trace_parent = (ctx.tracer, ctx.span)
+    result = await tools_run.start(input_data=[(run, call) for call in calls])
     if result.status == "tripwire" and isinstance(result.error, TripWire):
         await run.trip(result.error)
         return run
@@ -235,6 +265,8 @@ async def _one_tool(ctx: StepContext) -> tuple[Any, bool]:
     name, call_id = call["tool_name"], call["tool_call_id"]
     tool = _current_tools(run).get(name)
     args = dict(call.get("args") or {})
+    span = None if ctx.tracer is None else ctx.tracer.start(
+        f"tool call: {name}", "tool", ctx.span, input=args)
     if tool is None:
         value: Any = f"unknown tool '{name}'; available tools: {sorted(run.tools)}"
         is_error = True
@@ -250,13 +282,16 @@ async def _one_tool(ctx: StepContext) -> tuple[Any, bool]:
             raise
         except Exception as exc:
             value, is_error = f"{type(exc).__name__}: {exc}", True
+    if span is not None:
+        Tracer.end(span, "failed" if is_error else "success", output=value,
+                   tool_call_id=call_id, error=value if is_error else None)
     await run.emit(Chunk("tool-result", {"tool_call_id": call_id, "tool_name": name,
                                          "result": value, "is_error": is_error}))
     return value, is_error
 
 
 async def _output_processors(ctx: StepContext) -> AgentRun:
-    run: AgentRun = ctx.input_data
+    run = _bind(ctx)
     if run.tripwire is not None:
         return run
     text = next((m.text for m in reversed(run.ml.response()) if m.role == "assistant"), "")
@@ -289,6 +324,11 @@ _TOOLS_WORKFLOW = (create_workflow(id="agent-tool-calls")
                    .commit())
 
 
+def done(ctx: StepContext) -> bool:
+    """The loop's exit: a final answer, max steps, a tripwire or an error."""
+    return bool(ctx.input_data.done)
+
+
 def build_loop_workflow(agent_id: str) -> Workflow:
     """The loop workflow of one agent (its shape is the same for every agent)."""
     step = (create_workflow(id="agent-step")
@@ -303,7 +343,7 @@ def build_loop_workflow(agent_id: str) -> Workflow:
             .commit())
     return (create_workflow(id=f"agent:{agent_id}", description=f"loop of agent {agent_id}")
             .then(create_step(id="input-processors", execute=_input_processors))
-            .dountil(step, lambda ctx: ctx.input_data.done)
+            .dountil(step, done)
             .then(create_step(id="output-processors", execute=_output_processors))
             .then(create_step(id="memory-save", execute=_memory_save))
             .commit())

@@ -36,6 +36,7 @@ from procflow.processors.args import (
     ProcessToolResultResult,
 )
 from procflow.processors.base import Processor
+from procflow.runtime.tracing import Tracer
 
 __all__ = [
     "StepInfo",
@@ -79,9 +80,24 @@ def _base(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> dict[s
             "context": ctx}
 
 
+SPAN_LABELS: dict[str, str] = {
+    "process_input": "input processor", "process_input_step": "input step processor",
+    "process_llm_request": "llm request processor",
+    "process_llm_response": "llm response processor",
+    "process_output_stream": "output stream processor",
+    "process_output_step": "output step processor",
+    "process_output_result": "output result processor",
+    "process_tool_result": "tool result processor", "process_api_error": "api error processor",
+}
+"""Hook -> the span name prefix of its calls ("input processor: <id>")."""
+
+
 async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
     """Call ``p.<hook>(args)`` (sync or async); a TripWire is tagged and reported."""
     fn: Callable[[Any], Any] = getattr(p, hook)
+    tracer = args.context.tracer
+    span = None if tracer is None else tracer.start(
+        f"{SPAN_LABELS[hook]}: {p.id}", "processor", args.context.span)
     try:
         out = fn(args)
         if p.hook_is_async(hook) or inspect.isawaitable(out):
@@ -91,7 +107,17 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
             trip.processor_id = p.id
         p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
                            args.context)
+        if span is not None:
+            Tracer.end(span, "tripwire", error=trip.reason, tripwire={
+                "reason": trip.reason, "processor_id": trip.processor_id,
+                "retry": trip.retry, "metadata": trip.metadata})
         raise
+    except BaseException as exc:
+        if span is not None:
+            Tracer.end(span, "failed" if isinstance(exc, Exception) else "canceled", error=exc)
+        raise
+    if span is not None:
+        Tracer.end(span, "success")
     return out
 
 

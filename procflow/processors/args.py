@@ -13,6 +13,7 @@ from procflow.messages import Chunk, Message, MessageList
 
 if TYPE_CHECKING:
     from procflow.processors.base import Processor
+    from procflow.runtime.tracing import Span, Tracer
 
 __all__ = [
     "APIErrorResult",
@@ -145,9 +146,12 @@ class ProcessorContext:
         states: Processor id -> that processor's state dict (fresh per request).
         retry_count: Processor-requested retries so far in this request.
         violations: Every violation reported so far.
+        tracer: The trace processor spans are recorded in, if any.
+        span: The parent of the next processor spans.
     """
 
-    __slots__ = ("request_context", "retry_count", "states", "violations", "writer")
+    __slots__ = ("request_context", "retry_count", "span", "states", "tracer", "violations",
+                 "writer")
 
     def __init__(self, *, request_context: RequestContext | None = None,
                  writer: ProcessorWriter | None = None) -> None:
@@ -157,6 +161,8 @@ class ProcessorContext:
         self.states: dict[str, dict[str, Any]] = {}
         self.retry_count = 0
         self.violations: list[ProcessorViolation] = []
+        self.tracer: Tracer | None = None
+        self.span: Span | None = None  # where processor spans go (the current step's span)
 
     def state_for(self, processor_id: str) -> dict[str, Any]:
         """The state dict of one processor for this request."""

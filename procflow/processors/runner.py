@@ -101,7 +101,9 @@ async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,
 
     rc = RequestContext(ctx.request_context.to_dict())
     rc[PROCESSOR_CONTEXT_KEY] = ctx
-    run = wf.create_run(storage=NullStorage(), durability="exit")
+    run = wf.create_run(storage=NullStorage(), durability="exit", tracing=False)
+    if ctx.tracer is not None and ctx.span is not None:
+        run.trace_parent = (ctx.tracer, ctx.span)
     result = await run.start(input_data=env, request_context=rc)
     if result.status == "tripwire":
         error = result.error

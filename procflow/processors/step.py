@@ -177,6 +177,7 @@ class ProcessorStep(Step):
     """A processor as a workflow step: id ``processor:<id>``, envelope in and out."""
 
     kind = "processor"
+    span_kind = "processor"
 
     def __init__(self, processor: Processor) -> None:
         pid = getattr(processor, "id", None)
@@ -196,4 +197,7 @@ class ProcessorStep(Step):
         pctx = ctx.request_context.get(PROCESSOR_CONTEXT_KEY)
         if not isinstance(pctx, ProcessorContext):
             pctx = ProcessorContext(request_context=ctx.request_context)
+            pctx.tracer = ctx.tracer
+        if pctx.tracer is not None:
+            pctx.span = ctx.span  # read before the first await: safe beside parallel siblings
         return await run_envelope(self.processor, env, pctx)

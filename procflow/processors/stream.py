@@ -15,6 +15,7 @@ from procflow.errors import ProcessorError, TripWire
 from procflow.messages import Chunk, MessageList
 from procflow.processors.args import ProcessorContext, ProcessorViolation, ProcessOutputStreamArgs
 from procflow.processors.base import Processor
+from procflow.runtime.tracing import Tracer
 
 __all__ = ["StreamPipeline"]
 
@@ -61,6 +62,20 @@ class StreamPipeline:
     @property
     def counts(self) -> dict[str, int]:
         return {s.processor.id: s.count for s in self._stages}
+
+    def record_spans(self, started: float) -> None:
+        """One span per stream processor for this stream (not one per chunk), with its
+        chunk count, in the context's trace."""
+        tracer = self._ctx.tracer
+        if tracer is None:
+            return
+        for stage in self._stages:
+            span = tracer.start(f"output stream processor: {stage.processor.id}", "processor",
+                                self._ctx.span)
+            span.start = started
+            tripped = self.tripwire is not None and \
+                self.tripwire.processor_id == stage.processor.id
+            Tracer.end(span, "tripwire" if tripped else "success", chunks=stage.count)
 
     async def process(self, chunk: Chunk) -> list[Chunk]:
         """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.

@@ -25,6 +25,7 @@ from procflow.errors import (
 )
 from procflow.runtime.events import EventType, WorkflowEvent
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import BailSignal, StepContext, SuspendSignal
 from procflow.steps.step import Step
 
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from procflow.context import RequestContext
     from procflow.storage.base import Storage
     from procflow.workflows.workflow import Workflow
+
+_now = time.time
 
 __all__ = ["Execution", "Failed", "Scope", "Suspended", "run_unit"]
 
@@ -62,16 +65,17 @@ class Scope:
     first access, so branches that never touch state cost nothing.
     """
 
-    __slots__ = ("_base", "_state", "init_data", "prefix", "wf")
+    __slots__ = ("_base", "_state", "init_data", "prefix", "span", "wf")
 
     def __init__(self, wf: Workflow, prefix: str, init_data: Any,
                  state: dict[str, Any] | None = None,
-                 base: dict[str, Any] | None = None) -> None:
+                 base: dict[str, Any] | None = None, span: Span | None = None) -> None:
         self.wf = wf
         self.prefix = prefix
         self.init_data = init_data
         self._state = state
         self._base = base
+        self.span = span  # the span enclosing the steps of this scope
 
     @property
     def workflow_id(self) -> str:
@@ -87,8 +91,15 @@ class Scope:
     def state(self, value: dict[str, Any]) -> None:
         self._state = value
 
-    def fork(self) -> Scope:
-        return Scope(self.wf, self.prefix, self.init_data, base=self.state)
+    def fork(self, span: Span | None = None) -> Scope:
+        return Scope(self.wf, self.prefix, self.init_data, base=self.state,
+                     span=span if span is not None else self.span)
+
+    def under(self, span: Span | None) -> Scope:
+        """This scope (same state) with ``span`` as the parent of its steps' spans."""
+        if span is None:
+            return self
+        return Scope(self.wf, self.prefix, self.init_data, state=self.state, span=span)
 
     def join(self, forks: list[Scope]) -> None:
         """Merge the forks' state changes, in fork order (later forks win per key)."""
@@ -113,17 +124,33 @@ class Scope:
 class Execution:
     """One execution of a run: results, state, storage and event plumbing."""
 
-    __slots__ = ("context_json", "created_at", "dirty", "input", "persistent", "records",
-                 "replaying",
-                 "request_context", "resume_data", "resume_targets", "run_id", "send",
-                 "status", "storage", "sync", "top", "wf")
+    __slots__ = (
+        "context_json",
+        "created_at",
+        "dirty",
+        "input",
+        "persistent",
+        "records",
+        "replaying",
+        "request_context",
+        "resume_data",
+        "resume_targets",
+        "run_id",
+        "send",
+        "status",
+        "storage",
+        "sync",
+        "top",
+        "tracer",
+        "wf",
+    )
 
     def __init__(self, *, wf: Workflow, run_id: str, input: Any,
                  records: dict[str, StepResult], state: dict[str, Any],
                  request_context: RequestContext, storage: Storage, sync: bool,
                  send: MemoryObjectSendStream[WorkflowEvent] | None, created_at: float,
                  resume_targets: frozenset[str] = frozenset(),
-                 resume_data: Any = None) -> None:
+                 resume_data: Any = None, tracer: Tracer | None = None) -> None:
         self.wf = wf
         self.run_id = run_id
         self.input = input
@@ -139,6 +166,7 @@ class Execution:
         self.created_at = created_at
         self.resume_targets = resume_targets
         self.resume_data = resume_data
+        self.tracer = tracer
         self.top = Scope(wf, "", input, state=state)
         self.status: RunStatus = "running"
 
@@ -264,44 +292,77 @@ async def _run_step(ex: Execution, step: Step, data: Any, scope: Scope, path: st
     retries = step.retries if step.retries is not None else wf.retries
     timeout = step.timeout if step.timeout is not None else wf.timeout
     started = time.time()
+    tracer = ex.tracer
+    span = None if tracer is None else tracer.start(step.id, step.span_kind, scope.span, path,
+                                                    data)
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
     attempt = 0
-    while True:
-        ctx = StepContext(ex, scope, path, data, resume_data, attempt, iteration)
-        try:
-            if timeout is None:
-                out = await _call(step, ctx)
-            else:
-                with anyio.fail_after(timeout):
+    try:
+        while True:
+            ctx = StepContext(ex, scope, path, data, resume_data, attempt, iteration, span)
+            try:
+                if timeout is None:
                     out = await _call(step, ctx)
-            break
-        except SuspendSignal as sig:
-            await _suspend(ex, step, path, sig.payload, started, attempt + 1, scope)
-        except (BailSignal, TripWire) as stop:
-            if isinstance(stop, TripWire) and keep:
-                await ex.record(path, StepResult("failed", error=stop, started_at=started,
-                                                 ended_at=time.time(), attempts=attempt + 1))
-            raise
-        except Exception as exc:
-            if attempt < retries:
-                attempt += 1
-                await anyio.sleep(wf.retry_delay * (2 ** (attempt - 1)))
-                continue
-            await _fail(ex, path, _wrap(exc, wf.id, ex.run_id, path, attempt + 1, timeout),
-                        started, attempt + 1)
-    if step.output is not None:
-        try:
-            out = step.output.check(out, what="output", workflow_id=wf.id, step_id=path,
-                                    run_id=ex.run_id)
-        except StepValidationError as exc:
-            await _fail(ex, path, exc, started, attempt + 1)
+                else:
+                    with anyio.fail_after(timeout):
+                        out = await _call(step, ctx)
+                break
+            except SuspendSignal as sig:
+                await _suspend(ex, step, path, sig.payload, started, attempt + 1, scope)
+            except (BailSignal, TripWire) as stop:
+                if isinstance(stop, TripWire) and keep:
+                    await ex.record(path, StepResult("failed", error=stop, started_at=started,
+                                                     ended_at=time.time(),
+                                                     attempts=attempt + 1))
+                raise
+            except Exception as exc:
+                if attempt < retries:
+                    attempt += 1
+                    await anyio.sleep(wf.retry_delay * (2 ** (attempt - 1)))
+                    continue
+                await _fail(ex, path, _wrap(exc, wf.id, ex.run_id, path, attempt + 1,
+                                            timeout), started, attempt + 1)
+        if step.output is not None:
+            try:
+                out = step.output.check(out, what="output", workflow_id=wf.id, step_id=path,
+                                        run_id=ex.run_id)
+            except StepValidationError as exc:
+                await _fail(ex, path, exc, started, attempt + 1)
+    except BaseException as exc:
+        if span is not None:
+            close_span(span, exc, attempt)
+        raise
+    if span is not None:  # Tracer.ok, inlined: this runs for every traced step
+        span.end = _now()
+        span.status = "success"
+        span.output = out
+        if attempt:
+            span.attributes["attempts"] = attempt + 1
     if keep:
         await ex.record(path, StepResult("success", out, None, started, time.time(),
                                          attempt + 1, None, resume_data, iteration))
     if ex.send is not None:
         await ex.event("step-result", path, {"output": out})
     return out
+
+
+def close_span(span: Span, exc: BaseException, attempt: int = 0) -> None:
+    """End a span by the exception that ended its work."""
+    if isinstance(exc, Suspended | SuspendSignal):
+        Tracer.end(span, "suspended")
+    elif isinstance(exc, BailSignal):
+        Tracer.end(span, "success", output=exc.result, bailed=True)
+    elif isinstance(exc, TripWire):
+        Tracer.end(span, "tripwire", error=exc.reason, tripwire={
+            "reason": exc.reason, "processor_id": exc.processor_id, "retry": exc.retry,
+            "metadata": exc.metadata})
+    elif isinstance(exc, Failed):
+        Tracer.end(span, "failed", error=exc.error, attempts=attempt + 1)
+    elif isinstance(exc, Exception):
+        Tracer.end(span, "failed", error=exc, attempts=attempt + 1)
+    else:
+        Tracer.end(span, "canceled")
 
 
 async def _call(step: Step, ctx: StepContext) -> Any:
@@ -371,19 +432,24 @@ async def _run_nested(ex: Execution, wf: Workflow, data: Any, scope: Scope, path
             await _fail(ex, path, exc, started, 1)
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
-    inner = Scope(wf, path + ".", data, state=scope.state)
+    span = None if ex.tracer is None else ex.tracer.start(wf.id, "workflow", scope.span,
+                                                          path=path, input=data)
+    inner = Scope(wf, path + ".", data, state=scope.state, span=span)
     try:
         out = await run_plan(ex, wf, data, inner)
-    except Suspended:
+    except BaseException as exc:
         scope.state = inner.state
-        await ex.record(path, StepResult("suspended", started_at=started))
-        raise
-    except Failed as failed:
-        scope.state = inner.state
-        await ex.record(path, StepResult("failed", error=failed.error, started_at=started,
-                                         ended_at=time.time()))
+        if span is not None:
+            close_span(span, exc)
+        if isinstance(exc, Suspended):
+            await ex.record(path, StepResult("suspended", started_at=started))
+        elif isinstance(exc, Failed):
+            await ex.record(path, StepResult("failed", error=exc.error, started_at=started,
+                                             ended_at=time.time()))
         raise
     scope.state = inner.state
+    if span is not None:
+        Tracer.end(span, "success", output=out)
     if wf.output is not None:
         try:
             out = wf.output.check(out, what="output", workflow_id=scope.wf.id, step_id=path,

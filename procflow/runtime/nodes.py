@@ -12,8 +12,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from procflow.errors import StepExecutionError, StepValidationError, TripWire
-from procflow.runtime.executor import Execution, Failed, Scope, Suspended, run_unit
+from procflow.runtime.executor import (
+    Execution,
+    Failed,
+    Scope,
+    Suspended,
+    close_span,
+    run_unit,
+)
 from procflow.runtime.results import StepResult
+from procflow.runtime.tracing import SpanKind, Tracer
 from procflow.steps.context import BailSignal, StepContext
 from procflow.workflows.plan import (
     BranchEntry,
@@ -52,7 +60,9 @@ def _compile(entry: Entry) -> Node:
         steps = entry.steps
 
         async def parallel(ex: Execution, data: Any, scope: Scope) -> Any:
-            return await _together(ex, steps, data, scope)
+            return await _contained(ex, "parallel", "parallel", scope,
+                                    lambda sub: _together(ex, steps, data, sub),
+                                    branches=len(steps))
         return parallel
     if isinstance(entry, BranchEntry):
         return _branch(entry)
@@ -63,6 +73,25 @@ def _compile(entry: Entry) -> Node:
     if isinstance(entry, LoopEntry):
         return _loop(entry)
     return _sleep(entry)
+
+
+async def _contained(ex: Execution, kind: SpanKind, name: str, scope: Scope,
+                     work: Callable[[Scope], Awaitable[Any]], **attributes: Any) -> Any:
+    """Run ``work`` inside a container span (when traced); state flows back to ``scope``."""
+    if ex.tracer is None:
+        return await work(scope)
+    span = ex.tracer.start(name, kind, scope.span, path=scope.prefix + name)
+    span.attributes.update(attributes)
+    sub = scope.under(span)
+    try:
+        out = await work(sub)
+    except BaseException as exc:
+        close_span(span, exc)
+        raise
+    finally:
+        scope.state = sub.state
+    Tracer.end(span, "success", output=out)
+    return out
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -129,7 +158,7 @@ async def _together(ex: Execution, steps: Sequence[StepLike], data: Any, scope: 
 def _branch(entry: BranchEntry) -> Node:
     branches = entry.branches
 
-    async def branch(ex: Execution, data: Any, scope: Scope) -> Any:
+    async def choose(ex: Execution, data: Any, scope: Scope) -> Any:
         chosen = []
         for condition, unit in branches:
             path = scope.prefix + unit.id
@@ -146,13 +175,20 @@ def _branch(entry: BranchEntry) -> Node:
                 raise Failed(path, err) from exc
             if holds:
                 chosen.append(unit)
-            else:
-                await ex.record(path, StepResult("skipped", started_at=time.time(),
-                                                 ended_at=time.time(), attempts=0))
-                await ex.event("step-skipped", path, None)
+                continue
+            now = time.time()
+            await ex.record(path, StepResult("skipped", started_at=now, ended_at=now,
+                                             attempts=0))
+            if ex.tracer is not None:
+                Tracer.end(ex.tracer.start(unit.id, "step", scope.span, path=path), "skipped")
+            await ex.event("step-skipped", path, None)
         if not chosen:
             return {}
         return await _together(ex, chosen, data, scope)
+
+    async def branch(ex: Execution, data: Any, scope: Scope) -> Any:
+        return await _contained(ex, "branch", "branch", scope,
+                                lambda sub: choose(ex, data, sub), branches=len(branches))
     return branch
 
 
@@ -195,8 +231,10 @@ def _foreach(entry: ForeachEntry) -> Node:
         done: dict[int, Any] = dict(rec.partial or {}) if rec is not None else {}
         if ex.send is not None:
             await ex.event("step-start", path, {"input": data, "items": len(data)})
-        outputs, failed, suspended = await _run_items(ex, unit, data, scope, path, done,
-                                                      concurrency)
+        outputs, failed, suspended = await _contained(
+            ex, "foreach", unit.id, scope,
+            lambda sub: _run_items(ex, unit, data, sub, path, done, concurrency),
+            items=len(data), concurrency=concurrency)
         if failed is not None:
             await ex.record(path, StepResult("failed", error=failed.error, started_at=started,
                                              ended_at=time.time(), partial=outputs))
@@ -270,6 +308,10 @@ def _loop(entry: LoopEntry) -> Node:
     unit, condition, mode, limit = entry.step, entry.condition, entry.mode, entry.max_iterations
 
     async def loop(ex: Execution, data: Any, scope: Scope) -> Any:
+        return await _contained(ex, "loop", unit.id, scope, lambda sub: body(ex, data, sub),
+                                mode=mode)
+
+    async def body(ex: Execution, data: Any, scope: Scope) -> Any:
         path = scope.prefix + unit.id
         rec = ex.records.get(path) if ex.replaying else None
         if rec is not None and rec.status == "success":
@@ -295,6 +337,8 @@ def _loop(entry: LoopEntry) -> Node:
                 err.__cause__ = exc
                 raise Failed(path, err) from exc
             if holds != (mode == "dowhile"):
+                if scope.span is not None:
+                    scope.span.attributes["iterations"] = iteration
                 return out
             if limit is not None and iteration >= limit:
                 err = StepExecutionError(
@@ -316,6 +360,18 @@ def _loop(entry: LoopEntry) -> Node:
 
 def _sleep(entry: SleepEntry | SleepUntilEntry) -> Node:
     async def sleep(ex: Execution, data: Any, scope: Scope) -> Any:
+        if ex.tracer is None:
+            return await wait(ex, data, scope)
+        span = ex.tracer.start(entry.id, "sleep", scope.span, path=scope.prefix + entry.id)
+        try:
+            out = await wait(ex, data, scope)
+        except BaseException as exc:
+            close_span(span, exc)
+            raise
+        Tracer.end(span, "success")
+        return out
+
+    async def wait(ex: Execution, data: Any, scope: Scope) -> Any:
         path = scope.prefix + entry.id
         if ex.send is not None:
             await ex.event("step-start", path, {"input": data})

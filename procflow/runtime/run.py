@@ -23,6 +23,7 @@ from procflow.runtime.events import WorkflowEvent
 from procflow.runtime.executor import Execution, Failed, Suspended, run_plan
 from procflow.runtime.results import RunStatus, StepResult, WorkflowResult
 from procflow.runtime.stream import RunStream
+from procflow.runtime.tracing import Span, Tracer, TraceRecord
 from procflow.steps.context import BailSignal
 from procflow.steps.step import Step
 from procflow.workflows.plan import entry_steps
@@ -51,7 +52,7 @@ class Run:
 
     def __init__(self, workflow: Workflow, *, run_id: str | None = None,
                  storage: Storage | None = None, durability: Durability | None = None,
-                 ) -> None:
+                 tracing: bool = True) -> None:
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
         self.workflow = workflow
@@ -69,6 +70,10 @@ class Run:
         self._cancel_scope: anyio.CancelScope | None = None
         self._cancel_requested = False
         self._active = False
+        self.tracing = tracing
+        self.trace_parent: tuple[Tracer, Span] | None = None
+        """Set to record this run's spans inside another run's trace instead of its own."""
+        self._spans: list[Span] = []
 
     @classmethod
     async def load(cls, workflow: Workflow, run_id: str, *,
@@ -98,6 +103,9 @@ class Run:
                 f"stored input of run '{run_id}' (workflow '{workflow.id}') no longer matches "
                 f"the workflow's input schema: {exc}", workflow_id=workflow.id,
                 run_id=run_id) from exc
+        trace = await store.load_trace(run_id)
+        if trace is not None:
+            run._spans = [_span_from_row(row) for row in trace.spans]
         if snap.status not in ("pending", "running"):
             run._result = WorkflowResult(
                 snap.status, snap.result, dict(steps), snap.error, dict(snap.state),
@@ -222,6 +230,7 @@ class Run:
             except StepValidationError as exc:
                 self._input = input_data
                 ex = self._execution(send, frozenset(), None)
+                self._trace(ex)
                 return await self._finish(ex, ("failed", None, exc, [], None))
         self._input = input_data
         return await self._execute(send, frozenset(), None)
@@ -291,6 +300,7 @@ class Run:
     async def _execute(self, send: MemoryObjectSendStream[WorkflowEvent] | None,
                        targets: frozenset[str], resume_data: Any) -> WorkflowResult:
         ex = self._execution(send, targets, resume_data)
+        self._trace(ex)
         self._active = True
         self.status = "running"
         try:
@@ -315,6 +325,31 @@ class Run:
             self._cancel_scope = None
             self._active = False
 
+    def _trace(self, ex: Execution) -> None:
+        wf = self.workflow
+        if self.trace_parent is not None:
+            tracer, parent = self.trace_parent
+            ex.tracer = tracer
+            ex.top.span = tracer.start(wf.id, "workflow", parent, input=self._input)
+        elif self.tracing:
+            ex.tracer = Tracer(self._spans)
+            ex.top.span = ex.tracer.start(f"run: {wf.id}", "run", None, input=self._input)
+
+    async def _save_trace(self, ex: Execution, status: RunStatus, result: Any,
+                          error: BaseException | None, tripwire: Any) -> None:
+        span = ex.top.span
+        if span is None:
+            return
+        attributes = {"tripwire": tripwire} if tripwire else {}
+        Tracer.end(span, "running" if status == "pending" else status, output=result,
+                   error=error, **attributes)
+        if self.trace_parent is not None or ex.tracer is None:
+            return
+        store = (self.storage if getattr(self.storage, "persistent", True)
+                 else resolve_storage(None, self.workflow))
+        await store.save_trace(TraceRecord.from_spans(self.run_id, self.workflow.id, status,
+                                                      ex.tracer.spans))
+
     async def _finish(self, ex: Execution, outcome: _Outcome) -> WorkflowResult:
         status, result, error, suspended, tripwire = outcome
         suspended = list(dict.fromkeys(suspended))
@@ -323,6 +358,7 @@ class Run:
         self._suspended = suspended
         self._state = ex.top.state
         await ex.flush(status, result=result, error=error, suspended=paths, tripwire=tripwire)
+        await self._save_trace(ex, status, result, error, tripwire)
         self._result = WorkflowResult(status, result, dict(self._records), error, self._state,
                                       paths, tripwire, None, self.run_id)
         if ex.send is not None:
@@ -388,3 +424,10 @@ def _find_unit(wf: Workflow, path: str) -> Any:
 
 
 Starter = Callable[[Any], Awaitable[WorkflowResult]]
+
+def _span_from_row(row: Mapping[str, Any]) -> Span:
+    """A span of an earlier execution, from its stored row."""
+    return Span(str(row["span_id"]), row.get("parent_id"), str(row["name"]), row["kind"],
+                row.get("path"), float(row["start"]), row.get("end"), row["status"],
+                row.get("input"), row.get("output"), row.get("error"),
+                dict(row.get("attributes") or {}))

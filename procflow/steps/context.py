@@ -10,6 +10,7 @@ from procflow.errors import TripWire
 if TYPE_CHECKING:
     from procflow.context import RequestContext
     from procflow.runtime.executor import Execution, Scope
+    from procflow.runtime.tracing import Span, Tracer
 
 __all__ = ["BailSignal", "StepContext", "SuspendSignal"]
 
@@ -42,14 +43,16 @@ class StepContext:
         retry_count: 0 on the first attempt, then 1, 2, ...
         iteration_count: For loop conditions: how many iterations have run.
         step_id: The step's path (dotted inside nested workflows).
+        span: The step's trace span, when the run is traced (steps may open child
+            spans with ``ctx.tracer``).
     """
 
     __slots__ = ("_ex", "_scope", "input_data", "iteration_count", "resume_data",
-                 "retry_count", "step_id")
+                 "retry_count", "span", "step_id")
 
     def __init__(self, ex: Execution, scope: Scope, step_id: str, input_data: Any,
                  resume_data: Any = None, retry_count: int = 0,
-                 iteration_count: int = 0) -> None:
+                 iteration_count: int = 0, span: Span | None = None) -> None:
         self._ex = ex
         self._scope = scope
         self.step_id = step_id
@@ -57,6 +60,12 @@ class StepContext:
         self.resume_data = resume_data
         self.retry_count = retry_count
         self.iteration_count = iteration_count
+        self.span = span
+
+    @property
+    def tracer(self) -> Tracer | None:
+        """The run's tracer (``None`` when the run is not traced)."""
+        return self._ex.tracer
 
     @property
     def run_id(self) -> str:

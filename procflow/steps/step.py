@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from procflow.errors import WorkflowDefinitionError
 from procflow.steps.schema import Schema
@@ -51,6 +51,7 @@ class Step:
     """
 
     kind: str = "step"
+    span_kind: Literal["step", "processor"] = "step"
 
     def __init__(self, *, id: str, execute: ExecuteFn, input_schema: Any = None,
                  output_schema: Any = None, suspend_schema: Any = None,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+from procflow.runtime.tracing import TraceRecord
 
 __all__ = ["Storage"]
 
@@ -58,6 +59,24 @@ class Storage(Protocol):
             Whether the status was changed (``False`` if it was not ``expected``
             or the run is not stored). Used so two resumes cannot both run a step.
         """
+        ...
+
+    async def save_trace(self, trace: TraceRecord) -> None:
+        """Store a run's trace, replacing any trace stored for the same run id."""
+        ...
+
+    async def load_trace(self, run_id: str) -> TraceRecord | None:
+        """The trace of a run (found by run id alone), or ``None``.
+
+        Raises:
+            SnapshotCorruptedError: The stored trace cannot be decoded.
+        """
+        ...
+
+    async def list_traces(self, *, workflow_id: str | None = None, status: str | None = None,
+                          limit: int | None = None) -> list[TraceRecord]:
+        """Stored traces newest first (by ``started_at``), without their spans
+        (``spans == []``), filtered by workflow and status."""
         ...
 
     async def aclose(self) -> None:

@@ -10,6 +10,11 @@ as ``StepExecutionError`` carrying the original type name in their message.
 
 Decoding validates the shape and the status values; anything wrong raises
 ``SnapshotCorruptedError`` naming the workflow, the run (and the step path).
+
+A run's trace is one more document (``dump_trace``): the ``TraceRecord`` header fields
+plus its spans, which are JSON-ready already but are encoded just as defensively.
+``load_trace_json`` decodes it strictly (a trace is only ever written by procflow), and
+``load_trace_header`` checks the header fields a backend keeps outside the document.
 """
 
 from __future__ import annotations
@@ -22,17 +27,25 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from procflow.errors import SnapshotCorruptedError, StepExecutionError, StepTimeoutError
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult, StepStatus
+from procflow.runtime.tracing import TraceRecord
 
 __all__ = [
     "FORMAT_VERSION",
+    "TRACE_FORMAT_VERSION",
     "dump_snapshot",
     "dump_step",
+    "dump_trace",
     "load_snapshot_json",
     "load_step_json",
+    "load_trace_header",
+    "load_trace_json",
 ]
 
 FORMAT_VERSION: Final = 1
 """Version of the stored header layout (the ``"v"`` key of a header document)."""
+
+TRACE_FORMAT_VERSION: Final = 1
+"""Version of the stored trace layout (the ``"v"`` key of a trace document)."""
 
 # Procflow's own step errors are rebuilt as themselves; any other type is wrapped.
 _STEP_ERRORS: Final[dict[str, type[StepExecutionError]]] = {
@@ -168,6 +181,55 @@ def dump_step(result: StepResult) -> str:
     return _dump(document, ("output", "suspend_payload", "resume_data"), ("partial",))
 
 
+def _jsonable_span(span: Any) -> dict[str, Any]:
+    """A span as a JSON object whatever it holds (a non-mapping is kept as its repr)."""
+    if isinstance(span, Mapping):
+        return {str(key): _jsonable(item) for key, item in span.items()}
+    return {"repr": _fallback(span)}
+
+
+def _span_list(spans: Any) -> list[Any]:
+    """The spans as a list: ``TraceRecord.spans`` may be any sequence, e.g. a lazy
+    ``SpanRows`` that converts the spans when first iterated (which could fail)."""
+    if isinstance(spans, list):
+        return spans
+    try:
+        return list(spans)
+    except Exception as exc:
+        return [{"span_id": "?", "parent_id": None, "name": "unserialisable spans",
+                 "error": f"the spans could not be converted: {_fallback(exc)}"}]
+
+
+def dump_trace(record: TraceRecord) -> str:
+    """Encode a trace (header fields and spans) as a JSON document.
+
+    Args:
+        record: The trace to encode; ``dataclasses.replace(record, spans=[])`` encodes
+            just its header. ``spans`` may be any sequence of span dicts.
+
+    Returns:
+        The JSON text; span values that cannot be encoded are stored as their ``repr``.
+    """
+    spans = _span_list(record.spans)
+    document: dict[str, Any] = {
+        "v": TRACE_FORMAT_VERSION,
+        "run_id": record.run_id,
+        "workflow_id": record.workflow_id,
+        "status": record.status,
+        "started_at": record.started_at,
+        "ended_at": record.ended_at,
+        "spans": spans,
+    }
+    try:
+        return _to_json(document)
+    except Exception:
+        # Spans should be JSON-ready; if one is not (a cycle...), degrade span by span.
+        document["spans"] = [_jsonable_span(span) for span in spans]
+        for key in ("run_id", "workflow_id", "status", "started_at", "ended_at"):
+            document[key] = _jsonable(document[key])
+        return _to_json(document)
+
+
 # --------------------------------------------------------------------------- decoding
 
 
@@ -212,6 +274,22 @@ class _StoredRun(BaseModel):
     suspended: list[list[str]]
     tripwire: dict[str, Any] | None
     request_context: dict[str, Any]
+
+
+class _StoredTraceHeader(BaseModel):
+    # Strict: a trace is only written by ``dump_trace``, so nothing needs coercing.
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    run_id: str
+    workflow_id: str
+    status: str
+    started_at: float
+    ended_at: float | None
+
+
+class _StoredTrace(_StoredTraceHeader):
+    v: int
+    spans: list[dict[str, Any]]
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -341,3 +419,66 @@ def load_step_json(text: str | bytes, *, workflow_id: str, run_id: str,
         iterations=stored.iterations,
         partial=stored.partial,
     )
+
+
+def _trace_corrupted(detail: str, *, run_id: str,
+                     workflow_id: str | None = None) -> SnapshotCorruptedError:
+    return SnapshotCorruptedError(
+        f"Stored trace of run {run_id!r} is corrupted: {detail}. The stored data was left "
+        "as it is; save a new trace for the run or restore it from a backup.",
+        workflow_id=workflow_id, run_id=run_id,
+    )
+
+
+def load_trace_json(text: str | bytes, *, run_id: str) -> TraceRecord:
+    """Decode a trace written by ``dump_trace``.
+
+    Args:
+        text: The stored JSON document.
+        run_id: The run the trace is stored under (for checks and messages).
+
+    Returns:
+        The trace, spans included (``[]`` for a document written without them).
+
+    Raises:
+        SnapshotCorruptedError: The document is not valid JSON, has the wrong shape or
+            field types, an unsupported version, or belongs to another run.
+    """
+    try:
+        stored = _StoredTrace.model_validate_json(text)
+    except ValidationError as exc:
+        raise _trace_corrupted(_describe(exc), run_id=run_id) from exc
+    if stored.v != TRACE_FORMAT_VERSION:
+        raise _trace_corrupted(f"unsupported format version {stored.v} (this procflow "
+                               f"reads version {TRACE_FORMAT_VERSION})",
+                               run_id=run_id, workflow_id=stored.workflow_id)
+    if stored.run_id != run_id:
+        raise _trace_corrupted(f"it names run {stored.run_id!r}", run_id=run_id,
+                               workflow_id=stored.workflow_id)
+    return TraceRecord(stored.run_id, stored.workflow_id, stored.status, stored.started_at,
+                       stored.ended_at, stored.spans)
+
+
+def load_trace_header(fields: Mapping[str, Any], *, run_id: str) -> TraceRecord:
+    """Check a trace's header fields kept outside its document (e.g. table columns).
+
+    Args:
+        fields: ``run_id``, ``workflow_id``, ``status``, ``started_at`` and ``ended_at``.
+        run_id: The run the header is stored under (for checks and messages).
+
+    Returns:
+        The trace without its spans (``spans == []``).
+
+    Raises:
+        SnapshotCorruptedError: A field is missing or has the wrong type, or the header
+            belongs to another run.
+    """
+    try:
+        stored = _StoredTraceHeader.model_validate(fields)
+    except ValidationError as exc:
+        raise _trace_corrupted(f"header: {_describe(exc)}", run_id=run_id) from exc
+    if stored.run_id != run_id:
+        raise _trace_corrupted(f"its header names run {stored.run_id!r}", run_id=run_id,
+                               workflow_id=stored.workflow_id)
+    return TraceRecord(stored.run_id, stored.workflow_id, stored.status, stored.started_at,
+                       stored.ended_at, [])

@@ -2,7 +2,8 @@
 
 The test and benchmark backend. Nothing is serialised or copied on save: the stored
 ``RunSnapshot`` and ``StepResult`` objects are the ones given (they are frozen), so a
-save costs two dict updates and never yields to the event loop.
+save costs two dict updates and never yields to the event loop. Traces are kept the
+same way: the ``TraceRecord`` given to ``save_trace`` is the one ``load_trace`` returns.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import final
 
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+from procflow.runtime.tracing import TraceRecord
 
 __all__ = ["InMemoryStorage"]
 
@@ -32,13 +34,15 @@ class InMemoryStorage:
         ```
     """
 
-    __slots__ = ("_runs", "_steps")
+    __slots__ = ("_runs", "_steps", "_traces")
 
     def __init__(self) -> None:
         # Insertion order of ``_runs`` is the tie-break of ``list_runs`` (dicts keep the
         # first insertion's position when a key is updated).
         self._runs: dict[_RunKey, RunSnapshot] = {}
         self._steps: dict[_RunKey, dict[str, StepResult]] = {}
+        # Likewise, insertion order of ``_traces`` is the tie-break of ``list_traces``.
+        self._traces: dict[str, TraceRecord] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryStorage(runs={len(self._runs)})"
@@ -108,6 +112,37 @@ class InMemoryStorage:
         # No await between the check and the write: atomic within the event loop.
         self._runs[key] = dataclasses.replace(snapshot, status=new)
         return True
+
+    async def save_trace(self, trace: TraceRecord) -> None:
+        """Store the trace (by reference), replacing any trace of the same run id."""
+        self._traces[trace.run_id] = trace
+
+    async def load_trace(self, run_id: str) -> TraceRecord | None:
+        """The stored trace of the run (the very record saved), or ``None``."""
+        return self._traces.get(run_id)
+
+    async def list_traces(self, *, workflow_id: str | None = None, status: str | None = None,
+                          limit: int | None = None) -> list[TraceRecord]:
+        """Stored traces without their spans, newest first by ``started_at`` (ties:
+        latest first stored first).
+
+        Args:
+            workflow_id: Only traces of this workflow.
+            status: Only traces with this status.
+            limit: At most this many traces.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        matching = [
+            (trace.started_at, position, trace)
+            for position, trace in enumerate(self._traces.values())
+            if (workflow_id is None or trace.workflow_id == workflow_id)
+            and (status is None or trace.status == status)
+        ]
+        matching.sort(key=lambda item: (item[0], item[1]), reverse=True)
+        if limit is not None:
+            matching = matching[:limit]
+        return [dataclasses.replace(trace, spans=[]) for _, _, trace in matching]
 
     async def aclose(self) -> None:
         """Nothing to release; the stored runs stay readable."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+from procflow.runtime.tracing import TraceRecord
 
 __all__ = ["NullStorage"]
 
@@ -37,6 +38,16 @@ class NullStorage:
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
         return False
+
+    async def save_trace(self, trace: TraceRecord) -> None:
+        return None
+
+    async def load_trace(self, run_id: str) -> TraceRecord | None:
+        return None
+
+    async def list_traces(self, *, workflow_id: str | None = None, status: str | None = None,
+                          limit: int | None = None) -> list[TraceRecord]:
+        return []
 
     async def aclose(self) -> None:
         return None

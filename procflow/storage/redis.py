@@ -6,14 +6,21 @@ Key layout (ids are escaped so that ``:`` in an id cannot make two keys collide)
     {prefix}:steps:{workflow_id}:{run_id}   hash    step path -> step result (JSON)
     {prefix}:runs                           zset    every run, scored by updated_at
     {prefix}:wfruns:{workflow_id}           zset    the workflow's runs, scored alike
+    {prefix}:trace:{run_id}                 string  a run's trace, spans included (JSON)
+    {prefix}:tracehead:{run_id}             string  the trace's header, no spans (JSON)
+    {prefix}:traces                         zset    every trace, scored by started_at
+    {prefix}:wftraces:{workflow_id}         zset    the workflow's traces, scored alike
 
-Index members are the JSON array ``[workflow_id, run_id]``. Writes are MULTI/EXEC
-transactions; ``claim_run`` is an optimistic WATCH transaction. This module imports
-``redis``; ``procflow.storage`` only imports it when ``RedisStorage`` is first used.
+Run index members are the JSON array ``[workflow_id, run_id]``; trace index members are
+the run id. ``list_traces`` reads only the small header documents. Writes are MULTI/EXEC
+transactions; ``claim_run`` and ``save_trace`` are optimistic WATCH transactions. This
+module imports ``redis``; ``procflow.storage`` only imports it when ``RedisStorage`` is
+first used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -27,12 +34,21 @@ from redis.typing import EncodableT, FieldT
 
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.storage.codec import dump_snapshot, dump_step, load_snapshot_json, load_step_json
+from procflow.runtime.tracing import TraceRecord
+from procflow.storage.codec import (
+    dump_snapshot,
+    dump_step,
+    dump_trace,
+    load_snapshot_json,
+    load_step_json,
+    load_trace_json,
+)
 
 __all__ = ["RedisStorage"]
 
 _LIST_BATCH: Final = 200
 _MAX_CLAIM_ATTEMPTS: Final = 100
+_MAX_TRACE_SAVE_ATTEMPTS: Final = 100
 _CONNECT_TIMEOUT: Final = 5.0
 
 
@@ -128,6 +144,17 @@ class RedisStorage:
         if workflow_id is None:
             return f"{self._prefix}:runs"
         return f"{self._prefix}:wfruns:{_escape(workflow_id)}"
+
+    def _trace_key(self, run_id: str) -> str:
+        return f"{self._prefix}:trace:{_escape(run_id)}"
+
+    def _trace_head_key(self, run_id: str) -> str:
+        return f"{self._prefix}:tracehead:{_escape(run_id)}"
+
+    def _trace_index_key(self, workflow_id: str | None) -> str:
+        if workflow_id is None:
+            return f"{self._prefix}:traces"
+        return f"{self._prefix}:wftraces:{_escape(workflow_id)}"
 
     # ------------------------------------------------------------------ errors
 
@@ -282,6 +309,93 @@ class RedisStorage:
                            f"workflow {workflow_id!r} failed: the run kept changing "
                            f"({_MAX_CLAIM_ATTEMPTS} attempts)")
 
+    async def save_trace(self, trace: TraceRecord) -> None:
+        """Write the trace, its header and its index entries in one WATCH/MULTI/EXEC.
+
+        A trace replacing one of another workflow leaves that workflow's index too.
+
+        Raises:
+            StorageError: The server could not be reached, refused the write, or the
+                trace kept changing.
+        """
+        run_id = trace.run_id
+        document = dump_trace(trace)
+        head = dump_trace(dataclasses.replace(trace, spans=[]))
+        head_key = self._trace_head_key(run_id)
+        with self._translate(f"saving the trace of run {run_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
+                    await pipe.watch(head_key)
+                    previous = _head_workflow(await pipe.get(head_key))
+                    pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
+                    pipe.set(self._trace_key(run_id), document)
+                    pipe.set(head_key, head)
+                    if previous is not None and previous != trace.workflow_id:
+                        pipe.zrem(self._trace_index_key(previous), run_id)
+                    pipe.zadd(self._trace_index_key(None), {run_id: trace.started_at})
+                    pipe.zadd(self._trace_index_key(trace.workflow_id),
+                              {run_id: trace.started_at})
+                    try:
+                        await pipe.execute()
+                    except WatchError:
+                        continue
+                    return
+        raise StorageError(f"Redis storage at {self._display}: saving the trace of run "
+                           f"{run_id!r} failed: the trace kept changing "
+                           f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
+
+    async def load_trace(self, run_id: str) -> TraceRecord | None:
+        """The trace of the run, spans included, or ``None`` if none is stored.
+
+        Raises:
+            SnapshotCorruptedError: The stored trace cannot be decoded (it is left as is).
+            StorageError: The server could not be reached.
+        """
+        with self._translate(f"loading the trace of run {run_id!r}"):
+            document = await self._client.get(self._trace_key(run_id))
+        if document is None:
+            return None
+        return load_trace_json(document, run_id=run_id)
+
+    async def list_traces(self, *, workflow_id: str | None = None, status: str | None = None,
+                          limit: int | None = None) -> list[TraceRecord]:
+        """Stored traces without their spans, newest first by ``started_at``; only the
+        header documents are read.
+
+        Args:
+            workflow_id: Only traces of this workflow.
+            status: Only traces with this status (filtered after reading the headers).
+            limit: At most this many traces.
+
+        Raises:
+            SnapshotCorruptedError: A listed trace's header cannot be decoded.
+            StorageError: The server could not be reached.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        index = self._trace_index_key(workflow_id)
+        traces: list[TraceRecord] = []
+        start = 0
+        while True:
+            with self._translate("listing traces"):
+                members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
+                run_ids = [self._trace_member(member, index) for member in members]
+                heads = (await self._client.mget([self._trace_head_key(run_id)
+                                                  for run_id in run_ids])
+                         if run_ids else [])
+            for run_id, head in zip(run_ids, heads, strict=True):
+                if head is None:  # written without a header, or gone since the index read
+                    continue
+                trace = load_trace_json(head, run_id=run_id)
+                if ((workflow_id is None or trace.workflow_id == workflow_id)
+                        and (status is None or trace.status == status)):
+                    traces.append(dataclasses.replace(trace, spans=[]))
+                    if limit is not None and len(traces) >= limit:
+                        return traces
+            if len(members) < _LIST_BATCH:
+                return traces
+            start += len(members)
+
     async def aclose(self) -> None:
         """Close the connection pool (unless the client was given by the caller)."""
         if self._owns_client:
@@ -302,6 +416,31 @@ class RedisStorage:
         raise SnapshotCorruptedError(
             f"Redis storage at {self._display}: the run index {self._index_key(None)!r} "
             f"holds a member that is not [workflow_id, run_id]: {member!r}")
+
+
+    def _trace_member(self, member: object, index: str) -> str:
+        if isinstance(member, str):
+            return member
+        if isinstance(member, bytes):
+            try:
+                return member.decode()
+            except UnicodeDecodeError:
+                pass
+        raise SnapshotCorruptedError(
+            f"Redis storage at {self._display}: the trace index {index!r} holds a member "
+            f"that is not a run id: {member!r}")
+
+
+def _head_workflow(head: object) -> str | None:
+    """The workflow named by a stored trace header, if it can be read (best effort:
+    a corrupted header must not stop a new trace from replacing it)."""
+    if not isinstance(head, str | bytes):
+        return None
+    try:
+        workflow_id = json.loads(head).get("workflow_id")
+    except (ValueError, AttributeError):
+        return None
+    return workflow_id if isinstance(workflow_id, str) else None
 
 
 def _field_name(raw: bytes | str, *, workflow_id: str, run_id: str) -> str:

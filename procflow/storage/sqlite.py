@@ -1,9 +1,13 @@
 """SQLite storage: the embedded default, one file shared safely by several processes.
 
-Runs live in two tables of one database file::
+Runs live in two tables of one database file, their traces in a third::
 
     runs(workflow_id, run_id, status, created_at, updated_at, snapshot)   -- header JSON
     steps(workflow_id, run_id, path, result)                              -- one row a step
+    traces(run_id, workflow_id, status, started_at, ended_at, data)       -- trace JSON
+
+A trace's header fields are columns, so ``list_traces`` reads only those and never the
+(large) ``data`` document holding the spans.
 
 The file is opened in WAL mode with a busy timeout, and every write is one
 ``BEGIN IMMEDIATE`` transaction, so readers never block writers and concurrent writers
@@ -26,13 +30,24 @@ import anyio.to_thread
 
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.storage.codec import dump_snapshot, dump_step, load_snapshot_json, load_step_json
+from procflow.runtime.tracing import TraceRecord
+from procflow.storage.codec import (
+    dump_snapshot,
+    dump_step,
+    dump_trace,
+    load_snapshot_json,
+    load_step_json,
+    load_trace_header,
+    load_trace_json,
+)
 
 __all__ = ["SQLiteStorage"]
 
 _T = TypeVar("_T")
 
 _BUSY_TIMEOUT_MS: Final = 10_000
+
+_TRACE_HEADER: Final = ("run_id", "workflow_id", "status", "started_at", "ended_at")
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -54,6 +69,20 @@ _SCHEMA: Final = (
         result      TEXT NOT NULL,
         PRIMARY KEY (workflow_id, run_id, path)
     )""",
+    # ``data`` is last so that reading the header columns never touches its overflow
+    # pages; it is TEXT, not JSON (a JSON-typed column would have NUMERIC affinity).
+    """CREATE TABLE IF NOT EXISTS traces (
+        run_id      TEXT NOT NULL PRIMARY KEY,
+        workflow_id TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        started_at  REAL NOT NULL,
+        ended_at    REAL,
+        data        TEXT NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS traces_by_workflow
+        ON traces (workflow_id, started_at)""",
+    "CREATE INDEX IF NOT EXISTS traces_by_status ON traces (status, started_at)",
+    "CREATE INDEX IF NOT EXISTS traces_by_time ON traces (started_at)",
 )
 
 _UPSERT_RUN: Final = """
@@ -66,6 +95,14 @@ _UPSERT_RUN: Final = """
 _UPSERT_STEP: Final = """
     INSERT INTO steps (workflow_id, run_id, path, result) VALUES (?, ?, ?, ?)
     ON CONFLICT (workflow_id, run_id, path) DO UPDATE SET result = excluded.result
+"""
+# An upsert, not INSERT OR REPLACE: the rowid (the tie-break of listings) is kept.
+_UPSERT_TRACE: Final = """
+    INSERT INTO traces (run_id, workflow_id, status, started_at, ended_at, data)
+    VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (run_id) DO UPDATE SET
+        workflow_id = excluded.workflow_id, status = excluded.status,
+        started_at = excluded.started_at, ended_at = excluded.ended_at, data = excluded.data
 """
 # The header JSON carries the status too; keep both in step within one statement.
 _CLAIM: Final = """
@@ -291,6 +328,77 @@ class SQLiteStorage:
 
         return await self._run(f"claiming run {run_id!r} of workflow {workflow_id!r}", claim)
 
+    async def save_trace(self, trace: TraceRecord) -> None:
+        """Upsert the trace row (header columns and the JSON document with the spans).
+
+        Raises:
+            StorageError: The database could not be written.
+        """
+        row = (trace.run_id, trace.workflow_id, trace.status, trace.started_at,
+               trace.ended_at, dump_trace(trace))
+
+        def save(connection: sqlite3.Connection) -> None:
+            with _transaction(connection):
+                connection.execute(_UPSERT_TRACE, row)
+
+        await self._run(f"saving the trace of run {trace.run_id!r}", save)
+
+    async def load_trace(self, run_id: str) -> TraceRecord | None:
+        """The trace of the run, spans included, or ``None`` if none is stored.
+
+        Raises:
+            SnapshotCorruptedError: The stored document cannot be decoded (it is left
+                as is).
+            StorageError: The database could not be read.
+        """
+
+        def load(connection: sqlite3.Connection) -> tuple[object] | None:
+            row: tuple[object] | None = connection.execute(
+                "SELECT data FROM traces WHERE run_id = ?", (run_id,)).fetchone()
+            return row
+
+        row = await self._run(f"loading the trace of run {run_id!r}", load)
+        if row is None:
+            return None
+        return load_trace_json(_text(row[0]), run_id=run_id)
+
+    async def list_traces(self, *, workflow_id: str | None = None, status: str | None = None,
+                          limit: int | None = None) -> list[TraceRecord]:
+        """Stored traces without their spans, newest first by ``started_at`` (ties: first
+        stored last). Only the header columns are read, never the span documents.
+
+        Args:
+            workflow_id: Only traces of this workflow.
+            status: Only traces with this status.
+            limit: At most this many traces.
+
+        Raises:
+            SnapshotCorruptedError: A listed trace's header columns have the wrong types.
+            StorageError: The database could not be read.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        clauses: list[str] = []
+        params: list[Any] = []
+        if workflow_id is not None:
+            clauses.append("workflow_id = ?")
+            params.append(workflow_id)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        params.append(-1 if limit is None else limit)
+        query = (f"SELECT {', '.join(_TRACE_HEADER)} FROM traces {where} "
+                 "ORDER BY started_at DESC, rowid DESC LIMIT ?")
+
+        def select(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return connection.execute(query, params).fetchall()
+
+        rows = await self._run("listing traces", select)
+        return [load_trace_header(dict(zip(_TRACE_HEADER, row, strict=True)),
+                                  run_id=_text_id(row[0]))
+                for row in rows]
+
     async def aclose(self) -> None:
         """Close the connection; later calls raise ``StorageError``."""
 
@@ -316,6 +424,11 @@ def _transaction(connection: sqlite3.Connection,
         if connection.in_transaction:
             connection.rollback()
         raise
+
+
+def _text_id(value: object) -> str:
+    """A stored id column as text, for messages (garbage of another type included)."""
+    return value if isinstance(value, str) else repr(value)
 
 
 def _text(value: object) -> str | bytes:

@@ -54,7 +54,7 @@ class Workflow:
                  description: str | None = None, storage: Storage | None = None,
                  retries: int = 0, retry_delay: float = 0.1, timeout: float | None = None,
                  durability: Durability = "sync", metadata: dict[str, Any] | None = None,
-                 ) -> None:
+                 tracing: bool = True) -> None:
         self.id = validate_id(id, what="workflow")
         owner = f"workflow '{id}'"
         if not isinstance(retries, int) or retries < 0:
@@ -82,6 +82,7 @@ class Workflow:
         self.retry_delay = float(retry_delay)
         self.timeout = timeout
         self.durability: Durability = durability
+        self.tracing = bool(tracing)
         self.metadata = dict(metadata or {})
         self.entries: list[Entry] = []
         self.committed = False
@@ -176,7 +177,7 @@ class Workflow:
     # -- running ----------------------------------------------------------------
 
     def create_run(self, run_id: str | None = None, *, storage: Storage | None = None,
-                   durability: Durability | None = None) -> Run:
+                   durability: Durability | None = None, tracing: bool | None = None) -> Run:
         """A new run of this workflow (not started yet).
 
         Args:
@@ -185,11 +186,13 @@ class Workflow:
                 default, then an in-memory store).
             durability: "sync" (a snapshot at every step boundary) or "exit" (at the end
                 or on suspend); default: the workflow's.
+            tracing: Record the run's trace (default: the workflow's, on by default).
         """
         from procflow.runtime.run import Run
 
         self._check_committed("create_run")
-        return Run(self, run_id=run_id, storage=storage, durability=durability)
+        return Run(self, run_id=run_id, storage=storage, durability=durability,
+                   tracing=self.tracing if tracing is None else tracing)
 
     async def get_run(self, run_id: str, *, storage: Storage | None = None) -> Run:
         """Rebuild a run from its stored snapshot.
@@ -312,7 +315,7 @@ def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = N
                     description: str | None = None, storage: Storage | None = None,
                     retries: int = 0, retry_delay: float = 0.1, timeout: float | None = None,
                     durability: Durability = "sync",
-                    metadata: dict[str, Any] | None = None) -> Workflow:
+                    metadata: dict[str, Any] | None = None, tracing: bool = True) -> Workflow:
     """Start building a workflow.
 
     Args:
@@ -326,8 +329,10 @@ def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = N
         timeout: Default per-attempt timeout of its steps, in seconds.
         durability: "sync" or "exit" (see ``create_run``).
         metadata: Free data kept on the workflow.
+        tracing: Record a trace of every run (stored through the storage; see
+            ``procflow trace``).
     """
     return Workflow(id=id, input_schema=input_schema, output_schema=output_schema,
                     description=description, storage=storage, retries=retries,
                     retry_delay=retry_delay, timeout=timeout, durability=durability,
-                    metadata=metadata)
+                    metadata=metadata, tracing=tracing)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+from procflow.runtime.tracing import Tracer, TraceRecord
 from procflow.storage import InMemoryStorage, RedisStorage, SQLiteStorage, Storage
 
 StorageFactory = Callable[[], Storage]
@@ -42,6 +43,19 @@ def header(run_id: str = "run-1", *, workflow_id: str = "wf", status: RunStatus 
 
 def done(output: Any) -> StepResult:
     return StepResult(status="success", output=output, started_at=1.0, ended_at=2.0)
+
+
+def span(span_id: str, parent_id: str | None = None, **fields: Any) -> dict[str, Any]:
+    return {"span_id": span_id, "parent_id": parent_id, "name": f"span {span_id}",
+            "kind": "step", "path": None, "start": 100.0, "end": 101.5, "status": "success",
+            "input": None, "output": None, "error": None, "attributes": {}, **fields}
+
+
+def trace(run_id: str = "run-1", *, workflow_id: str = "wf", status: str = "success",
+          started_at: float = 100.0, ended_at: float | None = 102.0,
+          spans: list[dict[str, Any]] | None = None) -> TraceRecord:
+    return TraceRecord(run_id, workflow_id, status, started_at, ended_at,
+                       [span("1", kind="run")] if spans is None else spans)
 
 
 async def test_every_backend_satisfies_the_protocol(storage: Storage) -> None:
@@ -167,3 +181,133 @@ async def test_ids_with_separators_do_not_collide(storage: Storage) -> None:
     assert first is not None and first[1] == {"s": done("first")}
     assert second is not None and second[1] == {"s": done("second")}
     assert [run.run_id for run in await storage.list_runs(workflow_id="a")] == ["b:c"]
+
+
+async def test_trace_round_trip(storage: Storage) -> None:
+    record = trace(status="failed", ended_at=None, spans=[
+        span("1", kind="run", input={"value": 2, "tags": ["a", "é"]}, status="failed",
+             error="ValueError: boom", attributes={"retries": 2}),
+        span("2", "1", path="outer.inner", output={"truncated": True, "chars": 5000,
+                                                   "preview": "{\"x\": 1"},
+             attributes={"usage": {"input_tokens": 12, "cost": 0.25}, "tripwire": None}),
+        span("3", "2", kind="model", end=None, status="running", input=[1, 2.5, None, True]),
+    ])
+    await storage.save_trace(record)
+
+    loaded = await storage.load_trace("run-1")
+
+    assert loaded == record
+
+
+async def test_trace_built_by_the_tracer_round_trips(storage: Storage) -> None:
+    tracer = Tracer()
+    run = tracer.start("run", "run", None, input={"value": 2})
+    step = tracer.start("double", "step", run, path="double", input={"value": 2})
+    Tracer.end(step, "success", output={"value": 4}, retries=0)
+    Tracer.end(run, "success", output=(4, "four"))
+    record = TraceRecord.from_spans("run-1", "wf", "success", tracer.spans)
+    await storage.save_trace(record)
+
+    loaded = await storage.load_trace("run-1")
+
+    assert loaded is not None
+    assert (loaded.run_id, loaded.workflow_id, loaded.status) == ("run-1", "wf", "success")
+    assert (loaded.started_at, loaded.ended_at) == (record.started_at, record.ended_at)
+    assert list(loaded.spans) == list(record.spans)
+    assert [row["name"] for row in loaded.spans] == ["run", "double"]
+    assert loaded.spans[1]["output"] == {"value": 4}
+    assert loaded.spans[1]["attributes"] == {"retries": 0}
+
+
+async def test_load_trace_of_an_unknown_run_is_none(storage: Storage) -> None:
+    await storage.save_trace(trace("other"))
+
+    assert await storage.load_trace("missing") is None
+
+
+async def test_saving_a_trace_replaces_the_one_of_the_same_run(storage: Storage) -> None:
+    await storage.save_trace(trace(workflow_id="old", status="running", started_at=10.0,
+                                   spans=[span("1"), span("2", "1")]))
+
+    replacement = trace(workflow_id="new", status="success", started_at=20.0,
+                        spans=[span("9", kind="run")])
+    await storage.save_trace(replacement)
+
+    assert await storage.load_trace("run-1") == replacement
+    assert [t.run_id for t in await storage.list_traces()] == ["run-1"]
+    assert await storage.list_traces(workflow_id="old") == []
+    assert await storage.list_traces(status="running") == []
+    assert [t.run_id for t in await storage.list_traces(workflow_id="new")] == ["run-1"]
+
+
+async def test_list_traces_is_newest_first_without_spans(storage: Storage) -> None:
+    for run_id, started_at in [("t1", 10.0), ("t2", 30.0), ("t3", 20.0)]:
+        await storage.save_trace(trace(run_id, started_at=started_at,
+                                       ended_at=started_at + 1, spans=[span("1"), span("2")]))
+
+    traces = await storage.list_traces()
+
+    assert traces == [trace("t2", started_at=30.0, ended_at=31.0, spans=[]),
+                      trace("t3", started_at=20.0, ended_at=21.0, spans=[]),
+                      trace("t1", started_at=10.0, ended_at=11.0, spans=[])]
+    stored = await storage.load_trace("t2")
+    assert stored is not None and len(stored.spans) == 2  # listing did not strip them
+
+
+async def test_list_traces_filters_by_workflow_status_and_limit(storage: Storage) -> None:
+    await storage.save_trace(trace("t1", workflow_id="a", status="success", started_at=1.0))
+    await storage.save_trace(trace("t2", workflow_id="a", status="failed", started_at=2.0))
+    await storage.save_trace(trace("t3", workflow_id="b", status="success", started_at=3.0))
+    await storage.save_trace(trace("t4", workflow_id="a", status="success", started_at=4.0))
+
+    by_workflow = await storage.list_traces(workflow_id="a")
+    by_status = await storage.list_traces(status="success")
+    both = await storage.list_traces(workflow_id="a", status="success", limit=1)
+
+    assert [t.run_id for t in by_workflow] == ["t4", "t2", "t1"]
+    assert [t.run_id for t in by_status] == ["t4", "t3", "t1"]
+    assert [t.run_id for t in both] == ["t4"]
+    assert [t.run_id for t in await storage.list_traces(limit=2)] == ["t4", "t3"]
+    assert [t.run_id for t in await storage.list_traces(limit=10)] == ["t4", "t3", "t2", "t1"]
+    assert await storage.list_traces(workflow_id="nope") == []
+    assert await storage.list_traces(status="canceled") == []
+    assert await storage.list_traces(limit=0) == []
+
+
+async def test_list_traces_pages_through_many(storage: Storage) -> None:
+    for i in range(250):
+        await storage.save_trace(trace(f"t{i}", workflow_id="even" if i % 2 == 0 else "odd",
+                                       status="failed" if i == 3 else "success",
+                                       started_at=float(i)))
+
+    everything = await storage.list_traces()
+    odd = await storage.list_traces(workflow_id="odd", status="failed")
+
+    assert [t.run_id for t in everything] == [f"t{i}" for i in range(249, -1, -1)]
+    assert [t.run_id for t in odd] == ["t3"]
+    assert len(await storage.list_traces(status="success", limit=220)) == 220
+
+
+async def test_trace_ids_with_separators_do_not_collide(storage: Storage) -> None:
+    await storage.save_trace(trace("a:b", workflow_id="x:y", spans=[span("first")]))
+    await storage.save_trace(trace("a%3Ab", workflow_id="x", spans=[span("second")]))
+
+    first = await storage.load_trace("a:b")
+    second = await storage.load_trace("a%3Ab")
+
+    assert first is not None and first.spans == [span("first")]
+    assert second is not None and second.spans == [span("second")]
+    assert [t.run_id for t in await storage.list_traces(workflow_id="x")] == ["a%3Ab"]
+    assert [t.run_id for t in await storage.list_traces(workflow_id="x:y")] == ["a:b"]
+
+
+
+async def test_memory_storage_keeps_the_trace_by_reference() -> None:
+    storage = InMemoryStorage()
+    record = trace()
+
+    await storage.save_trace(record)
+
+    assert await storage.load_trace("run-1") is record
+    listed = await storage.list_traces()
+    assert listed == [trace(spans=[])] and record.spans == [span("1", kind="run")]

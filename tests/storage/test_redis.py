@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.runtime.results import RunSnapshot, StepResult
+from procflow.runtime.tracing import TraceRecord
 from procflow.storage import RedisStorage
 
 
@@ -93,3 +94,51 @@ def test_importing_the_storage_package_does_not_import_redis() -> None:
             "s.RedisStorage; assert 'redis' in sys.modules")
 
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+
+
+def trace_record(run_id: str = "run-1") -> TraceRecord:
+    return TraceRecord(run_id, "wf", "success", 1.0, 2.0, [{"span_id": "1", "name": "run"}])
+
+
+@pytest.mark.redis
+async def test_corrupted_trace_raises_and_is_kept(storage: RedisStorage,
+                                                  raw: aioredis.Redis) -> None:
+    await storage.save_trace(trace_record())
+    key = f"{storage.prefix}:trace:run-1"
+    await raw.set(key, "{garbage")
+
+    with pytest.raises(SnapshotCorruptedError, match="trace of run 'run-1'") as info:
+        await storage.load_trace("run-1")
+
+    assert info.value.run_id == "run-1"
+    assert await raw.get(key) == "{garbage"
+    # Listing reads only the header, so it still works.
+    assert await storage.list_traces() == [
+        TraceRecord("run-1", "wf", "success", 1.0, 2.0, [])]
+
+
+@pytest.mark.redis
+async def test_corrupted_trace_header_raises_when_listed(storage: RedisStorage,
+                                                         raw: aioredis.Redis) -> None:
+    await storage.save_trace(trace_record())
+    key = f"{storage.prefix}:tracehead:run-1"
+    await raw.set(key, '{"v": 1, "run_id": "run-1"}')
+
+    with pytest.raises(SnapshotCorruptedError, match=r"run 'run-1'.*workflow_id"):
+        await storage.list_traces()
+
+    assert await raw.get(key) == '{"v": 1, "run_id": "run-1"}'
+    assert await storage.load_trace("run-1") == trace_record()
+    await storage.save_trace(trace_record())  # a new trace replaces the corrupted one
+    assert [t.run_id for t in await storage.list_traces()] == ["run-1"]
+
+
+@pytest.mark.redis
+async def test_trace_keys_escape_ids(storage: RedisStorage, raw: aioredis.Redis) -> None:
+    await storage.save_trace(TraceRecord("r:1", "w:f", "success", 1.0, None, []))
+
+    keys = {key async for key in raw.scan_iter(match=f"{storage.prefix}:*")}
+
+    p = storage.prefix
+    assert keys == {f"{p}:trace:r%3A1", f"{p}:tracehead:r%3A1", f"{p}:traces",
+                    f"{p}:wftraces:w%3Af"}

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from procflow.errors import SnapshotCorruptedError, StepExecutionError, StorageError
 from procflow.runtime.results import RunSnapshot, StepResult
+from procflow.runtime.tracing import TraceRecord
 from procflow.storage import SQLiteStorage
 
 
@@ -188,3 +189,76 @@ async def test_an_unusable_path_is_a_storage_error(tmp_path: Path) -> None:
     async with SQLiteStorage(path) as storage:
         with pytest.raises(StorageError, match=r"procflow\.db"):
             await storage.save_snapshot(header(), {})
+
+
+def trace_record(run_id: str = "run-1", *, started_at: float = 1.0,
+                 spans: list[dict[str, Any]] | None = None) -> TraceRecord:
+    return TraceRecord(run_id, "wf", "success", started_at, started_at + 1.0,
+                       [{"span_id": "1", "name": "run"}] if spans is None else spans)
+
+
+async def test_corrupted_trace_raises_and_is_kept(storage: SQLiteStorage,
+                                                  db_path: Path) -> None:
+    await storage.save_trace(trace_record())
+    raw_execute(db_path, "UPDATE traces SET data = '{not json' WHERE run_id = 'run-1'")
+
+    with pytest.raises(SnapshotCorruptedError, match="trace of run 'run-1'") as info:
+        await storage.load_trace("run-1")
+
+    assert info.value.run_id == "run-1"
+    assert raw_execute(db_path, "SELECT data FROM traces") == [("{not json",)]
+
+
+async def test_trace_with_wrongly_typed_spans_is_corrupted(storage: SQLiteStorage,
+                                                           db_path: Path) -> None:
+    await storage.save_trace(trace_record())
+    raw_execute(db_path, "UPDATE traces SET data = json_set(data, '$.spans', json('[1]'))")
+
+    with pytest.raises(SnapshotCorruptedError, match=r"run 'run-1'.*spans\.0"):
+        await storage.load_trace("run-1")
+
+
+async def test_trace_of_another_run_is_corrupted(storage: SQLiteStorage,
+                                                 db_path: Path) -> None:
+    await storage.save_trace(trace_record())
+    raw_execute(db_path, "UPDATE traces SET data = json_set(data, '$.run_id', 'other')")
+
+    with pytest.raises(SnapshotCorruptedError, match="names run 'other'"):
+        await storage.load_trace("run-1")
+
+
+async def test_listing_traces_does_not_decode_the_spans(storage: SQLiteStorage,
+                                                        db_path: Path) -> None:
+    big = [{"span_id": str(i), "name": "step", "output": "x" * 2000} for i in range(50)]
+    for i in range(200):
+        await storage.save_trace(trace_record(f"t{i:03}", started_at=float(i), spans=big))
+    raw_execute(db_path, "UPDATE traces SET data = '{not json' WHERE run_id = 't150'")
+
+    listed = await storage.list_traces()
+
+    assert [t.run_id for t in listed] == [f"t{i:03}" for i in range(199, -1, -1)]
+    assert all(t.spans == [] for t in listed)
+    assert listed[49] == trace_record("t150", started_at=150.0, spans=[])
+    with pytest.raises(SnapshotCorruptedError, match="t150"):
+        await storage.load_trace("t150")
+
+
+async def test_corrupted_trace_header_columns_raise_when_listed(storage: SQLiteStorage,
+                                                               db_path: Path) -> None:
+    await storage.save_trace(trace_record())
+    raw_execute(db_path, "UPDATE traces SET started_at = 'soon' WHERE run_id = 'run-1'")
+
+    with pytest.raises(SnapshotCorruptedError, match=r"run 'run-1'.*started_at"):
+        await storage.list_traces()
+
+
+async def test_unencodable_span_values_are_stored_as_repr(storage: SQLiteStorage) -> None:
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    await storage.save_trace(trace_record(spans=[{"span_id": "1", "loop": cyclic,
+                                                  "raw": b"\xff", "ok": [1, 2]}]))
+
+    loaded = await storage.load_trace("run-1")
+
+    assert loaded is not None
+    assert loaded.spans == [{"span_id": "1", "loop": "[[...]]", "raw": "_w==", "ok": [1, 2]}]

@@ -1,0 +1,11 @@
+"""The studio: Rich renderers of workflow graphs and runs, and text exports.
+
+Only this package imports ``rich``; the rest of procflow never needs it.
+"""
+
+from __future__ import annotations
+
+from procflow.studio.export import to_dot, to_mermaid
+from procflow.studio.graph import GraphView, NodeState
+
+__all__ = ["GraphView", "NodeState", "to_dot", "to_mermaid"]
