@@ -74,6 +74,7 @@ class Run:
         self.trace_parent: tuple[Tracer, Span] | None = None
         """Set to record this run's spans inside another run's trace instead of its own."""
         self._spans: list[Span] = []
+        self._replay_of: tuple[str, str] | None = None
 
     @classmethod
     async def load(cls, workflow: Workflow, run_id: str, *,
@@ -191,6 +192,47 @@ class Run:
                 f"run '{self.run_id}' was never started; call start()",
                 workflow_id=self.workflow.id, run_id=self.run_id)
         return await self._execute(None, frozenset(), None)
+
+    async def replay_from(self, step: Any, *, run_id: str | None = None) -> Run:
+        """Time travel: run this run again from ``step``, as a new run.
+
+        The new run starts with this run's input, request context and stored state;
+        every step that had finished before ``step`` started keeps its stored result
+        (it is not run again); ``step`` and everything after it run anew.
+
+        Args:
+            step: The step (object, id or dotted path) to run again from.
+            run_id: The new run's id (random by default).
+
+        Returns:
+            The new run; ``new_run.result`` is its result.
+
+        Raises:
+            RunStateError: This run is running, or ``step`` has no stored result.
+        """
+        self._check_idle("replay_from")
+        path = _path_of(step)
+        record = self._records.get(path)
+        if record is None:
+            known = sorted(p for p in self._records if "[" not in p)
+            raise RunStateError(
+                f"step '{path}' has no stored result in run '{self.run_id}'; steps with "
+                f"results: {known}", workflow_id=self.workflow.id, run_id=self.run_id,
+                step_id=path)
+        t0 = record.started_at
+        inside = (path + ".", path + "[")
+        kept = {p: r for p, r in self._records.items()
+                if r.status == "success" and r.ended_at is not None and r.ended_at < t0
+                and p != path and not p.startswith(inside)}
+        new = Run(self.workflow, run_id=run_id, storage=self.storage,
+                  durability=self.durability, tracing=self.tracing)
+        new._input = self._input
+        new._state = dict(self._state)
+        new._context = RequestContext(self._context.to_dict())
+        new._records = kept
+        new._replay_of = (self.run_id, path)
+        await new._execute(None, frozenset(), None)
+        return new
 
     async def cancel(self) -> None:
         """Cancel the run: a running execution stops (no task is left behind) and the
@@ -334,6 +376,9 @@ class Run:
         elif self.tracing:
             ex.tracer = Tracer(self._spans)
             ex.top.span = ex.tracer.start(f"run: {wf.id}", "run", None, input=self._input)
+            if self._replay_of is not None:
+                ex.top.span.attributes["replayed_from"] = {"run_id": self._replay_of[0],
+                                                           "step": self._replay_of[1]}
 
     async def _save_trace(self, ex: Execution, status: RunStatus, result: Any,
                           error: BaseException | None, tripwire: Any) -> None:
@@ -407,6 +452,17 @@ def _as_context(value: Any) -> RequestContext:
         return RequestContext(value)
     raise TypeError(f"request_context must be a RequestContext or a mapping, got "
                     f"{type(value).__name__}")
+
+
+def _path_of(step: Any) -> str:
+    if isinstance(step, str):
+        return step
+    if isinstance(step, Sequence):
+        return ".".join(str(s) for s in step)
+    step_id = getattr(step, "id", None)
+    if isinstance(step_id, str):
+        return step_id
+    raise TypeError(f"expected a step, a step id or a path, got {step!r}")
 
 
 def _find_unit(wf: Workflow, path: str) -> Any:

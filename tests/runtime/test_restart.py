@@ -128,3 +128,30 @@ async def test_loop_restart_continues_from_the_last_iteration() -> None:
     result = await run.restart()
     assert result.result == 5
     assert calls == [0, 1, 2, 2, 3, 4]  # iterations 1 and 2 were not re-run
+
+
+async def test_replay_from_a_step_is_a_new_run_reusing_earlier_results() -> None:
+    calls: list[str] = []
+
+    def step_fn(name: str) -> Any:
+        def run(ctx: StepContext) -> Any:
+            calls.append(name)
+            return f"{ctx.input_data}>{name}"
+        return create_step(id=name, execute=run)
+
+    storage = InMemoryStorage()
+    wf = (create_workflow(id="w", storage=storage).then(step_fn("a")).then(step_fn("b"))
+          .then(step_fn("c")).commit())
+    first = wf.create_run()
+    await first.start(input_data="in")
+    loaded = await wf.get_run(first.run_id)
+    replay = await loaded.replay_from("b")
+    assert replay.run_id != first.run_id and replay.result is not None
+    assert replay.result.result == "in>a>b>c"
+    assert calls == ["a", "b", "c", "b", "c"]
+    assert replay.result.steps["a"].started_at == first.result.steps["a"].started_at  # type: ignore[union-attr]
+    trace = await storage.load_trace(replay.run_id)
+    assert trace is not None
+    assert trace.spans[0]["attributes"]["replayed_from"] == {"run_id": first.run_id, "step": "b"}
+    with pytest.raises(RunStateError, match="step 'zzz' has no stored result"):
+        await loaded.replay_from("zzz")
