@@ -60,6 +60,11 @@ class AgentRun:
     api_retries: int = 0
     run_id: str = ""
 
+    __procflow_untraced__ = True  # spans do not record this (mutable, internal) object
+
+    def __repr__(self) -> str:
+        return f"AgentRun(agent={self.agent.id!r}, step={self.step_number}, done={self.done})"
+
     def info(self) -> StepInfo:
         """Where the loop is, for processor hooks."""
         return StepInfo(self.step_number, list(self.steps))

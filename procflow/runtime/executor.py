@@ -291,10 +291,15 @@ async def _run_step(ex: Execution, step: Step, data: Any, scope: Scope, path: st
             await _fail(ex, path, exc, time.time(), 0)
     retries = step.retries if step.retries is not None else wf.retries
     timeout = step.timeout if step.timeout is not None else wf.timeout
-    started = time.time()
+    started = _now()
     tracer = ex.tracer
-    span = None if tracer is None else tracer.start(step.id, step.span_kind, scope.span, path,
-                                                    data)
+    span = None
+    if tracer is not None:  # Tracer.start, inlined: this runs for every traced step
+        tracer._next = number = tracer._next + 1
+        parent = scope.span
+        span = Span(str(number), None if parent is None else parent.span_id, step.id,
+                    step.span_kind, path, started, None, "running", data)
+        tracer._append(span)
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
     attempt = 0
@@ -333,14 +338,15 @@ async def _run_step(ex: Execution, step: Step, data: Any, scope: Scope, path: st
         if span is not None:
             close_span(span, exc, attempt)
         raise
+    ended = _now()
     if span is not None:  # Tracer.ok, inlined: this runs for every traced step
-        span.end = _now()
+        span.end = ended
         span.status = "success"
         span.output = out
         if attempt:
-            span.attributes["attempts"] = attempt + 1
+            span.set(attempts=attempt + 1)
     if keep:
-        await ex.record(path, StepResult("success", out, None, started, time.time(),
+        await ex.record(path, StepResult("success", out, None, started, ended,
                                          attempt + 1, None, resume_data, iteration))
     if ex.send is not None:
         await ex.event("step-result", path, {"output": out})

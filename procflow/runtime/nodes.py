@@ -81,7 +81,8 @@ async def _contained(ex: Execution, kind: SpanKind, name: str, scope: Scope,
     if ex.tracer is None:
         return await work(scope)
     span = ex.tracer.start(name, kind, scope.span, path=scope.prefix + name)
-    span.attributes.update(attributes)
+    if attributes:
+        span.set(**attributes)
     sub = scope.under(span)
     try:
         out = await work(sub)
@@ -338,7 +339,7 @@ def _loop(entry: LoopEntry) -> Node:
                 raise Failed(path, err) from exc
             if holds != (mode == "dowhile"):
                 if scope.span is not None:
-                    scope.span.attributes["iterations"] = iteration
+                    scope.span.set(iterations=iteration)
                 return out
             if limit is not None and iteration >= limit:
                 err = StepExecutionError(

@@ -377,8 +377,8 @@ class Run:
             ex.tracer = Tracer(self._spans)
             ex.top.span = ex.tracer.start(f"run: {wf.id}", "run", None, input=self._input)
             if self._replay_of is not None:
-                ex.top.span.attributes["replayed_from"] = {"run_id": self._replay_of[0],
-                                                           "step": self._replay_of[1]}
+                ex.top.span.set(replayed_from={"run_id": self._replay_of[0],
+                                               "step": self._replay_of[1]})
 
     async def _save_trace(self, ex: Execution, status: RunStatus, result: Any,
                           error: BaseException | None, tripwire: Any) -> None:

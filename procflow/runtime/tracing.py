@@ -56,7 +56,7 @@ class Span:
         input: The input (truncated when stored).
         output: The output (truncated when stored).
         error: The error message, when it failed.
-        attributes: Retries, tripwire, usage, chunk counts, latency...
+        attributes: Retries, tripwire, usage, chunk counts, latency... (``None``: none)
     """
 
     span_id: str
@@ -70,11 +70,14 @@ class Span:
     input: Any = None
     output: Any = None
     error: str | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, Any] | None = None
 
     def set(self, **attributes: Any) -> None:
-        """Add attributes to the span."""
-        self.attributes.update(attributes)
+        """Add attributes to the span (the dict is made on first use: most spans have none)."""
+        if self.attributes is None:
+            self.attributes = attributes
+        else:
+            self.attributes.update(attributes)
 
 
 class Tracer:
@@ -92,7 +95,7 @@ class Tracer:
         """Open a span under ``parent``."""
         self._next = n = self._next + 1
         span = Span(str(n), None if parent is None else parent.span_id, name, kind, path,
-                    _now(), None, "running", input, None, None, {})
+                    _now(), None, "running", input)
         self._append(span)
         return span
 
@@ -114,7 +117,7 @@ class Tracer:
         if error is not None:
             span.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         if attributes:
-            span.attributes.update(attributes)
+            span.set(**attributes)
 
 
 class SpanRows(Sequence[dict[str, Any]]):
@@ -215,8 +218,8 @@ def redact_secrets(value: Any, secrets: tuple[str, ...] = ()) -> Any:
 
 
 def _jsonable(value: Any, truncate: int, secrets: tuple[str, ...]) -> Any:
-    if value is None:
-        return None
+    if value is None or getattr(value, "__procflow_untraced__", False):
+        return None  # e.g. the agent loop's state object: mutable, internal, not data
     try:
         data = to_jsonable_python(value, fallback=repr, serialize_unknown=True)
     except Exception:  # anything unencodable is shown as its repr
@@ -235,6 +238,6 @@ def _row(span: Span, truncate: int, secrets: tuple[str, ...]) -> dict[str, Any]:
         "status": span.status, "input": _jsonable(span.input, truncate, secrets),
         "output": _jsonable(span.output, truncate, secrets),
         "error": redact_secrets(span.error, secrets) if span.error else None,
-        "attributes": redact_secrets(to_jsonable_python(span.attributes, fallback=repr),
+        "attributes": redact_secrets(to_jsonable_python(span.attributes or {}, fallback=repr),
                                      secrets),
     }

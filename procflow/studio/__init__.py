@@ -7,5 +7,6 @@ from __future__ import annotations
 
 from procflow.studio.export import to_dot, to_mermaid
 from procflow.studio.graph import GraphView, NodeState
+from procflow.studio.trace import TraceDiff, TraceView
 
-__all__ = ["GraphView", "NodeState", "to_dot", "to_mermaid"]
+__all__ = ["GraphView", "NodeState", "TraceDiff", "TraceView", "to_dot", "to_mermaid"]

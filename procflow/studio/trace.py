@@ -1,0 +1,594 @@
+"""``TraceView`` and ``TraceDiff``: a stored run's spans drawn as a tree with a waterfall.
+
+A ``TraceRecord`` holds flat span rows; the view arranges them by ``parent_id``
+(children by start time) and draws one line per span: status symbol, name, kind,
+notable attributes, duration and a bar placing the span inside the run's time.
+Tripwires and errors get a line of their own under their span. ``TraceDiff`` matches
+the spans of two runs of one workflow and says where they first diverged.
+
+Both write their span lines as plain segments, one per line, so a trace of 10,000
+spans renders in well under a second; symbols carry the meaning, colour only helps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import textwrap
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from rich import box
+from rich.cells import cell_len, chop_cells
+from rich.console import Group, RenderableType
+from rich.highlighter import JSONHighlighter
+from rich.panel import Panel
+from rich.segment import Segment
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from procflow.studio.graph import _STATUS, format_duration
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+
+    from procflow.runtime.tracing import TraceRecord
+
+__all__ = ["TraceDiff", "TraceView"]
+
+Row: TypeAlias = dict[str, Any]
+Line: TypeAlias = list[Segment]
+
+_SYMBOLS: dict[str, tuple[str, Style]] = {
+    status: (symbol, Style.parse(style)) for status, (symbol, style) in _STATUS.items()}
+_SYMBOLS["tripwire"] = ("⚡", Style.parse("bold yellow"))
+_UNKNOWN = ("?", Style())
+_DIM, _CYAN, _RED = Style(dim=True), Style(color="cyan"), Style(color="red")
+_TRIPWIRE, _BOLD = Style.parse("bold yellow"), Style(bold=True)
+_DURATION_CELLS = 8
+_MIN_LABEL_CELLS = 24
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _symbol(status: str) -> tuple[str, Style]:
+    return _SYMBOLS.get(status, _UNKNOWN)
+
+
+def _duration(row: Row) -> float | None:
+    start, end = row.get("start"), row.get("end")
+    return None if end is None else max(0.0, end - (end if start is None else start))
+
+
+def _start(row: Row, default: float) -> float:
+    start = row.get("start")
+    return default if start is None else float(start)
+
+
+def _label(row: Row) -> str:
+    """The span's name, with its foreach index ("each[2]") when the path has one."""
+    name, path = str(row.get("name")), str(row.get("path") or "")
+    if path.endswith("]") and "[" in path and not name.endswith("]"):
+        return name + path[path.rindex("["):]
+    return name
+
+
+def _kind_tag(row: Row) -> str:
+    kind, name = row.get("kind"), str(row.get("name"))
+    if kind in ("step", "run", None) or name == kind:
+        return ""
+    return f" [{kind}]"
+
+
+def _notes(attributes: dict[str, Any]) -> list[str]:
+    """Notable attributes, short: retries, cache, tokens, chunks, items, iterations."""
+    notes: list[str] = []
+    attempts = attributes.get("attempts")
+    if isinstance(attempts, int) and attempts > 1:
+        notes.append(f"retry {attempts - 1}")
+    if attributes.get("from_cache"):
+        notes.append("cached")
+    usage = attributes.get("usage")
+    if isinstance(usage, dict) and ("input_tokens" in usage or "output_tokens" in usage):
+        notes.append(f"in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)} tok")
+    for key, one, many in (("chunks", "chunk", "chunks"), ("items", "item", "items"),
+                           ("iterations", "iteration", "iterations")):
+        count = attributes.get(key)
+        if isinstance(count, int):
+            notes.append(f"{count} {one if count == 1 else many}")
+    return notes
+
+
+def _tripwire_text(tripwire: Any) -> str:
+    if not isinstance(tripwire, dict):
+        return f"⚡ tripwire: {tripwire}"
+    text = f"⚡ tripwire: {tripwire.get('reason')}"
+    if tripwire.get("processor_id"):
+        text += f" (processor {tripwire['processor_id']})"
+    if tripwire.get("retry"):
+        text += " · retry requested"
+    return text
+
+
+def _bar(start: float, end: float | None, t0: float, total: float, cells: int) -> str:
+    """``cells`` characters placing [start, end] inside [t0, t0 + total], to half a cell."""
+    halves = 2 * cells
+    if total <= 0:
+        lo, hi = 0, halves
+    else:
+        stop = t0 + total if end is None else end
+        lo = min(halves - 1, max(0, math.floor((start - t0) / total * halves + 1e-9)))
+        hi = min(halves, max(lo + 1, math.ceil((stop - t0) / total * halves - 1e-9)))
+    if end is None:  # still open: shaded, whole cells
+        return " " * (lo // 2) + "░" * ((hi + 1) // 2 - lo // 2)
+    first, last = lo // 2, (hi - 1) // 2
+    if first == last:
+        glyph = "█" if lo % 2 == 0 and hi % 2 == 0 else "▐" if lo % 2 else "▌"
+        return " " * first + glyph
+    return (" " * first + ("▐" if lo % 2 else "█") + "█" * (last - first - 1)
+            + ("▌" if hi % 2 else "█"))
+
+
+def _fold(prefix: str, text: str, style: Style, width: int) -> list[Line]:
+    """``text`` under ``prefix`` (dim guides), folded to ``width`` cells, nothing dropped."""
+    room = max(8, width - cell_len(prefix))
+    lines: list[Line] = []
+    for paragraph in text.splitlines() or [""]:
+        for words in textwrap.wrap(paragraph, room, subsequent_indent="  ",
+                                   break_on_hyphens=False) or [""]:
+            for chunk in chop_cells(words, room) or [""]:  # wide characters
+                lines.append([Segment(prefix, _DIM), Segment(chunk.rstrip(), style)])
+    return lines
+
+
+class _SpanTree:
+    """Span rows arranged by ``parent_id``: O(n) dicts, children sorted by start."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self.rows = list(rows)
+        index = {row.get("span_id"): i for i, row in enumerate(self.rows)}
+        self.children: dict[int, list[int]] = {}
+        self.roots: list[int] = []
+        for i, row in enumerate(self.rows):
+            parent = index.get(row.get("parent_id"), -1)
+            if parent < 0 or parent == i:
+                self.roots.append(i)
+            else:
+                self.children.setdefault(parent, []).append(i)
+        starts = [_start(row, 0.0) for row in self.rows]
+        for kids in self.children.values():
+            kids.sort(key=starts.__getitem__)  # stable: equal starts keep recording order
+        self.roots.sort(key=starts.__getitem__)
+
+    def walk(self, max_depth: int | None = None) -> Iterator[tuple[int, int, int, str, str]]:
+        """(index, parent index or -1, depth, guides before the symbol, guides under it)
+        in tree order. Spans caught in a parent cycle come last, as roots."""
+        seen = bytearray(len(self.rows))
+        for start in [*self.roots, *range(len(self.rows))]:
+            stack = [(start, -1, 0, "", "")]
+            while stack:
+                item = stack.pop()
+                i, _, depth, _, base = item
+                if seen[i]:
+                    continue
+                seen[i] = 1
+                if max_depth is None or depth <= max_depth:  # deeper ones: seen, not drawn
+                    yield item
+                kids = self.children.get(i)
+                if not kids:
+                    continue
+                last = len(kids) - 1
+                for n in range(last, -1, -1):
+                    lead, under = ("└─ ", "   ") if n == last else ("├─ ", "│  ")
+                    stack.append((kids[n], i, depth + 1, base + lead, base + under))
+
+    def subtree_sizes(self) -> list[int]:
+        sizes = [1] * len(self.rows)
+        for i, parent, *_ in reversed(list(self.walk())):
+            if parent >= 0:
+                sizes[parent] += sizes[i]
+        return sizes
+
+
+class TraceView:
+    """A Rich renderable: a run's span tree with timings, a waterfall, tripwires, errors.
+
+    Example::
+
+        Console().print(TraceView(await storage.load_trace(run_id), step="llm-call"))
+
+    Args:
+        trace: The stored trace.
+        step: A step path or span name; when given, a detail panel follows the tree
+            for every matching span (input, output, error and all attributes).
+        width_bars: Characters of the waterfall column (dropped when the console is
+            too narrow to leave room for names).
+        max_depth: Draw spans this deep at most (the run is depth 0); a span whose
+            children are hidden says "+N nested spans".
+        max_spans: Draw this many spans at most, then "… N more spans".
+
+    Raises:
+        ValueError: ``step`` matches no span (the message lists what exists).
+    """
+
+    def __init__(self, trace: TraceRecord, *, step: str | None = None, width_bars: int = 30,
+                 max_depth: int | None = None, max_spans: int | None = None) -> None:
+        self.trace = trace
+        self.tree = _SpanTree(trace.spans)
+        self.width_bars = max(1, width_bars)
+        self.max_depth = max_depth
+        self.max_spans = max_spans
+        self.step = step
+        self.selected = [] if step is None else _select(self.tree.rows, step, trace.run_id)
+        rows = self.tree.rows
+        self.t0 = min([trace.started_at, *(r["start"] for r in rows
+                                           if r.get("start") is not None)])
+        ends = [r["end"] for r in rows if r.get("end") is not None]
+        self.t1 = trace.ended_at if trace.ended_at is not None else max(ends, default=self.t0)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        bars = self.width_bars
+        label_cells = width - _DURATION_CELLS - bars - 3
+        if label_cells < _MIN_LABEL_CELLS:
+            bars, label_cells = 0, width - _DURATION_CELLS - 1
+        yield self._header()
+        if bars:
+            total = format_duration(max(0.0, self.t1 - self.t0))
+            axis = " " * (label_cells + _DURATION_CELLS + 3) + "0" + total.rjust(bars - 1)
+            yield from (Segment(axis.rstrip(), _DIM), Segment.line())
+        for line in self._lines(label_cells, bars, width):
+            yield from line
+            yield Segment.line()
+        for row in self.selected:
+            yield Text()
+            yield self._detail(row)
+
+    def _header(self) -> Text:
+        trace = self.trace
+        symbol, style = _symbol(trace.status)
+        took = (format_duration(max(0.0, trace.ended_at - trace.started_at))
+                if trace.ended_at is not None else "not ended")
+        count = len(self.tree.rows)
+        return Text.assemble(("workflow ", _DIM), (trace.workflow_id, _BOLD),
+                             ("  run ", _DIM), trace.run_id, "  ", (f"{symbol} {trace.status}",
+                                                                    style),
+                             f"  {took}  {count} span{'' if count == 1 else 's'}")
+
+    def _lines(self, label_cells: int, bars: int, width: int) -> Iterator[Line]:
+        tree, rows = self.tree, self.tree.rows
+        sizes = tree.subtree_sizes() if self.max_depth is not None else None
+        total = self.t1 - self.t0
+        walk = tree.walk(self.max_depth)
+        for shown, (i, _, depth, lead, base) in enumerate(walk):
+            if self.max_spans is not None and shown >= self.max_spans:
+                more = 1 + sum(1 for _ in walk)
+                yield [Segment(f"… {more} more span{'' if more == 1 else 's'}"
+                               f" (max_spans={self.max_spans})", _DIM)]
+                return
+            row = rows[i]
+            kids = tree.children.get(i)
+            drawn_kids = bool(kids) and (self.max_depth is None or depth < self.max_depth)
+            notes = _notes(row.get("attributes") or {})
+            if kids and not drawn_kids and sizes is not None:
+                notes.append(f"+{sizes[i] - 1} nested spans")
+            status = str(row.get("status"))
+            symbol, style = _symbol(status)
+            name, tag = _label(row), _kind_tag(row)
+            note_text = "  " + " · ".join(notes) if notes else ""
+            fixed = cell_len(lead) + 2 + cell_len(tag)
+            under: list[tuple[str, Style]] = []
+            if note_text and fixed + cell_len(name) + cell_len(note_text) > label_cells:
+                under.append((note_text.strip(), _DIM))
+                note_text = ""
+            if fixed + cell_len(name) > label_cells:
+                room = max(1, label_cells - fixed - 1)
+                name = (chop_cells(name, room) or [""])[0] + "…"
+            label = [Segment(lead, _DIM), Segment(f"{symbol} {name}", style),
+                     Segment(tag, _CYAN), Segment(note_text, _DIM)]
+            start, end = _start(row, self.t0), row.get("end")
+            took = _duration(row)
+            duration = ("running" if status == "running" else "—") if took is None else \
+                format_duration(took)
+            line = Segment.adjust_line_length(label, label_cells)
+            line.append(Segment(" " + duration.rjust(_DURATION_CELLS), _DIM))
+            if bars:
+                line.append(Segment("  " + _bar(start, end, self.t0, total, bars), style))
+            yield line
+            tripwire = (row.get("attributes") or {}).get("tripwire")
+            if tripwire:
+                under.append((_tripwire_text(tripwire), _TRIPWIRE))
+            elif row.get("error") and not self._shown_below(i, row["error"]):
+                under.append((f"✖ {row['error']}", _RED))
+            prefix = base + ("│ " if drawn_kids else "  ")  # text under the name
+            for text, text_style in under:
+                yield from _fold(prefix, text, text_style, width)
+
+    def _shown_below(self, i: int, error: str) -> bool:
+        """Whether a child failed with this same error (shown there, at its origin)."""
+        rows = self.tree.rows
+        return any(rows[k].get("error") == error for k in self.tree.children.get(i, ()))
+
+    def _detail(self, row: Row) -> Panel:
+        symbol, style = _symbol(str(row.get("status")))
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        grid.add_row("status", Text(f"{symbol} {row.get('status')}", style=style))
+        grid.add_row("path", str(row.get("path") or "—"))
+        grid.add_row("span", f"{row.get('span_id')} (parent {row.get('parent_id') or '—'})")
+        start, took = _start(row, self.t0), _duration(row)
+        when = f"+{format_duration(max(0.0, start - self.t0))}"
+        grid.add_row("time", f"{when}, took {format_duration(took)}" if took is not None
+                     else f"{when}, not ended")
+        if row.get("error"):
+            grid.add_row("error", Text(str(row["error"]), style=_RED))
+        grid.add_row("input", _value(row.get("input")))
+        grid.add_row("output", _value(row.get("output")))
+        grid.add_row("attributes", _value(row.get("attributes") or {}))
+        title = Text.assemble((f"{symbol} ", style), (_label(row), _BOLD),
+                              (_kind_tag(row), _CYAN))
+        return Panel(grid, title=title, title_align="left", box=box.ROUNDED)
+
+
+def _value(value: Any) -> RenderableType:
+    """Pretty JSON; a truncated value shows its preview and how long it was."""
+    if isinstance(value, dict) and value.get("truncated") is True and "preview" in value:
+        return Group(Text(str(value["preview"]), overflow="fold"),
+                     Text(f"(truncated, {value.get('chars')} chars)", style=_DIM))
+    text = Text(json.dumps(value, indent=2, ensure_ascii=False, default=repr), overflow="fold")
+    JSONHighlighter().highlight(text)
+    return text
+
+
+def _select(rows: list[Row], step: str, run_id: str) -> list[Row]:
+    found = [row for row in rows if step in (row.get("path"), row.get("name"))]
+    if found:
+        return found
+    known = list(dict.fromkeys([*(r["path"] for r in rows if r.get("path")),
+                                *(str(r.get("name")) for r in rows)]))
+    listed = ", ".join(known[:30]) + (f", … and {len(known) - 30} more" if len(known) > 30
+                                      else "")
+    raise ValueError(f"no span has the step path or name {step!r} in run {run_id}; "
+                     f"available: {listed or 'none (the trace is empty)'}")
+
+
+# --------------------------------------------------------------------------- diff
+
+
+class _Side:
+    """One trace's spans keyed for matching: (parent key, kind, path or name, occurrence)."""
+
+    def __init__(self, trace: TraceRecord, keys: dict[tuple[int, str, str, int], int],
+                 parents: dict[int, int], depths: dict[int, int]) -> None:
+        tree = _SpanTree(trace.spans)
+        self.rows: dict[int, Row] = {}
+        self.order: list[int] = []
+        key_of: dict[int, int] = {}
+        seen: dict[tuple[int, str, str], int] = {}
+        for i, parent, depth, _, _ in tree.walk():
+            row = tree.rows[i]
+            parent_key = key_of.get(parent, -1)
+            ident = (parent_key, str(row.get("kind")), str(row.get("path") or row.get("name")))
+            occurrence = seen[ident] = seen.get(ident, -1) + 1
+            key = keys.setdefault((*ident, occurrence), len(keys))
+            parents[key], depths[key] = parent_key, depth
+            key_of[i] = key
+            self.rows[key] = row
+            self.order.append(key)
+        self.run_id = trace.run_id
+
+    def canonical(self, value: Any) -> str:
+        """JSON text compared across runs: run ids and object addresses blanked."""
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+        if len(self.run_id) >= 8:
+            text = text.replace(self.run_id, "<run>")
+        return _ADDRESS.sub("", text)
+
+
+def _changes(a: Row | None, b: Row | None, side_a: _Side, side_b: _Side) -> tuple[str, ...]:
+    if a is None:
+        return ("only in B",)
+    if b is None:
+        return ("only in A",)
+    changes = ["status"] if a.get("status") != b.get("status") else []
+    for field in ("input", "output", "error"):
+        if side_a.canonical(a.get(field)) != side_b.canonical(b.get(field)):
+            changes.append(field)
+    return tuple(changes)
+
+
+def _merge(a: list[int], b: list[int]) -> list[int]:
+    """A's order, with spans only in B inserted before the next span both share."""
+    in_a, position = set(a), {key: n for n, key in enumerate(b)}
+    merged: list[int] = []
+    j = 0
+    for key in a:
+        n = position.get(key)
+        if n is not None and n >= j:
+            merged.extend(k for k in b[j:n] if k not in in_a)
+            j = n + 1
+        merged.append(key)
+    merged.extend(k for k in b[j:] if k not in in_a)
+    return merged
+
+
+class TraceDiff:
+    """A Rich renderable: where two runs of one workflow diverged, span by span.
+
+    Spans are matched by their place in the tree (parent, kind, step path or name,
+    occurrence among siblings), then compared by status and by input, output and error
+    as JSON (run ids and ``at 0x…`` object addresses ignored). A container whose
+    output or status differs only because a span inside it does is not "the" first
+    divergence: the innermost, earliest difference is.
+
+    Args:
+        a: The first run's trace.
+        b: The second run's trace (same workflow).
+        changes_only: Show only the spans that differ (says how many were hidden).
+
+    Attributes:
+        first_divergence: Where the runs first diverged, e.g. "step 'b' — output
+            differs", or ``None`` when every span matches.
+
+    Raises:
+        ValueError: The traces belong to different workflows.
+    """
+
+    def __init__(self, a: TraceRecord, b: TraceRecord, *, changes_only: bool = False) -> None:
+        if a.workflow_id != b.workflow_id:
+            raise ValueError(f"cannot diff runs of different workflows: {a.workflow_id!r} "
+                             f"(run {a.run_id}) and {b.workflow_id!r} (run {b.run_id}); "
+                             "pick two runs of the same workflow")
+        self.a, self.b, self.changes_only = a, b, changes_only
+        keys: dict[tuple[int, str, str, int], int] = {}
+        self.parents: dict[int, int] = {}
+        self.depths: dict[int, int] = {}
+        side_a = _Side(a, keys, self.parents, self.depths)
+        side_b = _Side(b, keys, self.parents, self.depths)
+        self.names = {key: ident for ident, key in keys.items()}
+        self.repeated = {(p, k, n) for (p, k, n, occurrence) in keys if occurrence}
+        self.order = _merge(side_a.order, side_b.order)
+        self.pairs = {key: (side_a.rows.get(key), side_b.rows.get(key)) for key in self.order}
+        self.changes = {key: _changes(*self.pairs[key], side_a, side_b) for key in self.order}
+        self.first = self._first_divergence()
+        self.first_divergence: str | None = (
+            None if self.first is None else self._describe(self.first))
+
+    def _first_divergence(self) -> int | None:
+        below: set[int] = set()  # keys with a differing span inside
+        for key in self.order:
+            if self.changes[key]:
+                parent = self.parents[key]
+                while parent >= 0 and parent not in below:
+                    below.add(parent)
+                    parent = self.parents[parent]
+        differing = [key for key in self.order if self.changes[key]]
+        for key in differing:
+            consequence = set(self.changes[key]) <= {"status", "output", "error"}
+            if not (consequence and key in below):
+                return key
+        return differing[0] if differing else None
+
+    def _describe(self, key: int) -> str:
+        """ "step 'b' — output differs" for a matched key (where it sits when its name
+        alone does not say: no path, or inside a repeated span)."""
+        _, kind, ident, _ = self.names[key]
+        where = f"{'step' if kind == 'step' else kind} '{ident}'{self._nth(key)}"
+        crumbs, parent = [], self.parents[key]
+        while parent >= 0 and self.parents[parent] >= 0:  # the run span says nothing
+            crumbs.append(parent)
+            parent = self.parents[parent]
+        a, b = self.pairs[key]
+        row = a if a is not None else b
+        if crumbs and (not (row or {}).get("path") or any(self._nth(k) for k in crumbs)):
+            names = [self._crumb(k) for k in reversed(crumbs)]
+            # a loop and its iterations share a name: "agent-step #2", not twice
+            names = [n for n, after in zip(names, [*names[1:], ""], strict=True)
+                     if after.split(" #")[0] != n]
+            where += " in " + " › ".join(names)
+        changes = self.changes[key]
+        if a is None or b is None:
+            return f"{where} — {changes[0]}"
+        if "status" in changes:  # a new status explains a changed output and error
+            error = b.get("error") or a.get("error")
+            return (f"{where} — status differs ({a.get('status')} → {b.get('status')}"
+                    f"{f': {error}' if error else ''})")
+        return f"{where} — {', '.join(f'{change} differs' for change in changes)}"
+
+    def _nth(self, key: int) -> str:
+        """ " #2" for the second of repeated siblings (a loop's iterations), else ""."""
+        parent, kind, ident, occurrence = self.names[key]
+        return f" #{occurrence + 1}" if (parent, kind, ident) in self.repeated else ""
+
+    def _crumb(self, key: int) -> str:
+        a, b = self.pairs[key]
+        row = a if a is not None else b
+        return (_label(row) if row is not None else self.names[key][2]) + self._nth(key)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self._header()
+        marks = {key: _marker(self.changes[key]) for key in self.order}
+        marker_cells = max((len(m) for m in marks.values()), default=1)
+        label_cells = max(12, options.max_width - marker_cells - 43)
+        head = (f"  {'':<{marker_cells}}  {'span':<{label_cells}} {'A':>10}  {'B':>10}  "
+                f"{'Δ B−A':>14}")
+        yield from (Segment(head.rstrip(), _DIM), Segment.line())
+        hidden = 0
+        for key in self.order:
+            if self.changes_only and not self.changes[key]:
+                hidden += 1
+                continue
+            line = self._row(key, marks[key], marker_cells, label_cells)
+            yield from Segment.adjust_line_length(line, options.max_width, pad=False)
+            yield Segment.line()
+        if hidden:
+            yield Text(f"… {hidden} identical span{'' if hidden == 1 else 's'} hidden "
+                       "(changes_only=True)", style=_DIM)
+
+    def _header(self) -> Iterator[RenderableType]:
+        yield Text.assemble(("diff of workflow ", _DIM), (self.a.workflow_id, _BOLD))
+        for tag, trace in (("A", self.a), ("B", self.b)):
+            symbol, style = _symbol(trace.status)
+            took = (format_duration(max(0.0, trace.ended_at - trace.started_at))
+                    if trace.ended_at is not None else "not ended")
+            yield Text.assemble(f"  {tag}  run {trace.run_id}  ", (f"{symbol} {trace.status}",
+                                                                   style),
+                                f"  {took}  {len(trace.spans)} spans")
+        if self.first_divergence is None:
+            yield Text("no divergence: every span matches in status, input, output and error",
+                       style="green")
+        else:
+            yield Text(f"first divergence: {self.first_divergence}", style="bold yellow")
+        marks = [_marker(c) for c in self.changes.values()]
+        counts = [marks.count("="), sum(m.startswith("≠") for m in marks),
+                  marks.count("only in A"), marks.count("only in B")]
+        yield Text(f"{len(self.order)} spans: {counts[0]} same, {counts[1]} differ, "
+                   f"{counts[2]} only in A, {counts[3]} only in B", style=_DIM)
+
+    def _row(self, key: int, mark: str, marker_cells: int, label_cells: int) -> Line:
+        a, b = self.pairs[key]
+        row = a if a is not None else b
+        assert row is not None  # every key comes from one side at least
+        label = "  " * self.depths[key] + _label(row) + _kind_tag(row)
+        if cell_len(label) > label_cells:
+            label = (chop_cells(label, label_cells - 1) or [""])[0] + "…"
+        mark_style = _DIM if mark == "=" else _RED if mark.startswith("only") else _TRIPWIRE
+        first = key == self.first
+        return [Segment("▶ " if first else "  ", _TRIPWIRE),
+                Segment(mark.ljust(marker_cells), mark_style + _BOLD if first else mark_style),
+                Segment("  " + label.ljust(label_cells + len(label) - cell_len(label)) + " "),
+                *_cell(a), Segment("  "), *_cell(b),
+                Segment(("  " + _delta(a, b).rjust(14)).rstrip(), _DIM)]
+
+
+def _marker(changes: tuple[str, ...]) -> str:
+    if not changes:
+        return "="
+    if changes[0].startswith("only"):
+        return changes[0]
+    return "≠ " + ", ".join(changes)
+
+
+def _cell(row: Row | None) -> Line:
+    if row is None:
+        return [Segment("—".rjust(10), _DIM)]
+    symbol, style = _symbol(str(row.get("status")))
+    took = _duration(row)
+    return [Segment(symbol, style),
+            Segment(" " + ("—" if took is None else format_duration(took)).rjust(8))]
+
+
+def _delta(a: Row | None, b: Row | None) -> str:
+    took_a = None if a is None else _duration(a)
+    took_b = None if b is None else _duration(b)
+    if took_a is None or took_b is None:
+        return ""
+    change = took_b - took_a
+    if change == 0:
+        return "±0"
+    text = ("-" if change < 0 else "+") + format_duration(abs(change))
+    if took_a > 0 and took_b > 0 and f"{took_b / took_a:.1f}" != "1.0":
+        text += f" ×{took_b / took_a:.1f}"
+    return text
