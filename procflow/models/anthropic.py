@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ import httpx
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 from procflow.models.base import ModelRequest, ToolSpec
+from procflow.models.hosted import HostedModel
 from procflow.models.http import (
     base64_text,
     image_media_type,
@@ -39,7 +39,7 @@ _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_lim
 
 
 @final
-class AnthropicModel:
+class AnthropicModel(HostedModel):
     """A Claude model behind Anthropic's Messages API (``POST /v1/messages``).
 
     The API key and base URL come from the arguments, else from ``ANTHROPIC_API_KEY``
@@ -66,53 +66,22 @@ class AnthropicModel:
         ValueError: ``model_id`` is empty or ``max_tokens`` is not positive.
     """
 
-    __slots__ = ("_api_key", "_base_url", "_client", "_headers", "_max_tokens", "_model_id",
-                 "_timeout")
+    PROVIDER = _PROVIDER
+    KEY_ENV = "ANTHROPIC_API_KEY"
+    URL_ENV = "ANTHROPIC_BASE_URL"
+    DEFAULT_URL = DEFAULT_BASE_URL
+    EXAMPLE_ID = "claude-sonnet-4-5"
+    __slots__ = ("_max_tokens",)
 
     def __init__(self, model_id: str, *, api_key: str | None = None,
                  base_url: str | None = None, client: httpx.AsyncClient | None = None,
                  timeout: float | None = None, max_tokens: int = 1024,
                  headers: Mapping[str, str] | None = None) -> None:
-        if not model_id:
-            raise ValueError("AnthropicModel needs a model id, e.g. "
-                             "AnthropicModel('claude-sonnet-4-5')")
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
-        self._model_id = model_id
-        self._api_key = api_key
-        self._base_url = base_url
-        self._client = client
-        self._timeout = timeout
+        super().__init__(model_id, api_key=api_key, base_url=base_url, client=client,
+                         timeout=timeout, headers=headers)
         self._max_tokens = max_tokens
-        self._headers = dict(headers or {})
-
-    @property
-    def provider(self) -> str:
-        """Always ``"anthropic"``."""
-        return _PROVIDER
-
-    @property
-    def model_id(self) -> str:
-        """The model's id at the provider."""
-        return self._model_id
-
-    @property
-    def base_url(self) -> str:
-        """The API root (argument, else ``ANTHROPIC_BASE_URL``, else Anthropic's)."""
-        url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        return url.rstrip("/")
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel(model_id={self._model_id!r}, base_url={self.base_url!r})"
-
-    def _key(self) -> str:
-        key = (self._api_key or os.environ.get("ANTHROPIC_API_KEY") or "").strip()
-        if not key:
-            raise APICallError(
-                "ANTHROPIC_API_KEY is not set and no api_key was given to "
-                f"AnthropicModel({self._model_id!r}); set the environment variable or pass "
-                "api_key=... (use ScriptedModel to run offline)", is_retryable=False)
-        return key
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream the answer to ``request`` as chunks ending with one "finish" chunk.

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
-import httpx
-
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 from procflow.models.base import ModelRequest, ToolSpec
+from procflow.models.hosted import HostedModel
 from procflow.models.http import (
     base64_text,
     image_media_type,
@@ -38,7 +36,7 @@ _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 
 
 @final
-class OpenAIChatModel:
+class OpenAIChatModel(HostedModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     The API key and base URL come from the arguments, else from ``OPENAI_API_KEY`` and
@@ -63,47 +61,12 @@ class OpenAIChatModel:
         ValueError: ``model_id`` is empty.
     """
 
-    __slots__ = ("_api_key", "_base_url", "_client", "_headers", "_model_id", "_timeout")
-
-    def __init__(self, model_id: str, *, api_key: str | None = None,
-                 base_url: str | None = None, client: httpx.AsyncClient | None = None,
-                 timeout: float | None = None, headers: Mapping[str, str] | None = None) -> None:
-        if not model_id:
-            raise ValueError("OpenAIChatModel needs a model id, e.g. OpenAIChatModel('gpt-4o')")
-        self._model_id = model_id
-        self._api_key = api_key
-        self._base_url = base_url
-        self._client = client
-        self._timeout = timeout
-        self._headers = dict(headers or {})
-
-    @property
-    def provider(self) -> str:
-        """Always ``"openai"``."""
-        return _PROVIDER
-
-    @property
-    def model_id(self) -> str:
-        """The model's id at the provider."""
-        return self._model_id
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to (argument, else ``OPENAI_BASE_URL``, else OpenAI's)."""
-        url = self._base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        return url.rstrip("/")
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel(model_id={self._model_id!r}, base_url={self.base_url!r})"
-
-    def _key(self) -> str:
-        key = (self._api_key or os.environ.get("OPENAI_API_KEY") or "").strip()
-        if not key:
-            raise APICallError(
-                "OPENAI_API_KEY is not set and no api_key was given to "
-                f"OpenAIChatModel({self._model_id!r}); set the environment variable or pass "
-                "api_key=... (use ScriptedModel to run offline)", is_retryable=False)
-        return key
+    PROVIDER = _PROVIDER
+    KEY_ENV = "OPENAI_API_KEY"
+    URL_ENV = "OPENAI_BASE_URL"
+    DEFAULT_URL = DEFAULT_BASE_URL
+    EXAMPLE_ID = "gpt-4o"
+    __slots__ = ()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream the answer to ``request`` as chunks ending with one "finish" chunk.
