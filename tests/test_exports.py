@@ -11,7 +11,7 @@ import pytest
 MODULES = ["procflow", "procflow.messages", "procflow.context", "procflow.errors",
            "procflow.storage", "procflow.steps", "procflow.workflows", "procflow.runtime",
            "procflow.processors", "procflow.processors.builtin", "procflow.agent",
-           "procflow.models"]
+           "procflow.models", "procflow.studio"]
 
 DESIGN = {
     "procflow": ["create_workflow", "create_step", "step", "Workflow", "Run", "WorkflowResult",

@@ -91,7 +91,7 @@ async def _contained(ex: Execution, kind: SpanKind, name: str, scope: Scope,
         raise
     finally:
         scope.state = sub.state
-    Tracer.end(span, "success", output=out)
+    Tracer.end(span, "success", output=None if kind == "foreach" else out)
     return out
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from procflow.studio.export import to_dot, to_mermaid
 from procflow.studio.graph import GraphView, NodeState
+from procflow.studio.live import LiveRun
 from procflow.studio.trace import TraceDiff, TraceView
 
-__all__ = ["GraphView", "NodeState", "TraceDiff", "TraceView", "to_dot", "to_mermaid"]
+__all__ = ["GraphView", "LiveRun", "NodeState", "TraceDiff", "TraceView", "to_dot",
+           "to_mermaid"]

@@ -1,0 +1,170 @@
+"""The ``procflow`` command: ``graph``, ``run``, ``runs`` and ``trace``.
+
+Every error ends the command with one line on stderr, "procflow: error: ...", and
+exit status 2 (bad usage, target or input) or 1 (a run that failed, a runtime error);
+no traceback unless ``PROCFLOW_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import anyio
+from rich.console import Console
+
+from procflow.errors import (
+    ProcflowError,
+    RunNotFoundError,
+    RunStateError,
+    StepValidationError,
+    StorageError,
+    WorkflowDefinitionError,
+    WorkflowRunError,
+)
+from procflow.studio.commands import UsageError, run_command
+from procflow.studio.targets import TargetError
+
+__all__ = ["DEFAULT_DB", "build_parser", "main"]
+
+DEFAULT_DB = ".procflow/procflow.db"
+"""Where runs are stored, relative to the working directory."""
+
+_DEBUG_ENV = "PROCFLOW_DEBUG"
+_USAGE_ERRORS = (TargetError, UsageError, ValueError, RunNotFoundError, RunStateError,
+                 StepValidationError, WorkflowDefinitionError)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (raised, printed by ``main``)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``procflow`` argument parser."""
+    parser = _Parser(prog="procflow", description="Draw, run and inspect procflow "
+                     "workflows and agents.")
+    _add_common(parser, DEFAULT_DB, False)
+    # given after the subcommand they override; SUPPRESS keeps the top-level value else
+    common = _Parser(add_help=False)
+    _add_common(common, argparse.SUPPRESS, argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    target_help = "path/to/file.py:name or package.module:name (a Workflow or an Agent)"
+
+    graph = sub.add_parser("graph", parents=[common], help="draw a workflow or an agent",
+                           description="Draw a workflow (or an agent's loop).")
+    graph.add_argument("target", metavar="TARGET", help=target_help)
+    graph.add_argument("--format", choices=("tree", "mermaid", "dot"), default="tree",
+                       help="tree (the terminal view, default), mermaid or dot")
+    graph.add_argument("--depth", type=int, default=None, metavar="N",
+                       help="nested-workflow levels to expand")
+
+    run = sub.add_parser("run", parents=[common], help="run a workflow or an agent",
+                         description="Run a workflow or an agent with a live view, or "
+                         "resume a suspended run, or re-run a stored run from a step.")
+    run.add_argument("target", metavar="TARGET", help=target_help)
+    run.add_argument("--input", metavar="JSON|@FILE",
+                     help="the run input as JSON, or @file.json (an agent takes a JSON "
+                     'string prompt or {"prompt": "..."})')
+    run.add_argument("--resume", metavar="STEP", help="resume the suspended STEP of --run")
+    run.add_argument("--data", metavar="JSON|@FILE", help="resume data for --resume")
+    run.add_argument("--from-step", metavar="STEP",
+                     help="re-run stored run --run from STEP with its stored inputs")
+    run.add_argument("--run", metavar="RUN_ID", help="the stored run (--resume, --from-step)")
+    run.add_argument("--run-id", metavar="ID", help="the id of the new run (default: random)")
+    run.add_argument("--no-live", action="store_true",
+                     help="no live view; print the final view at the end")
+    run.add_argument("--depth", type=int, default=1, metavar="N",
+                     help="nested-workflow levels to expand (default 1)")
+
+    runs = sub.add_parser("runs", parents=[common], help="list stored runs",
+                          description="List stored runs, newest first.")
+    runs.add_argument("--workflow", metavar="ID", help="only runs of this workflow id")
+    runs.add_argument("--status", metavar="S", choices=("pending", "running", "success",
+                      "failed", "suspended", "tripwire", "canceled"), help="only this status")
+    runs.add_argument("--limit", type=int, default=20, metavar="N",
+                      help="at most N runs (default 20)")
+
+    trace = sub.add_parser("trace", parents=[common], help="show a run's trace",
+                           description="Show a run's span tree, or compare two runs.")
+    trace.add_argument("run_id", metavar="RUN_ID")
+    trace.add_argument("--step", metavar="ID", help="only this step's spans, in detail")
+    trace.add_argument("--diff", metavar="OTHER_RUN_ID",
+                       help="where this run and another run of the workflow diverged")
+    return parser
+
+
+def _add_common(parser: argparse.ArgumentParser, db: object, no_color: object) -> None:
+    parser.add_argument("--db", metavar="PATH", default=db,
+                        help=f"the SQLite file runs are stored in (default {DEFAULT_DB})")
+    parser.add_argument("--no-color", action="store_true", default=no_color,
+                        help="plain output, no colours or styles (also: NO_COLOR=1)")
+
+
+def make_console(*, no_color: bool) -> Console:
+    """The console commands print to: plain when asked (or ``NO_COLOR``), 120 columns
+    wide when stdout is not a terminal and ``COLUMNS`` is not set."""
+    plain = no_color or bool(os.environ.get("NO_COLOR"))
+    console = Console(color_system=None if plain else "auto", highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 120
+    return console
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``procflow`` command.
+
+    Args:
+        argv: The arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0, 1 (the run failed, a runtime error) or 2 (bad usage,
+        target or input).
+    """
+    debug = bool(os.environ.get(_DEBUG_ENV))
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        console = make_console(no_color=args.no_color)
+        return anyio.run(run_command, args, console)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BaseException as exc:
+        error = _unwrap(exc)
+        if debug:
+            raise
+        if isinstance(error, _USAGE_ERRORS):
+            _error(str(error))
+            return 2
+        if isinstance(error, WorkflowRunError | StorageError):
+            _error(str(error) or type(error).__name__)
+            return 1
+        if isinstance(error, ProcflowError | OSError):
+            _error(f"{type(error).__name__}: {error}")
+            return 1
+        if not isinstance(error, Exception):
+            raise
+        _error(f"{type(error).__name__}: {error} (set {_DEBUG_ENV}=1 for the traceback)")
+        return 1
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _error(message: str) -> None:
+    line = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+    print(f"procflow: error: {line}", file=sys.stderr)

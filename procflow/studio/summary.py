@@ -1,0 +1,108 @@
+"""What ``procflow run`` prints after the run's final view: status, output, run id and,
+for a suspended run, the command line that resumes it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import to_jsonable_python
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from procflow.studio.states import short
+
+if TYPE_CHECKING:
+    from procflow.agent.output import FullOutput
+    from procflow.runtime.results import WorkflowResult
+
+__all__ = ["RUN_SYMBOLS", "print_agent_failure", "print_agent_summary",
+           "print_workflow_summary", "to_json"]
+
+RUN_SYMBOLS: dict[str, tuple[str, str]] = {
+    "pending": ("○", "dim"),
+    "running": ("◐", "yellow"),
+    "success": ("●", "green"),
+    "failed": ("✖", "red"),
+    "tripwire": ("✖", "red"),
+    "suspended": ("⏸", "magenta"),
+    "canceled": ("■", "dim red"),
+}
+"""Run status → (symbol, style), the symbols of ``GraphView``'s node states."""
+
+
+def to_json(value: Any) -> str:
+    """``value`` as indented JSON (pydantic models and dataclasses included; anything
+    else as its repr)."""
+    data = to_jsonable_python(value, fallback=repr, serialize_unknown=True)
+    return json.dumps(data, indent=2, ensure_ascii=False, default=repr)
+
+
+def _status(status: str, note: str | None = None) -> Text:
+    symbol, style = RUN_SYMBOLS.get(status, ("?", ""))
+    text = Text.assemble((f"{symbol} {status}", f"bold {style}"))
+    if note:
+        text.append(f": {note}")
+    return text
+
+
+def print_workflow_summary(console: Console, result: WorkflowResult, *,
+                           resume_command: Callable[[str], str]) -> None:
+    """Print a workflow run's outcome.
+
+    Args:
+        console: Where to print.
+        result: The run's result.
+        resume_command: Step path → the command line resuming the run at that step.
+    """
+    status = result.status
+    if status == "success":
+        console.print(_status(status))
+        output = to_json(result.result)
+        separator = "\n" if "\n" in output else " "
+        console.print(Text(f"output:{separator}{output}"), soft_wrap=True)
+    elif status == "suspended":
+        paths = [".".join(p) for p in result.suspended]
+        console.print(_status(status, f"waiting at {', '.join(paths)}"))
+        for path in paths:
+            payload = result.steps.get(path)
+            if payload is not None and payload.suspend_payload is not None:
+                console.print(Text(f"  {path} asks: {short(payload.suspend_payload, 200)}"),
+                              soft_wrap=True)
+    elif status == "tripwire":
+        details = result.tripwire or {}
+        by = f" (processor {details['processor_id']})" if details.get("processor_id") else ""
+        console.print(_status(status, f"{details.get('reason', '')}{by}"), soft_wrap=True)
+    else:
+        error = short(result.error, 300) if result.error is not None else None
+        console.print(_status(status, error), soft_wrap=True)
+    console.print(Text(f"run id: {result.run_id}"), soft_wrap=True)
+    if status == "suspended":
+        console.print(Text("resume with:"))
+        for path in (".".join(p) for p in result.suspended):
+            console.print(Text(f"  {resume_command(path)}"), soft_wrap=True)
+
+
+def print_agent_summary(console: Console, output: FullOutput) -> None:
+    """Print an agent run's outcome: status, the answer, usage and the run id."""
+    if output.tripwire is not None:
+        trip = output.tripwire
+        by = f" (processor {trip['processor_id']})" if trip.get("processor_id") else ""
+        console.print(_status("tripwire", f"{trip.get('reason', '')}{by}"), soft_wrap=True)
+    else:
+        console.print(_status("success", f"finish reason {output.finish_reason}"))
+        console.print(Panel(Text(output.text), title="answer", title_align="left"))
+    if output.usage:
+        usage = ", ".join(f"{k} {v}" for k, v in output.usage.items())
+        console.print(Text(f"usage: {usage}", style="dim"), soft_wrap=True)
+    console.print(Text(f"run id: {output.run_id}"), soft_wrap=True)
+
+
+def print_agent_failure(console: Console, error: BaseException, run_id: str | None) -> None:
+    """Print an agent run that raised (a provider error nobody retried)."""
+    console.print(_status("failed", f"{type(error).__name__}: {short(error, 300)}"),
+                  soft_wrap=True)
+    if run_id is not None:
+        console.print(Text(f"run id: {run_id}"), soft_wrap=True)
