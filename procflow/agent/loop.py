@@ -318,9 +318,13 @@ def _null() -> Any:
     return NullStorage()
 
 
-_TOOLS_WORKFLOW = (create_workflow(id="agent-tool-calls")
-                   .foreach(create_step(id="tool-call", execute=_one_tool),
-                            concurrency=TOOL_CONCURRENCY)
+def _step(id: str, execute: Any, description: str | None = None) -> Any:
+    # Loop steps pass the mutable AgentRun along: keep it off their trace spans.
+    return create_step(id=id, execute=execute, description=description, trace_io=False)
+
+
+_TOOLS_WORKFLOW = (create_workflow(id="agent-tool-calls", trace_io=False)
+                   .foreach(_step("tool-call", _one_tool), concurrency=TOOL_CONCURRENCY)
                    .commit())
 
 
@@ -331,19 +335,17 @@ def done(ctx: StepContext) -> bool:
 
 def build_loop_workflow(agent_id: str) -> Workflow:
     """The loop workflow of one agent (its shape is the same for every agent)."""
-    step = (create_workflow(id="agent-step")
-            .then(create_step(id="prepare-step", execute=_prepare_step,
-                              description="input-step processors and prepare_step"))
-            .then(create_step(id="llm-call", execute=_llm_call,
-                              description="the model call through the stream processors"))
-            .then(create_step(id="output-step", execute=_output_step,
-                              description="output-step processors (may ask for a retry)"))
-            .then(create_step(id="tool-calls", execute=_tool_calls,
-                              description="the step's tool calls, concurrently"))
+    step = (create_workflow(id="agent-step", trace_io=False)
+            .then(_step("prepare-step", _prepare_step, "input-step processors and prepare_step"))
+            .then(_step("llm-call", _llm_call, "the model call through the stream processors"))
+            .then(_step("output-step", _output_step,
+                        "output-step processors (may ask for a retry)"))
+            .then(_step("tool-calls", _tool_calls, "the step's tool calls, concurrently"))
             .commit())
-    return (create_workflow(id=f"agent:{agent_id}", description=f"loop of agent {agent_id}")
-            .then(create_step(id="input-processors", execute=_input_processors))
+    return (create_workflow(id=f"agent:{agent_id}", description=f"loop of agent {agent_id}",
+                            trace_io=False)
+            .then(_step("input-processors", _input_processors))
             .dountil(step, done)
-            .then(create_step(id="output-processors", execute=_output_processors))
-            .then(create_step(id="memory-save", execute=_memory_save))
+            .then(_step("output-processors", _output_processors))
+            .then(_step("memory-save", _memory_save))
             .commit())

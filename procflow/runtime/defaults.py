@@ -10,6 +10,9 @@ if TYPE_CHECKING:
 
 __all__ = ["get_default_storage", "resolve_storage", "set_default_storage"]
 
+FALLBACK_MAX_RUNS = 100
+"""How many runs (and traces) the in-memory fallback keeps before forgetting the oldest."""
+
 _default: Storage | None = None
 _fallback: Storage | None = None
 
@@ -30,7 +33,8 @@ def get_default_storage() -> Storage | None:
 
 
 def resolve_storage(given: Storage | None, wf: Workflow) -> Storage:
-    """The storage for a run: the given one, the workflow's, the default, or in-memory."""
+    """The storage for a run: the given one, the workflow's, the default, or a
+    process-wide in-memory store keeping the last ``FALLBACK_MAX_RUNS`` runs."""
     global _fallback
     if given is not None:
         return given
@@ -41,5 +45,5 @@ def resolve_storage(given: Storage | None, wf: Workflow) -> Storage:
     if _fallback is None:
         from procflow.storage.memory import InMemoryStorage
 
-        _fallback = InMemoryStorage()
+        _fallback = InMemoryStorage(max_runs=FALLBACK_MAX_RUNS)
     return _fallback

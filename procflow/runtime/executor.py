@@ -298,7 +298,8 @@ async def _run_step(ex: Execution, step: Step, data: Any, scope: Scope, path: st
         tracer._next = number = tracer._next + 1
         parent = scope.span
         span = Span(str(number), None if parent is None else parent.span_id, step.id,
-                    step.span_kind, path, started, None, "running", data)
+                    step.span_kind, path, started, None, "running",
+                    data if step.trace_io else None)
         tracer._append(span)
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
@@ -342,7 +343,7 @@ async def _run_step(ex: Execution, step: Step, data: Any, scope: Scope, path: st
     if span is not None:  # Tracer.ok, inlined: this runs for every traced step
         span.end = ended
         span.status = "success"
-        span.output = out
+        span.output = out if step.trace_io else None
         if attempt:
             span.set(attempts=attempt + 1)
     if keep:
@@ -438,8 +439,8 @@ async def _run_nested(ex: Execution, wf: Workflow, data: Any, scope: Scope, path
             await _fail(ex, path, exc, started, 1)
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
-    span = None if ex.tracer is None else ex.tracer.start(wf.id, "workflow", scope.span,
-                                                          path=path, input=data)
+    span = None if ex.tracer is None else ex.tracer.start(
+        wf.id, "workflow", scope.span, path, data if wf.trace_io else None)
     inner = Scope(wf, path + ".", data, state=scope.state, span=span)
     try:
         out = await run_plan(ex, wf, data, inner)
@@ -455,7 +456,7 @@ async def _run_nested(ex: Execution, wf: Workflow, data: Any, scope: Scope, path
         raise
     scope.state = inner.state
     if span is not None:
-        Tracer.end(span, "success", output=out)
+        Tracer.end(span, "success", output=out if wf.trace_io else None)
     if wf.output is not None:
         try:
             out = wf.output.check(out, what="output", workflow_id=scope.wf.id, step_id=path,

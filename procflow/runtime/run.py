@@ -372,10 +372,12 @@ class Run:
         if self.trace_parent is not None:
             tracer, parent = self.trace_parent
             ex.tracer = tracer
-            ex.top.span = tracer.start(wf.id, "workflow", parent, input=self._input)
+            ex.top.span = tracer.start(wf.id, "workflow", parent,
+                                       input=self._input if wf.trace_io else None)
         elif self.tracing:
             ex.tracer = Tracer(self._spans)
-            ex.top.span = ex.tracer.start(f"run: {wf.id}", "run", None, input=self._input)
+            ex.top.span = ex.tracer.start(f"run: {wf.id}", "run", None,
+                                          input=self._input if wf.trace_io else None)
             if self._replay_of is not None:
                 ex.top.span.set(replayed_from={"run_id": self._replay_of[0],
                                                "step": self._replay_of[1]})
@@ -386,8 +388,8 @@ class Run:
         if span is None:
             return
         attributes = {"tripwire": tripwire} if tripwire else {}
-        Tracer.end(span, "running" if status == "pending" else status, output=result,
-                   error=error, **attributes)
+        Tracer.end(span, "running" if status == "pending" else status,
+                   output=result if self.workflow.trace_io else None, error=error, **attributes)
         if self.trace_parent is not None or ex.tracer is None:
             return
         store = (self.storage if getattr(self.storage, "persistent", True)

@@ -48,6 +48,8 @@ class Step:
         retries: Extra attempts after a failure (``None``: the workflow's default).
         timeout: Seconds an attempt may take (``None``: the workflow's default).
         description: Free text, shown by the studio.
+        trace_io: Record the step's input and output on its trace span (turn off for
+            steps passing internal, mutable objects).
     """
 
     kind: str = "step"
@@ -57,7 +59,8 @@ class Step:
                  output_schema: Any = None, suspend_schema: Any = None,
                  resume_schema: Any = None, retries: int | None = None,
                  timeout: float | None = None, description: str | None = None,
-                 run_in_thread: bool = False, metadata: dict[str, Any] | None = None) -> None:
+                 run_in_thread: bool = False, metadata: dict[str, Any] | None = None,
+                 trace_io: bool = True) -> None:
         self.id = validate_id(id, what="step")
         if not callable(execute):
             raise WorkflowDefinitionError(
@@ -88,6 +91,7 @@ class Step:
         self.timeout = timeout
         self.description = description or inspect.getdoc(execute) or None
         self.metadata = dict(metadata or {})
+        self.trace_io = trace_io
 
     def clone(self, *, id: str) -> Step:
         """A copy of this step under another id (to use one step twice in a workflow)."""
@@ -95,7 +99,8 @@ class Step:
                     output_schema=self.output_schema, suspend_schema=self.suspend_schema,
                     resume_schema=self.resume_schema, retries=self.retries,
                     timeout=self.timeout, description=self.description,
-                    run_in_thread=self.run_in_thread, metadata=self.metadata)
+                    run_in_thread=self.run_in_thread, metadata=self.metadata,
+                    trace_io=self.trace_io)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r})"
@@ -108,7 +113,7 @@ def create_step(obj: Any = ..., /, *, id: str, execute: ExecuteFn, input_schema:
                 output_schema: Any = ..., suspend_schema: Any = ..., resume_schema: Any = ...,
                 retries: int | None = ..., timeout: float | None = ...,
                 description: str | None = ..., run_in_thread: bool = ...,
-                metadata: dict[str, Any] | None = ...) -> Step: ...
+                metadata: dict[str, Any] | None = ..., trace_io: bool = ...) -> Step: ...
 @overload
 def create_step(obj: Any, /) -> Step: ...
 

@@ -34,9 +34,17 @@ class InMemoryStorage:
         ```
     """
 
-    __slots__ = ("_runs", "_steps", "_traces")
+    __slots__ = ("_max_runs", "_runs", "_steps", "_traces")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_runs: int | None = None) -> None:
+        """Args:
+            max_runs: Keep at most this many runs and traces, forgetting the oldest
+                first (``None``: keep everything). The process-wide fallback storage
+                uses a bound so a long-lived process does not grow without end.
+        """
+        if max_runs is not None and (not isinstance(max_runs, int) or max_runs < 1):
+            raise ValueError(f"max_runs must be an int >= 1 or None, got {max_runs!r}")
+        self._max_runs = max_runs
         # Insertion order of ``_runs`` is the tie-break of ``list_runs`` (dicts keep the
         # first insertion's position when a key is updated).
         self._runs: dict[_RunKey, RunSnapshot] = {}
@@ -56,6 +64,11 @@ class InMemoryStorage:
             steps: Step path to result; other stored paths are kept.
         """
         key = (snapshot.workflow_id, snapshot.run_id)
+        if self._max_runs is not None and key not in self._runs \
+                and len(self._runs) >= self._max_runs:
+            oldest = next(iter(self._runs))
+            del self._runs[oldest]
+            self._steps.pop(oldest, None)
         self._runs[key] = snapshot
         stored = self._steps.get(key)
         if stored is None:
@@ -115,7 +128,11 @@ class InMemoryStorage:
 
     async def save_trace(self, trace: TraceRecord) -> None:
         """Store the trace (by reference), replacing any trace of the same run id."""
-        self._traces[trace.run_id] = trace
+        traces = self._traces
+        if self._max_runs is not None and trace.run_id not in traces \
+                and len(traces) >= self._max_runs:
+            del traces[next(iter(traces))]
+        traces[trace.run_id] = trace
 
     async def load_trace(self, run_id: str) -> TraceRecord | None:
         """The stored trace of the run (the very record saved), or ``None``."""

@@ -54,7 +54,7 @@ class Workflow:
                  description: str | None = None, storage: Storage | None = None,
                  retries: int = 0, retry_delay: float = 0.1, timeout: float | None = None,
                  durability: Durability = "sync", metadata: dict[str, Any] | None = None,
-                 tracing: bool = True) -> None:
+                 tracing: bool = True, trace_io: bool = True) -> None:
         self.id = validate_id(id, what="workflow")
         owner = f"workflow '{id}'"
         if not isinstance(retries, int) or retries < 0:
@@ -83,6 +83,7 @@ class Workflow:
         self.timeout = timeout
         self.durability: Durability = durability
         self.tracing = bool(tracing)
+        self.trace_io = bool(trace_io)
         self.metadata = dict(metadata or {})
         self.entries: list[Entry] = []
         self.committed = False
@@ -315,7 +316,8 @@ def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = N
                     description: str | None = None, storage: Storage | None = None,
                     retries: int = 0, retry_delay: float = 0.1, timeout: float | None = None,
                     durability: Durability = "sync",
-                    metadata: dict[str, Any] | None = None, tracing: bool = True) -> Workflow:
+                    metadata: dict[str, Any] | None = None, tracing: bool = True,
+                    trace_io: bool = True) -> Workflow:
     """Start building a workflow.
 
     Args:
@@ -331,8 +333,10 @@ def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = N
         metadata: Free data kept on the workflow.
         tracing: Record a trace of every run (stored through the storage; see
             ``procflow trace``).
+        trace_io: Record the workflow's own input and output on its spans (turn off
+            when they are internal, mutable objects).
     """
     return Workflow(id=id, input_schema=input_schema, output_schema=output_schema,
                     description=description, storage=storage, retries=retries,
                     retry_delay=retry_delay, timeout=timeout, durability=durability,
-                    metadata=metadata, tracing=tracing)
+                    metadata=metadata, tracing=tracing, trace_io=trace_io)

@@ -311,3 +311,17 @@ async def test_memory_storage_keeps_the_trace_by_reference() -> None:
     assert await storage.load_trace("run-1") is record
     listed = await storage.list_traces()
     assert listed == [trace(spans=[])] and record.spans == [span("1", kind="run")]
+
+
+async def test_memory_storage_bound_forgets_the_oldest() -> None:
+    from procflow.runtime.results import RunSnapshot
+    from procflow.runtime.tracing import TraceRecord
+    from procflow.storage import InMemoryStorage
+
+    storage = InMemoryStorage(max_runs=2)
+    for i in range(3):
+        await storage.save_snapshot(RunSnapshot("w", f"r{i}", "success"), {})
+        await storage.save_trace(TraceRecord(f"r{i}", "w", "success", float(i), None, []))
+    assert [r.run_id for r in await storage.list_runs()] == ["r2", "r1"]
+    assert await storage.load_snapshot("w", "r0") is None
+    assert await storage.load_trace("r0") is None and await storage.load_trace("r2") is not None
