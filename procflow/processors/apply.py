@@ -11,6 +11,7 @@ naming the processor and the hook.
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,8 @@ from procflow.processors.args import (
 )
 from procflow.processors.base import Processor
 from procflow.runtime.tracing import Tracer
+
+_now = time.time
 
 __all__ = [
     "StepInfo",
@@ -96,8 +99,8 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
     """Call ``p.<hook>(args)`` (sync or async); a TripWire is tagged and reported."""
     fn: Callable[[Any], Any] = getattr(p, hook)
     tracer = args.context.tracer
-    span = None if tracer is None else tracer.start(
-        f"{SPAN_LABELS[hook]}: {p.id}", "processor", args.context.span)
+    span = None if tracer is None else tracer.start(_span_name(p.id, hook), "processor",
+                                                    args.context.span)
     try:
         out = fn(args)
         if p.hook_is_async(hook) or inspect.isawaitable(out):
@@ -117,8 +120,20 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
             Tracer.end(span, "failed" if isinstance(exc, Exception) else "canceled", error=exc)
         raise
     if span is not None:
-        Tracer.end(span, "success")
+        span.end = _now()
+        span.status = "success"
     return out
+
+
+_NAMES: dict[tuple[str, str], str] = {}
+
+
+def _span_name(processor_id: str, hook: str) -> str:
+    key = (processor_id, hook)
+    name = _NAMES.get(key)
+    if name is None:
+        name = _NAMES[key] = f"{SPAN_LABELS[hook]}: {processor_id}"
+    return name
 
 
 def _wrong(p: Processor, hook: str, out: Any, expected: str) -> ProcessorError:
