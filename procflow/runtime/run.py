@@ -394,8 +394,9 @@ class Run:
             return
         store = (self.storage if getattr(self.storage, "persistent", True)
                  else resolve_storage(None, self.workflow))
-        await store.save_trace(TraceRecord.from_spans(self.run_id, self.workflow.id, status,
-                                                      ex.tracer.spans))
+        await store.save_trace(TraceRecord.from_spans(
+            self.run_id, self.workflow.id, status, ex.tracer.spans,
+            truncate=self.workflow.trace_truncate))
 
     async def _finish(self, ex: Execution, outcome: _Outcome) -> WorkflowResult:
         status, result, error, suspended, tripwire = outcome

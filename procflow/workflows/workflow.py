@@ -54,7 +54,8 @@ class Workflow:
                  description: str | None = None, storage: Storage | None = None,
                  retries: int = 0, retry_delay: float = 0.1, timeout: float | None = None,
                  durability: Durability = "sync", metadata: dict[str, Any] | None = None,
-                 tracing: bool = True, trace_io: bool = True) -> None:
+                 tracing: bool = True, trace_io: bool = True,
+                 trace_truncate: int = 2000) -> None:
         self.id = validate_id(id, what="workflow")
         owner = f"workflow '{id}'"
         if not isinstance(retries, int) or retries < 0:
@@ -82,8 +83,13 @@ class Workflow:
         self.retry_delay = float(retry_delay)
         self.timeout = timeout
         self.durability: Durability = durability
+        if not isinstance(trace_truncate, int) or trace_truncate < 16:
+            raise WorkflowDefinitionError(
+                f"{owner}: trace_truncate must be an int >= 16, got {trace_truncate!r}",
+                workflow_id=id)
         self.tracing = bool(tracing)
         self.trace_io = bool(trace_io)
+        self.trace_truncate = trace_truncate
         self.metadata = dict(metadata or {})
         self.entries: list[Entry] = []
         self.committed = False
@@ -317,7 +323,7 @@ def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = N
                     retries: int = 0, retry_delay: float = 0.1, timeout: float | None = None,
                     durability: Durability = "sync",
                     metadata: dict[str, Any] | None = None, tracing: bool = True,
-                    trace_io: bool = True) -> Workflow:
+                    trace_io: bool = True, trace_truncate: int = 2000) -> Workflow:
     """Start building a workflow.
 
     Args:
@@ -335,8 +341,10 @@ def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = N
             ``procflow trace``).
         trace_io: Record the workflow's own input and output on its spans (turn off
             when they are internal, mutable objects).
+        trace_truncate: Characters kept of each span's stored input and output.
     """
     return Workflow(id=id, input_schema=input_schema, output_schema=output_schema,
                     description=description, storage=storage, retries=retries,
                     retry_delay=retry_delay, timeout=timeout, durability=durability,
-                    metadata=metadata, tracing=tracing, trace_io=trace_io)
+                    metadata=metadata, tracing=tracing, trace_io=trace_io,
+                    trace_truncate=trace_truncate)

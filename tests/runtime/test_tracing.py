@@ -206,3 +206,15 @@ def test_trace_rows_are_lazy() -> None:
     assert record.spans._rows is None  # type: ignore[attr-defined]
     assert record.spans[0]["name"] == "run: x"
     anyio.run(anyio.sleep, 0)
+
+
+async def test_trace_truncation_is_configurable() -> None:
+    storage = InMemoryStorage()
+    wf = (create_workflow(id="w", storage=storage, trace_truncate=100)
+          .then(s("big", lambda c: "y" * 500)).commit())
+    run = wf.create_run()
+    await run.start()
+    trace = await storage.load_trace(run.run_id)
+    assert trace is not None
+    out = by_name(trace)["big"]["output"]
+    assert out["truncated"] is True and len(out["preview"]) == 100 and out["chars"] == 502
