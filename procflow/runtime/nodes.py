@@ -91,7 +91,9 @@ async def _contained(ex: Execution, kind: SpanKind, name: str, scope: Scope,
         raise
     finally:
         scope.state = sub.state
-    Tracer.end(span, "success", output=None if kind == "foreach" else out)
+    # A container's output is its children's outputs, already on their spans; keeping
+    # it here too would also tie internal objects (the agent loop's state) to the trace.
+    Tracer.end(span, "success")
     return out
 
 

@@ -339,3 +339,38 @@ async def test_agent_loop_is_a_workflow_and_agent_is_a_step() -> None:
     outer = create_workflow(id="uses-agent").then(create_step(agent)).commit()
     result = await outer.create_run().start(input_data="question")
     assert result.result == {"text": "from agent"}
+
+
+async def test_a_traced_agent_run_leaves_no_reference_cycles() -> None:
+    import gc
+
+    from procflow import set_default_storage
+    from procflow.storage import NullStorage
+
+    class Noop(Processor):
+        id = "noop"
+
+        def process_input(self, args: Any) -> None:
+            return None
+
+        def process_output_stream(self, args: Any) -> Any:
+            return args.part
+
+    def make() -> Agent:
+        return Agent(id="a", model=ScriptedModel([[ToolCall("lookup_order", {"order_id": "1"})],
+                                                  "done"]),
+                     tools=[lookup_order], input_processors=[Noop()],
+                     output_processors=[Noop()])
+
+    set_default_storage(NullStorage())
+    await make().generate("warm up")  # one-time caches (the tool's JSON schema) fill here
+    gc.collect()
+    gc.disable()
+    try:
+        await make().generate("hi")
+        # Everything the run made is freed by reference counting: a cycle here would
+        # leave the whole run (messages, runners, spans) to the cyclic collector.
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+        set_default_storage(None)
