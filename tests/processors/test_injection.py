@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import codecs
 import json
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -154,10 +153,12 @@ async def test_instructions_to_the_ai_count_inside_pasted_content(text: str,
     pytest.param("ignore" + " ." * 4000 + " instructions", id="separator-run"),
     pytest.param("ignore" + "previous" * 1500, id="squashed-run"),
 ])
+@pytest.mark.timeout(10)
 async def test_repetitive_input_does_not_backtrack(text: str) -> None:
-    start = time.perf_counter()
-    await PromptInjectionDetector().detect(text)
-    assert time.perf_counter() - start < 1.0
+    # Catastrophic regex backtracking on these inputs takes minutes; the timeout fails
+    # the test then (no wall-clock figure is asserted).
+    result = await PromptInjectionDetector().detect(text)
+    assert isinstance(result.flagged, bool)
 
 
 async def test_detection_types_limit_what_is_scored() -> None:
