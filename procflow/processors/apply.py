@@ -73,24 +73,24 @@ class StepOverrides:
     tool_choice: Any = None
 
 
-def _base(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> dict[str, Any]:
+def _state(p: Processor, ctx: ProcessorContext) -> dict[str, Any]:
     states = ctx.states
     state = states.get(p.id)
     if state is None:
         state = states[p.id] = {}
-    return {"message_list": ml, "state": state, "retry_count": ctx.retry_count,
-            "request_context": ctx.request_context, "writer": ctx.writer, "processor": p,
-            "context": ctx}
+    return state
 
 
 SPAN_LABELS: dict[str, str] = {
-    "process_input": "input processor", "process_input_step": "input step processor",
+    "process_input": "input processor",
+    "process_input_step": "input step processor",
     "process_llm_request": "llm request processor",
     "process_llm_response": "llm response processor",
     "process_output_stream": "output stream processor",
     "process_output_step": "output step processor",
     "process_output_result": "output result processor",
-    "process_tool_result": "tool result processor", "process_api_error": "api error processor",
+    "process_tool_result": "tool result processor",
+    "process_api_error": "api error processor",
 }
 """Hook -> the span name prefix of its calls ("input processor: <id>")."""
 
@@ -99,8 +99,11 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
     """Call ``p.<hook>(args)`` (sync or async); a TripWire is tagged and reported."""
     fn: Callable[[Any], Any] = getattr(p, hook)
     tracer = args.context.tracer
-    span = None if tracer is None else tracer.start(_span_name(p.id, hook), "processor",
-                                                    args.context.span)
+    span = (
+        None
+        if tracer is None
+        else tracer.start(_span_name(p.id, hook), "processor", args.context.span)
+    )
     try:
         out = fn(args)
         if p.hook_is_async(hook) or inspect.isawaitable(out):
@@ -108,12 +111,19 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
     except TripWire as trip:
         if trip.processor_id is None:
             trip.processor_id = p.id
-        p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
-                           args.context)
+        p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)), args.context)
         if span is not None:
-            Tracer.end(span, "tripwire", error=trip.reason, tripwire={
-                "reason": trip.reason, "processor_id": trip.processor_id,
-                "retry": trip.retry, "metadata": trip.metadata})
+            Tracer.end(
+                span,
+                "tripwire",
+                error=trip.reason,
+                tripwire={
+                    "reason": trip.reason,
+                    "processor_id": trip.processor_id,
+                    "retry": trip.retry,
+                    "metadata": trip.metadata,
+                },
+            )
         raise
     except BaseException as exc:
         if span is not None:
@@ -139,7 +149,9 @@ def _span_name(processor_id: str, hook: str) -> str:
 def _wrong(p: Processor, hook: str, out: Any, expected: str) -> ProcessorError:
     return ProcessorError(
         f"processor '{p.id}': {hook}() returned {type(out).__name__}; expected {expected}",
-        processor_id=p.id, hook=hook)
+        processor_id=p.id,
+        hook=hook,
+    )
 
 
 def _as_messages(p: Processor, hook: str, items: Sequence[Any]) -> list[Message]:
@@ -153,12 +165,16 @@ def _as_messages(p: Processor, hook: str, items: Sequence[Any]) -> list[Message]
         except Exception as exc:
             raise ProcessorError(
                 f"processor '{p.id}': {hook}() returned a list whose item {i} is not a message "
-                f"({type(item).__name__}: {exc})", processor_id=p.id, hook=hook) from exc
+                f"({type(item).__name__}: {exc})",
+                processor_id=p.id,
+                hook=hook,
+            ) from exc
     return out
 
 
-def replace_view(ml: MessageList, view: list[Message], returned: list[Message],
-                 default: MessageSource) -> None:
+def replace_view(
+    ml: MessageList, view: list[Message], returned: list[Message], default: MessageSource
+) -> None:
     """Make ``returned`` take the place of ``view`` in ``ml``: missing ids are removed,
     the others keep their source, new ones get ``default``; system-role ones go to the
     system list."""
@@ -184,16 +200,19 @@ def _replace_system(ml: MessageList, system: list[Message]) -> None:
         ml.add_system(msg)
 
 
-def _apply_messages(p: Processor, hook: str, ml: MessageList, out: Any, view: list[Message],
-                    default: MessageSource) -> bool:
+def _apply_messages(
+    p: Processor, hook: str, ml: MessageList, out: Any, view: list[Message], default: MessageSource
+) -> bool:
     """Apply a message-list-shaped return; ``False`` when ``out`` is not one."""
     if out is None or out is ml:
         return True
     if isinstance(out, MessageList):
         raise ProcessorError(
             f"processor '{p.id}': {hook}() returned a different MessageList; edit "
-            "args.message_list in place or return a list of messages", processor_id=p.id,
-            hook=hook)
+            "args.message_list in place or return a list of messages",
+            processor_id=p.id,
+            hook=hook,
+        )
     if isinstance(out, list | tuple):
         replace_view(ml, view, _as_messages(p, hook, out), default)
         return True
@@ -204,8 +223,17 @@ async def apply_input(p: Processor, ml: MessageList, ctx: ProcessorContext) -> N
     """``process_input``: once, on the input messages."""
     hook = "process_input"
     view = ml.input()
-    args = ProcessInputArgs(**_base(p, ml, ctx), messages=list(view),
-                            system_messages=ml.system())
+    args = ProcessInputArgs(
+        message_list=ml,
+        state=_state(p, ctx),
+        retry_count=ctx.retry_count,
+        request_context=ctx.request_context,
+        writer=ctx.writer,
+        processor=p,
+        context=ctx,
+        messages=list(view),
+        system_messages=ml.system(),
+    )
     out = await call_hook(p, hook, args)
     if _apply_messages(p, hook, ml, out, view, "input"):
         return
@@ -218,15 +246,28 @@ async def apply_input(p: Processor, ml: MessageList, ctx: ProcessorContext) -> N
     raise _wrong(p, hook, out, "a list of messages, ProcessInputResult, the MessageList or None")
 
 
-async def apply_input_step(p: Processor, ml: MessageList, ctx: ProcessorContext,
-                           info: StepInfo, current: StepOverrides) -> StepOverrides:
+async def apply_input_step(
+    p: Processor, ml: MessageList, ctx: ProcessorContext, info: StepInfo, current: StepOverrides
+) -> StepOverrides:
     """``process_input_step``: before a model call; returns the step's settings."""
     hook = "process_input_step"
     view = ml.all()
     args = ProcessInputStepArgs(
-        **_base(p, ml, ctx), messages=list(view), system_messages=ml.system(),
-        step_number=info.step_number, steps=list(info.steps or []), model=current.model,
-        tools=current.tools, tool_choice=current.tool_choice)
+        message_list=ml,
+        state=_state(p, ctx),
+        retry_count=ctx.retry_count,
+        request_context=ctx.request_context,
+        writer=ctx.writer,
+        processor=p,
+        context=ctx,
+        messages=list(view),
+        system_messages=ml.system(),
+        step_number=info.step_number,
+        steps=list(info.steps or []),
+        model=current.model,
+        tools=current.tools,
+        tool_choice=current.tool_choice,
+    )
     out = await call_hook(p, hook, args)
     if _apply_messages(p, hook, ml, out, view, "input"):
         return current
@@ -238,18 +279,36 @@ async def apply_input_step(p: Processor, ml: MessageList, ctx: ProcessorContext,
         return StepOverrides(
             model=out.model if out.model is not None else current.model,
             tools=out.tools if out.tools is not None else current.tools,
-            tool_choice=out.tool_choice if out.tool_choice is not None else current.tool_choice)
-    raise _wrong(p, hook, out, "ProcessInputStepResult, a list of messages, the MessageList "
-                 "or None")
+            tool_choice=out.tool_choice if out.tool_choice is not None else current.tool_choice,
+        )
+    raise _wrong(
+        p, hook, out, "ProcessInputStepResult, a list of messages, the MessageList or None"
+    )
 
 
-async def apply_llm_request(p: Processor, prompt: list[dict[str, Any]], ml: MessageList | None,
-                            ctx: ProcessorContext, info: StepInfo, model: Any,
-                            ) -> ProcessLLMRequestResult:
+async def apply_llm_request(
+    p: Processor,
+    prompt: list[dict[str, Any]],
+    ml: MessageList | None,
+    ctx: ProcessorContext,
+    info: StepInfo,
+    model: Any,
+) -> ProcessLLMRequestResult:
     """``process_llm_request``: may rewrite this call's prompt or answer from cache."""
     hook = "process_llm_request"
-    args = ProcessLLMRequestArgs(**_base(p, ml, ctx), prompt=prompt, model=model,
-                                 step_number=info.step_number, steps=list(info.steps or []))
+    args = ProcessLLMRequestArgs(
+        message_list=ml,
+        state=_state(p, ctx),
+        retry_count=ctx.retry_count,
+        request_context=ctx.request_context,
+        writer=ctx.writer,
+        processor=p,
+        context=ctx,
+        prompt=prompt,
+        model=model,
+        step_number=info.step_number,
+        steps=list(info.steps or []),
+    )
     out = await call_hook(p, hook, args)
     if out is None:
         return ProcessLLMRequestResult()
@@ -260,51 +319,119 @@ async def apply_llm_request(p: Processor, prompt: list[dict[str, Any]], ml: Mess
     raise _wrong(p, hook, out, "ProcessLLMRequestResult, a prompt (list of dicts) or None")
 
 
-async def apply_llm_response(p: Processor, chunks: list[Any], ml: MessageList | None,
-                             ctx: ProcessorContext, info: StepInfo, model: Any,
-                             from_cache: bool) -> None:
+async def apply_llm_response(
+    p: Processor,
+    chunks: list[Any],
+    ml: MessageList | None,
+    ctx: ProcessorContext,
+    info: StepInfo,
+    model: Any,
+    from_cache: bool,
+) -> None:
     """``process_llm_response``: side effects only (e.g. writing a cache)."""
-    args = ProcessLLMResponseArgs(**_base(p, ml, ctx), chunks=chunks, model=model,
-                                  step_number=info.step_number, steps=list(info.steps or []),
-                                  from_cache=from_cache)
+    args = ProcessLLMResponseArgs(
+        message_list=ml,
+        state=_state(p, ctx),
+        retry_count=ctx.retry_count,
+        request_context=ctx.request_context,
+        writer=ctx.writer,
+        processor=p,
+        context=ctx,
+        chunks=chunks,
+        model=model,
+        step_number=info.step_number,
+        steps=list(info.steps or []),
+        from_cache=from_cache,
+    )
     await call_hook(p, "process_llm_response", args)
 
 
-async def apply_output_step(p: Processor, ml: MessageList, ctx: ProcessorContext,
-                            info: StepInfo, *, finish_reason: str | None,
-                            tool_calls: list[dict[str, Any]], text: str,
-                            usage: dict[str, Any] | None) -> None:
+async def apply_output_step(
+    p: Processor,
+    ml: MessageList,
+    ctx: ProcessorContext,
+    info: StepInfo,
+    *,
+    finish_reason: str | None,
+    tool_calls: list[dict[str, Any]],
+    text: str,
+    usage: dict[str, Any] | None,
+) -> None:
     """``process_output_step``: after a model step."""
     hook = "process_output_step"
     view = ml.all()
     args = ProcessOutputStepArgs(
-        **_base(p, ml, ctx), messages=list(view), system_messages=ml.system(),
-        step_number=info.step_number, steps=list(info.steps or []),
-        finish_reason=finish_reason, tool_calls=tool_calls, text=text, usage=usage)
+        message_list=ml,
+        state=_state(p, ctx),
+        retry_count=ctx.retry_count,
+        request_context=ctx.request_context,
+        writer=ctx.writer,
+        processor=p,
+        context=ctx,
+        messages=list(view),
+        system_messages=ml.system(),
+        step_number=info.step_number,
+        steps=list(info.steps or []),
+        finish_reason=finish_reason,
+        tool_calls=tool_calls,
+        text=text,
+        usage=usage,
+    )
     out = await call_hook(p, hook, args)
     if not _apply_messages(p, hook, ml, out, view, "response"):
         raise _wrong(p, hook, out, "a list of messages, the MessageList or None")
 
 
-async def apply_output_result(p: Processor, ml: MessageList, ctx: ProcessorContext,
-                              result: OutputResult) -> None:
+async def apply_output_result(
+    p: Processor, ml: MessageList, ctx: ProcessorContext, result: OutputResult
+) -> None:
     """``process_output_result``: once, on the response messages."""
     hook = "process_output_result"
     view = ml.response()
-    args = ProcessOutputResultArgs(**_base(p, ml, ctx), messages=list(view), result=result)
+    args = ProcessOutputResultArgs(
+        message_list=ml,
+        state=_state(p, ctx),
+        retry_count=ctx.retry_count,
+        request_context=ctx.request_context,
+        writer=ctx.writer,
+        processor=p,
+        context=ctx,
+        messages=list(view),
+        result=result,
+    )
     out = await call_hook(p, hook, args)
     if not _apply_messages(p, hook, ml, out, view, "response"):
         raise _wrong(p, hook, out, "a list of messages, the MessageList or None")
 
 
-async def apply_tool_result(p: Processor, ml: MessageList | None, ctx: ProcessorContext,
-                            info: StepInfo, *, tool_name: str, tool_call_id: str,
-                            args: dict[str, Any], result: Any) -> Any:
+async def apply_tool_result(
+    p: Processor,
+    ml: MessageList | None,
+    ctx: ProcessorContext,
+    info: StepInfo,
+    *,
+    tool_name: str,
+    tool_call_id: str,
+    args: dict[str, Any],
+    result: Any,
+) -> Any:
     """``process_tool_result``: returns the (possibly replaced) tool result."""
     hook = "process_tool_result"
     hook_args = ProcessToolResultArgs(
-        **_base(p, ml, ctx), tool_name=tool_name, tool_call_id=tool_call_id, args=args,
-        result=result, step_number=info.step_number, steps=list(info.steps or []))
+        message_list=ml,
+        state=_state(p, ctx),
+        retry_count=ctx.retry_count,
+        request_context=ctx.request_context,
+        writer=ctx.writer,
+        processor=p,
+        context=ctx,
+        tool_name=tool_name,
+        tool_call_id=tool_call_id,
+        args=args,
+        result=result,
+        step_number=info.step_number,
+        steps=list(info.steps or []),
+    )
     out = await call_hook(p, hook, hook_args)
     if out is None:
         return result
@@ -315,14 +442,26 @@ async def apply_tool_result(p: Processor, ml: MessageList | None, ctx: Processor
     raise _wrong(p, hook, out, "ProcessToolResultResult, a list of messages or None")
 
 
-async def apply_api_error(p: Processor, error: BaseException, ml: MessageList,
-                          ctx: ProcessorContext, info: StepInfo) -> bool:
+async def apply_api_error(
+    p: Processor, error: BaseException, ml: MessageList, ctx: ProcessorContext, info: StepInfo
+) -> bool:
     """``process_api_error``: whether this processor asks for a retry."""
     from procflow.processors.args import APIErrorResult
 
     hook = "process_api_error"
-    args = ProcessAPIErrorArgs(**_base(p, ml, ctx), error=error, messages=ml.all(),
-                               step_number=info.step_number, steps=list(info.steps or []))
+    args = ProcessAPIErrorArgs(
+        message_list=ml,
+        state=_state(p, ctx),
+        retry_count=ctx.retry_count,
+        request_context=ctx.request_context,
+        writer=ctx.writer,
+        processor=p,
+        context=ctx,
+        error=error,
+        messages=ml.all(),
+        step_number=info.step_number,
+        steps=list(info.steps or []),
+    )
     out = await call_hook(p, hook, args)
     if out is None:
         return False
