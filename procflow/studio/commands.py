@@ -281,7 +281,8 @@ async def _run_rows(storage: Storage, workflow: str | None, status: str | None,
 
 
 async def _trace(args: argparse.Namespace, console: Console, storage: Storage) -> int:
-    from procflow.studio.trace import TraceDiff, TraceView
+    from procflow.studio.diff import TraceDiff
+    from procflow.studio.trace import TraceView
 
     trace = await storage.load_trace(args.run_id)
     if trace is None:
