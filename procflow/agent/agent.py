@@ -102,8 +102,7 @@ class Agent:
         async def ignore(chunk: Chunk) -> None:
             return None
 
-        output = await self._call(messages, options, ignore)
-        return output
+        return await self._call(messages, options, ignore, streaming=False)
 
     async def stream(self, messages: Any, **options: Any) -> ModelOutput:
         """Like ``generate`` but streaming: iterate ``out.full_stream``, then
@@ -141,9 +140,11 @@ class Agent:
 
     # -- internals -----------------------------------------------------------------
 
-    async def _call(self, messages: Any, options: dict[str, Any], emit: Emit) -> FullOutput:
+    async def _call(self, messages: Any, options: dict[str, Any], emit: Emit, *,
+                    streaming: bool = True) -> FullOutput:
         _check_options(options)
         run = self._prepare(messages, options, emit)
+        run.streaming = streaming
         await emit(Chunk("start", {"agent_id": self.id}))
         wf_run = self.workflow.create_run(storage=_null(), durability="exit")
         run.run_id = wf_run.run_id

@@ -12,8 +12,6 @@ mark it done, so output processors and the memory save run on every terminal pat
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing
 from typing import Any
 
 from procflow.agent.output import StepRecord
@@ -103,9 +101,9 @@ async def _llm_call(ctx: StepContext) -> AgentRun:
         span = None if ctx.tracer is None else ctx.tracer.start(
             f"model call: {model.provider}/{model.model_id}", "model", ctx.span, input=prompt)
         try:
-            chunks = await _consume(run, record, _source(model, request.response, ModelRequest(
+            chunks = await _consume(run, record, model, request.response, ModelRequest(
                 prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
-                tool_choice=choice if tools else None)))
+                tool_choice=choice if tools else None))
         except APICallError as err:
             if span is not None:
                 Tracer.end(span, "failed", error=err, status_code=err.status_code,
@@ -130,22 +128,6 @@ async def _llm_call(ctx: StepContext) -> AgentRun:
     return run
 
 
-async def _source(model: Any, cached: list[Chunk] | None,
-                  request: ModelRequest) -> AsyncGenerator[Chunk, None]:
-    if cached is not None:
-        for chunk in cached:
-            yield chunk
-        return
-    stream: AsyncIterator[Chunk] = model.stream(request)
-    try:
-        async for chunk in stream:
-            yield chunk
-    finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()
-
-
 async def _wants_retry(run: AgentRun, err: APICallError) -> bool:
     info = run.info()
     for runner in (run.errors, run.inputs, run.outputs):
@@ -154,40 +136,57 @@ async def _wants_retry(run: AgentRun, err: APICallError) -> bool:
     return False
 
 
-async def _consume(run: AgentRun, record: StepRecord,
-                   source: AsyncGenerator[Chunk, None]) -> list[Chunk]:
-    """Pass the model's chunks through the stream processors to the caller."""
+async def _consume(run: AgentRun, record: StepRecord, model: Any, cached: list[Chunk] | None,
+                   request: ModelRequest) -> list[Chunk]:
+    """Pass the model's (or the cache's) chunks through the stream processors to the
+    caller; returns the raw chunks."""
     pipe = run.outputs.output_stream(run.ml)
     raw: list[Chunk] = []
     started = time.time()
+    stream: Any = iter(cached) if cached is not None else model.stream(request)
     try:
-        return await _drain(run, record, source, pipe, raw)
+        if cached is not None:
+            for chunk in stream:
+                if await _take(run, record, pipe, raw, chunk):
+                    break
+        else:
+            async for chunk in stream:
+                if await _take(run, record, pipe, raw, chunk):
+                    break
     finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
         pipe.record_spans(started)
-
-
-async def _drain(run: AgentRun, record: StepRecord, source: AsyncGenerator[Chunk, None],
-                 pipe: Any, raw: list[Chunk]) -> list[Chunk]:
-    async with aclosing(source) as chunks:
-        async for chunk in chunks:
-            raw.append(chunk)
-            if chunk.type == "finish":
-                record.finish_reason = chunk.payload.get("finish_reason")
-                record.usage = run.add_usage(chunk.payload.get("usage"))
-                continue
-            if chunk.type == "error":
-                error = chunk.payload.get("error")
-                raise error if isinstance(error, APICallError) else APICallError(str(error))
-            for out in ([chunk] if pipe.empty else await pipe.process(chunk)):
-                if out.type == "tripwire" and pipe.tripwire is not None:
-                    await run.trip(pipe.tripwire)
-                    return raw
-                if out.type == "text-delta":
-                    record.text += out.text
-                elif out.type == "tool-call":
-                    record.tool_calls.append(dict(out.payload))
-                await run.emit(out)
+    record.text = "".join(record.texts)
     return raw
+
+
+async def _take(run: AgentRun, record: StepRecord, pipe: Any, raw: list[Chunk],
+                chunk: Chunk) -> bool:
+    """Handle one model chunk; ``True`` when the stream must stop (a tripwire)."""
+    raw.append(chunk)
+    kind = chunk.type
+    if kind == "finish":
+        record.finish_reason = chunk.payload.get("finish_reason")
+        record.usage = run.add_usage(chunk.payload.get("usage"))
+        return False
+    if kind == "error":
+        error = chunk.payload.get("error")
+        raise error if isinstance(error, APICallError) else APICallError(str(error))
+    emit = run.emit if run.streaming else None
+    for out in ((chunk,) if pipe.empty else await pipe.process(chunk)):
+        kind = out.type
+        if kind == "text-delta":
+            record.texts.append(out.payload["text"])
+        elif kind == "tripwire" and pipe.tripwire is not None:
+            await run.trip(pipe.tripwire)
+            return True
+        elif kind == "tool-call":
+            record.tool_calls.append(dict(out.payload))
+        if emit is not None:
+            await emit(out)
+    return False
 
 
 def _record_response(run: AgentRun, record: StepRecord) -> None:

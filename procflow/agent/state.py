@@ -59,6 +59,7 @@ class AgentRun:
     redo: bool = False
     api_retries: int = 0
     run_id: str = ""
+    streaming: bool = True  # False for generate(): chunks need not be emitted
 
     __procflow_untraced__ = True  # spans do not record this (mutable, internal) object
 
