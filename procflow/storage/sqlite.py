@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -173,16 +174,29 @@ class SQLiteStorage:
             if self._closed:
                 raise StorageError(f"SQLite storage {str(self._path)!r} is closed; "
                                    "create a new SQLiteStorage to use the file again.")
-            try:
-                if self._connection is None:
-                    self._connection = self._connect()
-                return function(self._connection)
-            except sqlite3.Error as exc:
-                raise StorageError(f"SQLite storage {str(self._path)!r}: {operation} "
-                                   f"failed: {exc}") from exc
-            except OSError as exc:
-                raise StorageError(f"SQLite storage {str(self._path)!r}: cannot open the "
-                                   f"database file: {exc}") from exc
+            deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+            delay = 0.005
+            while True:
+                try:
+                    if self._connection is None:
+                        self._connection = self._connect()
+                    return function(self._connection)
+                except sqlite3.OperationalError as exc:
+                    # SQLite answers "locked" without waiting in a few WAL cases (another
+                    # process switching the journal mode or recovering the WAL index);
+                    # the transaction was rolled back, so trying again is safe.
+                    if _busy(exc) and time.monotonic() < deadline:
+                        time.sleep(delay)
+                        delay = min(delay * 2, 0.2)
+                        continue
+                    raise StorageError(f"SQLite storage {str(self._path)!r}: {operation} "
+                                       f"failed: {exc}") from exc
+                except sqlite3.Error as exc:
+                    raise StorageError(f"SQLite storage {str(self._path)!r}: {operation} "
+                                       f"failed: {exc}") from exc
+                except OSError as exc:
+                    raise StorageError(f"SQLite storage {str(self._path)!r}: cannot open the "
+                                       f"database file: {exc}") from exc
 
     async def _run(self, operation: str, function: Callable[[sqlite3.Connection], _T]) -> _T:
         return await anyio.to_thread.run_sync(self._call, operation, function)
@@ -410,6 +424,11 @@ class SQLiteStorage:
                 connection.close()
 
         await anyio.to_thread.run_sync(close)
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 @contextmanager
