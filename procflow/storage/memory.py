@@ -9,6 +9,7 @@ same way: the ``TraceRecord`` given to ``save_trace`` is the one ``load_trace`` 
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import final
 
@@ -47,10 +48,12 @@ class InMemoryStorage:
         self._max_runs = max_runs
         # Insertion order of ``_runs`` is the tie-break of ``list_runs`` (dicts keep the
         # first insertion's position when a key is updated).
-        self._runs: dict[_RunKey, RunSnapshot] = {}
+        # OrderedDicts: evicting the oldest is O(1) (a plain dict's first key is found by
+        # scanning past every slot deleted before it).
+        self._runs: OrderedDict[_RunKey, RunSnapshot] = OrderedDict()
         self._steps: dict[_RunKey, dict[str, StepResult]] = {}
         # Likewise, insertion order of ``_traces`` is the tie-break of ``list_traces``.
-        self._traces: dict[str, TraceRecord] = {}
+        self._traces: OrderedDict[str, TraceRecord] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"InMemoryStorage(runs={len(self._runs)})"
@@ -66,8 +69,7 @@ class InMemoryStorage:
         key = (snapshot.workflow_id, snapshot.run_id)
         if self._max_runs is not None and key not in self._runs \
                 and len(self._runs) >= self._max_runs:
-            oldest = next(iter(self._runs))
-            del self._runs[oldest]
+            oldest, _ = self._runs.popitem(last=False)
             self._steps.pop(oldest, None)
         self._runs[key] = snapshot
         stored = self._steps.get(key)
@@ -131,7 +133,7 @@ class InMemoryStorage:
         traces = self._traces
         if self._max_runs is not None and trace.run_id not in traces \
                 and len(traces) >= self._max_runs:
-            del traces[next(iter(traces))]
+            traces.popitem(last=False)
         traces[trace.run_id] = trace
 
     async def load_trace(self, run_id: str) -> TraceRecord | None:
