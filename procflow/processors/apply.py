@@ -14,7 +14,7 @@ import inspect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from procflow.errors import ProcessorError, TripWire
 from procflow.messages import Message, MessageList, MessageSource
@@ -71,6 +71,25 @@ class StepOverrides:
     model: Any = None
     tools: Any = None
     tool_choice: Any = None
+
+
+_ArgsT = TypeVar("_ArgsT", bound=ProcessorArgs)
+
+
+def _args(
+    cls: type[_ArgsT], p: Processor, ml: MessageList | None, ctx: ProcessorContext, **fields: Any
+) -> _ArgsT:
+    """A hook's args: the fields every hook shares, plus the hook's own ``fields``."""
+    return cls(
+        message_list=ml,
+        state=_state(p, ctx),
+        retry_count=ctx.retry_count,
+        request_context=ctx.request_context,
+        writer=ctx.writer,
+        processor=p,
+        context=ctx,
+        **fields,
+    )
 
 
 def _state(p: Processor, ctx: ProcessorContext) -> dict[str, Any]:
@@ -223,14 +242,11 @@ async def apply_input(p: Processor, ml: MessageList, ctx: ProcessorContext) -> N
     """``process_input``: once, on the input messages."""
     hook = "process_input"
     view = ml.input()
-    args = ProcessInputArgs(
-        message_list=ml,
-        state=_state(p, ctx),
-        retry_count=ctx.retry_count,
-        request_context=ctx.request_context,
-        writer=ctx.writer,
-        processor=p,
-        context=ctx,
+    args = _args(
+        ProcessInputArgs,
+        p,
+        ml,
+        ctx,
         messages=list(view),
         system_messages=ml.system(),
     )
@@ -252,14 +268,11 @@ async def apply_input_step(
     """``process_input_step``: before a model call; returns the step's settings."""
     hook = "process_input_step"
     view = ml.all()
-    args = ProcessInputStepArgs(
-        message_list=ml,
-        state=_state(p, ctx),
-        retry_count=ctx.retry_count,
-        request_context=ctx.request_context,
-        writer=ctx.writer,
-        processor=p,
-        context=ctx,
+    args = _args(
+        ProcessInputStepArgs,
+        p,
+        ml,
+        ctx,
         messages=list(view),
         system_messages=ml.system(),
         step_number=info.step_number,
@@ -296,14 +309,11 @@ async def apply_llm_request(
 ) -> ProcessLLMRequestResult:
     """``process_llm_request``: may rewrite this call's prompt or answer from cache."""
     hook = "process_llm_request"
-    args = ProcessLLMRequestArgs(
-        message_list=ml,
-        state=_state(p, ctx),
-        retry_count=ctx.retry_count,
-        request_context=ctx.request_context,
-        writer=ctx.writer,
-        processor=p,
-        context=ctx,
+    args = _args(
+        ProcessLLMRequestArgs,
+        p,
+        ml,
+        ctx,
         prompt=prompt,
         model=model,
         step_number=info.step_number,
@@ -329,14 +339,11 @@ async def apply_llm_response(
     from_cache: bool,
 ) -> None:
     """``process_llm_response``: side effects only (e.g. writing a cache)."""
-    args = ProcessLLMResponseArgs(
-        message_list=ml,
-        state=_state(p, ctx),
-        retry_count=ctx.retry_count,
-        request_context=ctx.request_context,
-        writer=ctx.writer,
-        processor=p,
-        context=ctx,
+    args = _args(
+        ProcessLLMResponseArgs,
+        p,
+        ml,
+        ctx,
         chunks=chunks,
         model=model,
         step_number=info.step_number,
@@ -360,14 +367,11 @@ async def apply_output_step(
     """``process_output_step``: after a model step."""
     hook = "process_output_step"
     view = ml.all()
-    args = ProcessOutputStepArgs(
-        message_list=ml,
-        state=_state(p, ctx),
-        retry_count=ctx.retry_count,
-        request_context=ctx.request_context,
-        writer=ctx.writer,
-        processor=p,
-        context=ctx,
+    args = _args(
+        ProcessOutputStepArgs,
+        p,
+        ml,
+        ctx,
         messages=list(view),
         system_messages=ml.system(),
         step_number=info.step_number,
@@ -388,14 +392,11 @@ async def apply_output_result(
     """``process_output_result``: once, on the response messages."""
     hook = "process_output_result"
     view = ml.response()
-    args = ProcessOutputResultArgs(
-        message_list=ml,
-        state=_state(p, ctx),
-        retry_count=ctx.retry_count,
-        request_context=ctx.request_context,
-        writer=ctx.writer,
-        processor=p,
-        context=ctx,
+    args = _args(
+        ProcessOutputResultArgs,
+        p,
+        ml,
+        ctx,
         messages=list(view),
         result=result,
     )
@@ -417,14 +418,11 @@ async def apply_tool_result(
 ) -> Any:
     """``process_tool_result``: returns the (possibly replaced) tool result."""
     hook = "process_tool_result"
-    hook_args = ProcessToolResultArgs(
-        message_list=ml,
-        state=_state(p, ctx),
-        retry_count=ctx.retry_count,
-        request_context=ctx.request_context,
-        writer=ctx.writer,
-        processor=p,
-        context=ctx,
+    hook_args = _args(
+        ProcessToolResultArgs,
+        p,
+        ml,
+        ctx,
         tool_name=tool_name,
         tool_call_id=tool_call_id,
         args=args,
@@ -449,14 +447,11 @@ async def apply_api_error(
     from procflow.processors.args import APIErrorResult
 
     hook = "process_api_error"
-    args = ProcessAPIErrorArgs(
-        message_list=ml,
-        state=_state(p, ctx),
-        retry_count=ctx.retry_count,
-        request_context=ctx.request_context,
-        writer=ctx.writer,
-        processor=p,
-        context=ctx,
+    args = _args(
+        ProcessAPIErrorArgs,
+        p,
+        ml,
+        ctx,
         error=error,
         messages=ml.all(),
         step_number=info.step_number,
