@@ -12,6 +12,7 @@ mark it done, so output processors and the memory save run on every terminal pat
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from procflow.agent.output import StepRecord
@@ -139,54 +140,53 @@ async def _wants_retry(run: AgentRun, err: APICallError) -> bool:
 async def _consume(run: AgentRun, record: StepRecord, model: Any, cached: list[Chunk] | None,
                    request: ModelRequest) -> list[Chunk]:
     """Pass the model's (or the cache's) chunks through the stream processors to the
-    caller; returns the raw chunks."""
+    caller; returns the raw chunks.
+
+    The hot path of a step (one pass per streamed chunk), so the work per chunk is
+    inlined here rather than spread over helpers.
+    """
     pipe = run.outputs.output_stream(run.ml)
+    process = None if pipe.empty else pipe.process
+    emit = run.emit if run.streaming else None
     raw: list[Chunk] = []
+    texts = record.texts
     started = time.time()
-    stream: Any = iter(cached) if cached is not None else model.stream(request)
+    stream: Any = _replay(cached) if cached is not None else model.stream(request)
     try:
-        if cached is not None:
-            for chunk in stream:
-                if await _take(run, record, pipe, raw, chunk):
-                    break
-        else:
-            async for chunk in stream:
-                if await _take(run, record, pipe, raw, chunk):
-                    break
+        async for chunk in stream:
+            raw.append(chunk)
+            kind = chunk.type
+            if kind == "finish":
+                payload = chunk.payload
+                record.finish_reason = payload.get("finish_reason")
+                record.usage = run.add_usage(payload.get("usage"))
+                continue
+            if kind == "error":
+                error = chunk.payload.get("error")
+                raise error if isinstance(error, APICallError) else APICallError(str(error))
+            for out in ((chunk,) if process is None else await process(chunk)):
+                kind = out.type
+                if kind == "text-delta":
+                    texts.append(out.payload["text"])
+                elif kind == "tripwire" and pipe.tripwire is not None:
+                    await run.trip(pipe.tripwire)
+                    return raw
+                elif kind == "tool-call":
+                    record.tool_calls.append(dict(out.payload))
+                if emit is not None:
+                    await emit(out)
     finally:
         close = getattr(stream, "aclose", None)
         if close is not None:
             await close()
         pipe.record_spans(started)
-    record.text = "".join(record.texts)
+        record.text = "".join(texts)
     return raw
 
 
-async def _take(run: AgentRun, record: StepRecord, pipe: Any, raw: list[Chunk],
-                chunk: Chunk) -> bool:
-    """Handle one model chunk; ``True`` when the stream must stop (a tripwire)."""
-    raw.append(chunk)
-    kind = chunk.type
-    if kind == "finish":
-        record.finish_reason = chunk.payload.get("finish_reason")
-        record.usage = run.add_usage(chunk.payload.get("usage"))
-        return False
-    if kind == "error":
-        error = chunk.payload.get("error")
-        raise error if isinstance(error, APICallError) else APICallError(str(error))
-    emit = run.emit if run.streaming else None
-    for out in ((chunk,) if pipe.empty else await pipe.process(chunk)):
-        kind = out.type
-        if kind == "text-delta":
-            record.texts.append(out.payload["text"])
-        elif kind == "tripwire" and pipe.tripwire is not None:
-            await run.trip(pipe.tripwire)
-            return True
-        elif kind == "tool-call":
-            record.tool_calls.append(dict(out.payload))
-        if emit is not None:
-            await emit(out)
-    return False
+async def _replay(chunks: list[Chunk]) -> AsyncIterator[Chunk]:
+    for chunk in chunks:
+        yield chunk
 
 
 def _record_response(run: AgentRun, record: StepRecord) -> None:

@@ -37,7 +37,7 @@ from procflow.processors.args import (
     ProcessToolResultResult,
 )
 from procflow.processors.base import Processor
-from procflow.runtime.tracing import Tracer
+from procflow.runtime.tracing import Span, Tracer
 
 _now = time.time
 
@@ -77,27 +77,19 @@ _ArgsT = TypeVar("_ArgsT", bound=ProcessorArgs)
 
 
 def _args(
-    cls: type[_ArgsT], p: Processor, ml: MessageList | None, ctx: ProcessorContext, **fields: Any
+    cls: type[_ArgsT], p: Processor, ml: MessageList | None, ctx: ProcessorContext, *fields: Any
 ) -> _ArgsT:
-    """A hook's args: the fields every hook shares, plus the hook's own ``fields``."""
-    return cls(
-        message_list=ml,
-        state=_state(p, ctx),
-        retry_count=ctx.retry_count,
-        request_context=ctx.request_context,
-        writer=ctx.writer,
-        processor=p,
-        context=ctx,
-        **fields,
-    )
+    """A hook's args: the fields every hook shares, then the hook's own ``fields`` in the
+    order its class declares them.
 
-
-def _state(p: Processor, ctx: ProcessorContext) -> dict[str, Any]:
+    Positional on purpose: this runs for every hook call, and a dataclass takes
+    fourteen positional arguments about three times faster than fourteen keywords.
+    """
     states = ctx.states
     state = states.get(p.id)
     if state is None:
         state = states[p.id] = {}
-    return state
+    return cls(ml, state, ctx.retry_count, ctx.request_context, ctx.writer, p, ctx, *fields)
 
 
 SPAN_LABELS: dict[str, str] = {
@@ -117,12 +109,15 @@ SPAN_LABELS: dict[str, str] = {
 async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
     """Call ``p.<hook>(args)`` (sync or async); a TripWire is tagged and reported."""
     fn: Callable[[Any], Any] = getattr(p, hook)
-    tracer = args.context.tracer
-    span = (
-        None
-        if tracer is None
-        else tracer.start(_span_name(p.id, hook), "processor", args.context.span)
-    )
+    ctx = args.context
+    tracer = ctx.tracer
+    span = None
+    if tracer is not None:  # Tracer.start, inlined: this runs for every traced hook call
+        tracer._next = number = tracer._next + 1
+        parent = ctx.span
+        span = Span(str(number), None if parent is None else parent.span_id,
+                    _span_name(p.id, hook), "processor", None, _now())
+        tracer._append(span)
     try:
         out = fn(args)
         if p.hook_is_async(hook) or inspect.isawaitable(out):
@@ -242,14 +237,8 @@ async def apply_input(p: Processor, ml: MessageList, ctx: ProcessorContext) -> N
     """``process_input``: once, on the input messages."""
     hook = "process_input"
     view = ml.input()
-    args = _args(
-        ProcessInputArgs,
-        p,
-        ml,
-        ctx,
-        messages=list(view),
-        system_messages=ml.system(),
-    )
+    # messages, system_messages
+    args = _args(ProcessInputArgs, p, ml, ctx, list(view), ml.system())
     out = await call_hook(p, hook, args)
     if _apply_messages(p, hook, ml, out, view, "input"):
         return
@@ -268,19 +257,9 @@ async def apply_input_step(
     """``process_input_step``: before a model call; returns the step's settings."""
     hook = "process_input_step"
     view = ml.all()
-    args = _args(
-        ProcessInputStepArgs,
-        p,
-        ml,
-        ctx,
-        messages=list(view),
-        system_messages=ml.system(),
-        step_number=info.step_number,
-        steps=list(info.steps or []),
-        model=current.model,
-        tools=current.tools,
-        tool_choice=current.tool_choice,
-    )
+    # messages, system_messages, step_number, steps, model, tools, tool_choice
+    args = _args(ProcessInputStepArgs, p, ml, ctx, list(view), ml.system(), info.step_number,
+                 list(info.steps or []), current.model, current.tools, current.tool_choice)
     out = await call_hook(p, hook, args)
     if _apply_messages(p, hook, ml, out, view, "input"):
         return current
@@ -309,16 +288,9 @@ async def apply_llm_request(
 ) -> ProcessLLMRequestResult:
     """``process_llm_request``: may rewrite this call's prompt or answer from cache."""
     hook = "process_llm_request"
-    args = _args(
-        ProcessLLMRequestArgs,
-        p,
-        ml,
-        ctx,
-        prompt=prompt,
-        model=model,
-        step_number=info.step_number,
-        steps=list(info.steps or []),
-    )
+    # prompt, model, step_number, steps
+    args = _args(ProcessLLMRequestArgs, p, ml, ctx, prompt, model, info.step_number,
+                 list(info.steps or []))
     out = await call_hook(p, hook, args)
     if out is None:
         return ProcessLLMRequestResult()
@@ -339,17 +311,9 @@ async def apply_llm_response(
     from_cache: bool,
 ) -> None:
     """``process_llm_response``: side effects only (e.g. writing a cache)."""
-    args = _args(
-        ProcessLLMResponseArgs,
-        p,
-        ml,
-        ctx,
-        chunks=chunks,
-        model=model,
-        step_number=info.step_number,
-        steps=list(info.steps or []),
-        from_cache=from_cache,
-    )
+    # chunks, model, step_number, steps, from_cache
+    args = _args(ProcessLLMResponseArgs, p, ml, ctx, chunks, model, info.step_number,
+                 list(info.steps or []), from_cache)
     await call_hook(p, "process_llm_response", args)
 
 
@@ -367,20 +331,9 @@ async def apply_output_step(
     """``process_output_step``: after a model step."""
     hook = "process_output_step"
     view = ml.all()
-    args = _args(
-        ProcessOutputStepArgs,
-        p,
-        ml,
-        ctx,
-        messages=list(view),
-        system_messages=ml.system(),
-        step_number=info.step_number,
-        steps=list(info.steps or []),
-        finish_reason=finish_reason,
-        tool_calls=tool_calls,
-        text=text,
-        usage=usage,
-    )
+    # messages, system_messages, step_number, steps, finish_reason, tool_calls, text, usage
+    args = _args(ProcessOutputStepArgs, p, ml, ctx, list(view), ml.system(), info.step_number,
+                 list(info.steps or []), finish_reason, tool_calls, text, usage)
     out = await call_hook(p, hook, args)
     if not _apply_messages(p, hook, ml, out, view, "response"):
         raise _wrong(p, hook, out, "a list of messages, the MessageList or None")
@@ -392,14 +345,8 @@ async def apply_output_result(
     """``process_output_result``: once, on the response messages."""
     hook = "process_output_result"
     view = ml.response()
-    args = _args(
-        ProcessOutputResultArgs,
-        p,
-        ml,
-        ctx,
-        messages=list(view),
-        result=result,
-    )
+    # messages, result
+    args = _args(ProcessOutputResultArgs, p, ml, ctx, list(view), result)
     out = await call_hook(p, hook, args)
     if not _apply_messages(p, hook, ml, out, view, "response"):
         raise _wrong(p, hook, out, "a list of messages, the MessageList or None")
@@ -418,18 +365,9 @@ async def apply_tool_result(
 ) -> Any:
     """``process_tool_result``: returns the (possibly replaced) tool result."""
     hook = "process_tool_result"
-    hook_args = _args(
-        ProcessToolResultArgs,
-        p,
-        ml,
-        ctx,
-        tool_name=tool_name,
-        tool_call_id=tool_call_id,
-        args=args,
-        result=result,
-        step_number=info.step_number,
-        steps=list(info.steps or []),
-    )
+    # tool_name, tool_call_id, args, result, step_number, steps
+    hook_args = _args(ProcessToolResultArgs, p, ml, ctx, tool_name, tool_call_id, args, result,
+                      info.step_number, list(info.steps or []))
     out = await call_hook(p, hook, hook_args)
     if out is None:
         return result
@@ -447,16 +385,9 @@ async def apply_api_error(
     from procflow.processors.args import APIErrorResult
 
     hook = "process_api_error"
-    args = _args(
-        ProcessAPIErrorArgs,
-        p,
-        ml,
-        ctx,
-        error=error,
-        messages=ml.all(),
-        step_number=info.step_number,
-        steps=list(info.steps or []),
-    )
+    # error, messages, step_number, steps
+    args = _args(ProcessAPIErrorArgs, p, ml, ctx, error, ml.all(), info.step_number,
+                 list(info.steps or []))
     out = await call_hook(p, hook, args)
     if out is None:
         return False

@@ -172,7 +172,7 @@ class ProcessorContext:
         return state
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessorArgs:
     """What every hook receives.
 
@@ -222,7 +222,7 @@ class ProcessorArgs:
             ProcessorViolation(self.processor.id, message, dict(detail or {})), self.context)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessInputArgs(ProcessorArgs):
     """``process_input``: once, before the loop. ``messages`` are the input messages."""
 
@@ -230,7 +230,7 @@ class ProcessInputArgs(ProcessorArgs):
     system_messages: list[Message]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessInputStepArgs(ProcessorArgs):
     """``process_input_step``: before every model call."""
 
@@ -243,7 +243,7 @@ class ProcessInputStepArgs(ProcessorArgs):
     tool_choice: Any
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessLLMRequestArgs(ProcessorArgs):
     """``process_llm_request``: the provider-facing prompt, just before the call."""
 
@@ -253,7 +253,7 @@ class ProcessLLMRequestArgs(ProcessorArgs):
     steps: list[Any]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessLLMResponseArgs(ProcessorArgs):
     """``process_llm_response``: the step's chunks, after the call (or a cache replay)."""
 
@@ -264,7 +264,7 @@ class ProcessLLMResponseArgs(ProcessorArgs):
     from_cache: bool
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessOutputStreamArgs(ProcessorArgs):
     """``process_output_stream``: one streamed chunk (``part``), and those seen so far."""
 
@@ -272,7 +272,7 @@ class ProcessOutputStreamArgs(ProcessorArgs):
     stream_parts: list[Chunk]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessOutputStepArgs(ProcessorArgs):
     """``process_output_step``: after each model step, before tools run."""
 
@@ -296,7 +296,7 @@ class OutputResult:
     steps: list[Any] = field(default_factory=list)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessOutputResultArgs(ProcessorArgs):
     """``process_output_result``: once, at the end. ``messages`` are the response messages."""
 
@@ -304,7 +304,7 @@ class ProcessOutputResultArgs(ProcessorArgs):
     result: OutputResult
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessToolResultArgs(ProcessorArgs):
     """``process_tool_result``: after a tool succeeded, before its result is added."""
 
@@ -316,7 +316,7 @@ class ProcessToolResultArgs(ProcessorArgs):
     steps: list[Any]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ProcessAPIErrorArgs(ProcessorArgs):
     """``process_api_error``: the provider rejected the call."""
 

@@ -1,9 +1,9 @@
 """The output-stream fast path: chunks through ``process_output_stream`` hooks, in process.
 
 No persistence, no planning and no tracing per chunk: each stage keeps one args
-object for the whole stream and only its ``part`` changes; a per-processor counter
-is all the bookkeeping. A hook may return the chunk (changed or not), ``None`` to
-drop it, or a list of chunks (a batcher releasing what it held).
+object for the whole stream and only its ``part`` changes; appending to the stage's
+``stream_parts`` is all the bookkeeping. A hook may return the chunk (changed or not),
+``None`` to drop it, or a list of chunks (a batcher releasing what it held).
 """
 
 from __future__ import annotations
@@ -23,18 +23,24 @@ _HOOK = "process_output_stream"
 
 
 class _Stage:
-    __slots__ = ("args", "count", "data_parts", "fn", "is_async", "processor")
+    __slots__ = ("append", "args", "data_parts", "fn", "is_async", "processor")
 
     def __init__(self, p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> None:
         self.processor = p
         self.fn: Callable[[Any], Any] = p.process_output_stream
         self.is_async = p.hook_is_async(_HOOK)
         self.data_parts = p.process_data_parts
-        self.count = 0
+        # The retry count cannot change while one model call streams: set it once.
         self.args = ProcessOutputStreamArgs(
             message_list=ml, state=ctx.state_for(p.id), retry_count=ctx.retry_count,
             request_context=ctx.request_context, writer=ctx.writer, processor=p, context=ctx,
             part=Chunk("start"), stream_parts=[])
+        self.append = self.args.stream_parts.append
+
+    @property
+    def count(self) -> int:
+        """Chunks this stage saw (each one is in its ``stream_parts``)."""
+        return len(self.args.stream_parts)
 
 
 class StreamPipeline:
@@ -90,18 +96,14 @@ class StreamPipeline:
 
     async def _from(self, part: Chunk, start: int) -> list[Chunk]:
         """Run ``part`` through the stages from ``start`` on (one chunk at a time)."""
-        stages = self._stages
-        retry_count = self._ctx.retry_count
+        stages = self._stages if start == 0 else self._stages[start:]
         is_data = part.type.startswith("data-")
-        for index in range(start, len(stages)):
-            stage = stages[index]
+        for stage in stages:
             if is_data and not stage.data_parts:
                 continue
             args = stage.args
             args.part = part
-            args.stream_parts.append(part)
-            args.retry_count = retry_count
-            stage.count += 1
+            stage.append(part)
             try:
                 out = stage.fn(args)
                 if stage.is_async:
@@ -115,14 +117,16 @@ class StreamPipeline:
                 raise ProcessorError(f"processor '{p.id}': {_HOOK}() raised "
                                      f"{type(exc).__name__}: {exc}", processor_id=p.id,
                                      hook=_HOOK) from exc
+            if out is part:
+                continue
             if out is None:
                 return []
-            if type(out) is Chunk or isinstance(out, Chunk):
-                if out is not part:
-                    part = out
-                    is_data = part.type.startswith("data-")
+            if isinstance(out, Chunk):
+                part = out
+                is_data = part.type.startswith("data-")
                 continue
             if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
+                index = self._stages.index(stage)
                 emitted: list[Chunk] = []
                 for item in out:
                     emitted += await self._from(item, index + 1)
