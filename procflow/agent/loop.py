@@ -19,7 +19,7 @@ from procflow.agent.output import StepRecord
 from procflow.agent.state import AgentRun
 from procflow.agent.tools import ToolContext
 from procflow.errors import APICallError, TripWire
-from procflow.messages import Chunk, Message, TextPart, ToolCallPart, ToolResultPart
+from procflow.messages import Chunk, Message, ToolCallPart, ToolResultPart
 from procflow.models.base import ModelRequest
 from procflow.models.resolve import resolve_model
 from procflow.processors.apply import StepOverrides
@@ -190,13 +190,14 @@ async def _replay(chunks: list[Chunk]) -> AsyncIterator[Chunk]:
 
 
 def _record_response(run: AgentRun, record: StepRecord) -> None:
-    parts: list[Any] = [TextPart(text=record.text)] if record.text else []
-    parts += [ToolCallPart(tool_call_id=c["tool_call_id"], tool_name=c["tool_name"],
-                           args=dict(c.get("args") or {})) for c in record.tool_calls]
-    if parts:
-        msg = Message.assistant("")
-        msg.content.parts = parts
+    calls = [ToolCallPart(tool_call_id=c["tool_call_id"], tool_name=c["tool_name"],
+                          args=dict(c.get("args") or {})) for c in record.tool_calls]
+    if record.text:
+        msg = Message.assistant(record.text)
+        msg.content.parts += calls
         run.ml.add(msg, source="response")
+    elif calls:
+        run.ml.add(Message.of_parts("assistant", calls), source="response")
     run.steps.append(record)
     run.finish_reason = record.finish_reason
     run.pending_calls = list(record.tool_calls)

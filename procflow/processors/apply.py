@@ -116,7 +116,7 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
         tracer._next = number = tracer._next + 1
         parent = ctx.span
         span = Span(str(number), None if parent is None else parent.span_id,
-                    _span_name(p.id, hook), "processor", None, _now())
+                    hook_span_name(p.id, hook), "processor", None, _now())
         tracer._append(span)
     try:
         out = fn(args)
@@ -152,10 +152,13 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
 _NAMES: dict[tuple[str, str], str] = {}
 
 
-def _span_name(processor_id: str, hook: str) -> str:
+def hook_span_name(processor_id: str, hook: str) -> str:
+    """The span name of a hook call, e.g. "input processor: pii" (cached)."""
     key = (processor_id, hook)
     name = _NAMES.get(key)
     if name is None:
+        if len(_NAMES) >= 4096:  # ids made per request must not grow this forever
+            _NAMES.clear()
         name = _NAMES[key] = f"{SPAN_LABELS[hook]}: {processor_id}"
     return name
 

@@ -8,18 +8,21 @@ object for the whole stream and only its ``part`` changes; appending to the stag
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from procflow.errors import ProcessorError, TripWire
 from procflow.messages import Chunk, MessageList
+from procflow.processors.apply import hook_span_name
 from procflow.processors.args import ProcessorContext, ProcessorViolation, ProcessOutputStreamArgs
 from procflow.processors.base import Processor
-from procflow.runtime.tracing import Tracer
+from procflow.runtime.tracing import Span
 
 __all__ = ["StreamPipeline"]
 
 _HOOK = "process_output_stream"
+_START = Chunk("start")
 
 
 class _Stage:
@@ -31,10 +34,11 @@ class _Stage:
         self.is_async = p.hook_is_async(_HOOK)
         self.data_parts = p.process_data_parts
         # The retry count cannot change while one model call streams: set it once.
-        self.args = ProcessOutputStreamArgs(
-            message_list=ml, state=ctx.state_for(p.id), retry_count=ctx.retry_count,
-            request_context=ctx.request_context, writer=ctx.writer, processor=p, context=ctx,
-            part=Chunk("start"), stream_parts=[])
+        # (positional: message_list, state, retry_count, request_context, writer,
+        # processor, context, part, stream_parts)
+        self.args = ProcessOutputStreamArgs(ml, ctx.state_for(p.id), ctx.retry_count,
+                                            ctx.request_context, ctx.writer, p, ctx,
+                                            _START, [])
         self.append = self.args.stream_parts.append
 
     @property
@@ -73,15 +77,19 @@ class StreamPipeline:
         """One span per stream processor for this stream (not one per chunk), with its
         chunk count, in the context's trace."""
         tracer = self._ctx.tracer
-        if tracer is None:
+        if tracer is None or not self._stages:
             return
+        parent = self._ctx.span
+        parent_id = None if parent is None else parent.span_id
+        tripped_id = None if self.tripwire is None else self.tripwire.processor_id
+        ended = time.time()
         for stage in self._stages:
-            span = tracer.start(f"output stream processor: {stage.processor.id}", "processor",
-                                self._ctx.span)
-            span.start = started
-            tripped = self.tripwire is not None and \
-                self.tripwire.processor_id == stage.processor.id
-            Tracer.end(span, "tripwire" if tripped else "success", chunks=stage.count)
+            pid = stage.processor.id
+            tracer._next = number = tracer._next + 1
+            tracer._append(Span(str(number), parent_id, hook_span_name(pid, _HOOK), "processor",
+                                None, started, ended,
+                                "tripwire" if pid == tripped_id else "success",
+                                attributes={"chunks": stage.count}))
 
     async def process(self, chunk: Chunk) -> list[Chunk]:
         """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.
@@ -92,9 +100,9 @@ class StreamPipeline:
         """
         if self.tripwire is not None:
             return []
-        return await self._from(chunk, 0)
+        return await self._from(chunk)
 
-    async def _from(self, part: Chunk, start: int) -> list[Chunk]:
+    async def _from(self, part: Chunk, start: int = 0) -> list[Chunk]:
         """Run ``part`` through the stages from ``start`` on (one chunk at a time)."""
         stages = self._stages if start == 0 else self._stages[start:]
         is_data = part.type.startswith("data-")

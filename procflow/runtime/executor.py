@@ -172,10 +172,15 @@ class Execution:
 
     # -- results, snapshots, events ----------------------------------------------
 
+    def keep(self, path: str, result: StepResult) -> None:
+        """Keep a step's result for the next flush (the hot path: no await)."""
+        self.records[path] = result
+        if self.persistent:
+            self.dirty[path] = result
+
     async def record(self, path: str, result: StepResult) -> None:
         """Keep a step's result, and write a snapshot now under "sync" durability."""
-        self.records[path] = result
-        self.dirty[path] = result
+        self.keep(path, result)
         if self.sync:
             await self.flush("running")
 
@@ -347,8 +352,12 @@ async def _run_step(ex: Execution, step: Step, data: Any, scope: Scope, path: st
         if attempt:
             span.set(attempts=attempt + 1)
     if keep:
-        await ex.record(path, StepResult("success", out, None, started, ended,
-                                         attempt + 1, None, resume_data, iteration))
+        result = StepResult("success", out, None, started, ended, attempt + 1, None,
+                            resume_data, iteration)
+        if ex.sync:
+            await ex.record(path, result)
+        else:
+            ex.keep(path, result)
     if ex.send is not None:
         await ex.event("step-result", path, {"output": out})
     return out

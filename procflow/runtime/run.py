@@ -394,9 +394,11 @@ class Run:
             return
         store = (self.storage if getattr(self.storage, "persistent", True)
                  else resolve_storage(None, self.workflow))
+        spans = ex.tracer.spans
+        # A resumed run's trace holds each execution's run span; this one ended last.
         await store.save_trace(TraceRecord.from_spans(
-            self.run_id, self.workflow.id, status, ex.tracer.spans,
-            truncate=self.workflow.trace_truncate))
+            self.run_id, self.workflow.id, status, spans,
+            truncate=self.workflow.trace_truncate, ended=span.end))
 
     async def _finish(self, ex: Execution, outcome: _Outcome) -> WorkflowResult:
         status, result, error, suspended, tripwire = outcome

@@ -180,12 +180,17 @@ class TraceRecord:
 
     @classmethod
     def from_spans(cls, run_id: str, workflow_id: str, status: str, spans: list[Span], *,
-                   truncate: int = DEFAULT_TRUNCATE,
-                   secrets: tuple[str, ...] = ()) -> TraceRecord:
-        """A record of ``spans`` (serialised lazily, truncating and redacting)."""
+                   truncate: int = DEFAULT_TRUNCATE, secrets: tuple[str, ...] = (),
+                   ended: float | None = None) -> TraceRecord:
+        """A record of ``spans`` (serialised lazily, truncating and redacting).
+
+        ``ended`` defaults to the latest end of a run span (a caller that just closed
+        the run span passes its end and spares the scan).
+        """
         started = spans[0].start if spans else time.time()
-        ended = max((s.end for s in spans if s.kind == "run" and s.end is not None),
-                    default=None)
+        if ended is None:
+            ended = max((s.end for s in spans if s.kind == "run" and s.end is not None),
+                        default=None)
         return cls(run_id, workflow_id, status, started, ended,
                    SpanRows(spans, truncate=truncate, secrets=secrets))
 
