@@ -20,6 +20,7 @@ from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, Pro
 from procflow.processors.base import Processor
 from procflow.processors.runner import ProcessorRunner, check_processors
 from procflow.steps.step import Step, validate_id
+from procflow.storage.null import NullStorage
 from procflow.workflows.workflow import Workflow
 
 __all__ = ["Agent", "ProcessorArray"]
@@ -145,8 +146,9 @@ class Agent:
         _check_options(options)
         run = self._prepare(messages, options, emit)
         run.streaming = streaming
-        await emit(Chunk("start", {"agent_id": self.id}))
-        wf_run = self.workflow.create_run(storage=_null(), durability="exit")
+        if streaming:
+            await emit(Chunk("start", {"agent_id": self.id}))
+        wf_run = self.workflow.create_run(storage=_NULL, durability="exit")
         run.run_id = wf_run.run_id
         result = await wf_run.start(input_data=run, request_context=run.ctx.request_context)
         if result.status == "failed" and run.error is None:
@@ -155,7 +157,8 @@ class Agent:
             await emit(Chunk.error(run.error))
             raise run.error
         output = _full_output(run)
-        await emit(Chunk.finish(output.finish_reason, output.usage))
+        if streaming:
+            await emit(Chunk.finish(output.finish_reason, output.usage))
         return output
 
     def _prepare(self, messages: Any, options: dict[str, Any], emit: Emit) -> AgentRun:
@@ -301,7 +304,5 @@ def _full_output(run: AgentRun) -> FullOutput:
         response=AgentResponse(messages=response, ui_messages=ui), run_id=run.run_id)
 
 
-def _null() -> Any:
-    from procflow.storage.null import NullStorage
-
-    return NullStorage()
+_NULL = NullStorage()
+"""Where loop runs go: nowhere (a call is not resumable; its trace is kept elsewhere)."""

@@ -27,6 +27,7 @@ from procflow.processors.args import OutputResult
 from procflow.runtime.tracing import Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import create_step
+from procflow.storage.null import NullStorage
 from procflow.workflows.workflow import Workflow, create_workflow
 
 __all__ = ["build_loop_workflow"]
@@ -98,7 +99,8 @@ async def _llm_call(ctx: StepContext) -> AgentRun:
     prompt = request.prompt or []
     while True:
         record = StepRecord(step_number=run.step_number, from_cache=request.response is not None)
-        await run.emit(Chunk("step-start", {"step_number": run.step_number}))
+        if run.streaming:
+            await run.emit(Chunk("step-start", {"step_number": run.step_number}))
         span = None if ctx.tracer is None else ctx.tracer.start(
             f"model call: {model.provider}/{model.model_id}", "model", ctx.span, input=prompt)
         try:
@@ -221,13 +223,14 @@ async def _tool_calls(ctx: StepContext) -> AgentRun:
     run = _bind(ctx)
     if run.done or run.redo:
         return run
-    await run.emit(Chunk("step-finish", {"step_number": run.step_number,
-                                         "finish_reason": run.finish_reason}))
+    if run.streaming:
+        await run.emit(Chunk("step-finish", {"step_number": run.step_number,
+                                             "finish_reason": run.finish_reason}))
     calls, run.pending_calls = run.pending_calls, []
     if not calls:
         run.done = True
         return run
-    tools_run = _TOOLS_WORKFLOW.create_run(storage=_null(), durability="exit", tracing=False)
+    tools_run = _TOOLS_WORKFLOW.create_run(storage=_NULL, durability="exit", tracing=False)
     if ctx.tracer is not None and ctx.span is not None:
         tools_run.trace_parent = (ctx.tracer, ctx.span)
     result = await tools_run.start(input_data=[(run, call) for call in calls])
@@ -312,10 +315,7 @@ async def _memory_save(ctx: StepContext) -> AgentRun:
     return run
 
 
-def _null() -> Any:
-    from procflow.storage.null import NullStorage
-
-    return NullStorage()
+_NULL = NullStorage()
 
 
 def _step(id: str, execute: Any, description: str | None = None) -> Any:

@@ -111,18 +111,13 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
     fn: Callable[[Any], Any] = getattr(p, hook)
     ctx = args.context
     tracer = ctx.tracer
-    span = None
-    if tracer is not None:  # Tracer.start, inlined: this runs for every traced hook call
-        tracer._next = number = tracer._next + 1
-        parent = ctx.span
-        span = Span(str(number), None if parent is None else parent.span_id,
-                    hook_span_name(p.id, hook), "processor", None, _now())
-        tracer._append(span)
+    started = _now() if tracer is not None else 0.0
     try:
         out = fn(args)
         if p.hook_is_async(hook) or inspect.isawaitable(out):
             out = await out
     except TripWire as trip:
+        span = _failed_span(tracer, ctx.span, p.id, hook, started)
         if trip.processor_id is None:
             trip.processor_id = p.id
         p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)), args.context)
@@ -140,13 +135,26 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
             )
         raise
     except BaseException as exc:
+        span = _failed_span(tracer, ctx.span, p.id, hook, started)
         if span is not None:
             Tracer.end(span, "failed" if isinstance(exc, Exception) else "canceled", error=exc)
         raise
-    if span is not None:
-        span.end = _now()
-        span.status = "success"
+    if tracer is not None:  # Tracer.leaf, inlined: this runs for every traced hook call
+        tracer._next = number = tracer._next + 1
+        parent = ctx.span
+        tracer._append((number, None if parent is None else parent.span_id,
+                        hook_span_name(p.id, hook), "processor", started, _now(), "success"))
     return out
+
+
+def _failed_span(tracer: Tracer | None, parent: Span | None, processor_id: str, hook: str,
+                 started: float) -> Span | None:
+    """A full span for a hook call that did not return (it carries the error)."""
+    if tracer is None:
+        return None
+    span = tracer.start(hook_span_name(processor_id, hook), "processor", parent)
+    span.start = started
+    return span
 
 
 _NAMES: dict[tuple[str, str], str] = {}

@@ -23,7 +23,7 @@ from procflow.runtime.events import WorkflowEvent
 from procflow.runtime.executor import Execution, Failed, Suspended, run_plan
 from procflow.runtime.results import RunStatus, StepResult, WorkflowResult
 from procflow.runtime.stream import RunStream
-from procflow.runtime.tracing import Span, Tracer, TraceRecord
+from procflow.runtime.tracing import Entry, Span, Tracer, TraceRecord
 from procflow.steps.context import BailSignal
 from procflow.steps.step import Step
 from procflow.workflows.plan import entry_steps
@@ -73,7 +73,7 @@ class Run:
         self.tracing = tracing
         self.trace_parent: tuple[Tracer, Span] | None = None
         """Set to record this run's spans inside another run's trace instead of its own."""
-        self._spans: list[Span] = []
+        self._spans: list[Entry] = []
         self._replay_of: tuple[str, str] | None = None
 
     @classmethod

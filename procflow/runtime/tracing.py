@@ -19,12 +19,15 @@ from pydantic_core import to_jsonable_python
 
 __all__ = [
     "DEFAULT_TRUNCATE",
+    "Entry",
+    "Leaf",
     "Span",
     "SpanKind",
     "SpanRows",
     "SpanStatus",
     "TraceRecord",
     "Tracer",
+    "as_span",
     "redact_secrets",
 ]
 
@@ -80,15 +83,39 @@ class Span:
             self.attributes.update(attributes)
 
 
+Leaf = tuple[int, str | None, str, SpanKind, float, float, SpanStatus]
+"""A finished span with nothing under it, kept light: (number, parent_id, name, kind,
+start, end, status). Processor hook calls are recorded so (most spans of an agent
+run); ``as_span`` makes one a ``Span`` when the trace is read."""
+
+Entry = Span | Leaf
+"""What a tracer's list holds."""
+
+
+def as_span(entry: Entry) -> Span:
+    """The ``Span`` of a tracer entry (a ``Leaf`` is expanded)."""
+    if type(entry) is tuple:
+        number, parent_id, name, kind, start, end, status = entry
+        return Span(str(number), parent_id, name, kind, None, start, end, status)
+    return entry  # type: ignore[return-value]
+
+
 class Tracer:
-    """Collects the spans of one run."""
+    """Collects the spans of one run (``Span`` objects, and ``Leaf`` tuples)."""
 
     __slots__ = ("_append", "_next", "spans")
 
-    def __init__(self, spans: list[Span] | None = None) -> None:
-        self.spans: list[Span] = spans if spans is not None else []
+    def __init__(self, spans: list[Entry] | None = None) -> None:
+        self.spans: list[Entry] = spans if spans is not None else []
         self._append = self.spans.append
         self._next = len(self.spans)
+
+    def leaf(self, name: str, kind: SpanKind, parent: Span | None, start: float,
+             status: SpanStatus = "success") -> None:
+        """Record a span that ended just now and has no children, as a light ``Leaf``."""
+        self._next = n = self._next + 1
+        self._append((n, None if parent is None else parent.span_id, name, kind, start,
+                      _now(), status))
 
     def start(self, name: str, kind: SpanKind, parent: Span | None,
               path: str | None = None, input: Any = None) -> Span:
@@ -130,7 +157,7 @@ class SpanRows(Sequence[dict[str, Any]]):
 
     __slots__ = ("_rows", "_secrets", "_spans", "_truncate")
 
-    def __init__(self, spans: list[Span], *, truncate: int = DEFAULT_TRUNCATE,
+    def __init__(self, spans: list[Entry], *, truncate: int = DEFAULT_TRUNCATE,
                  secrets: tuple[str, ...] = ()) -> None:
         self._spans = spans
         self._truncate = truncate
@@ -139,7 +166,8 @@ class SpanRows(Sequence[dict[str, Any]]):
 
     def _all(self) -> list[dict[str, Any]]:
         if self._rows is None:
-            self._rows = [_row(s, self._truncate, self._secrets) for s in self._spans]
+            self._rows = [_row(as_span(s), self._truncate, self._secrets)
+                          for s in self._spans]
         return self._rows
 
     def __getitem__(self, index: Any) -> Any:
@@ -179,7 +207,7 @@ class TraceRecord:
     spans: Sequence[dict[str, Any]]
 
     @classmethod
-    def from_spans(cls, run_id: str, workflow_id: str, status: str, spans: list[Span], *,
+    def from_spans(cls, run_id: str, workflow_id: str, status: str, spans: list[Entry], *,
                    truncate: int = DEFAULT_TRUNCATE, secrets: tuple[str, ...] = (),
                    ended: float | None = None) -> TraceRecord:
         """A record of ``spans`` (serialised lazily, truncating and redacting).
@@ -187,10 +215,10 @@ class TraceRecord:
         ``ended`` defaults to the latest end of a run span (a caller that just closed
         the run span passes its end and spares the scan).
         """
-        started = spans[0].start if spans else time.time()
+        started = as_span(spans[0]).start if spans else time.time()
         if ended is None:
-            ended = max((s.end for s in spans if s.kind == "run" and s.end is not None),
-                        default=None)
+            ended = max((s.end for s in map(as_span, spans)
+                         if s.kind == "run" and s.end is not None), default=None)
         return cls(run_id, workflow_id, status, started, ended,
                    SpanRows(spans, truncate=truncate, secrets=secrets))
 

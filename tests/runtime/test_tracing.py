@@ -218,3 +218,24 @@ async def test_trace_truncation_is_configurable() -> None:
     assert trace is not None
     out = by_name(trace)["big"]["output"]
     assert out["truncated"] is True and len(out["preview"]) == 100 and out["chars"] == 502
+
+
+def test_leaf_spans_read_like_full_spans() -> None:
+    from procflow.runtime.tracing import Tracer, as_span
+
+    tracer = Tracer()
+    root = tracer.start("run: x", "run", None)
+    full = tracer.start("input processor: a", "processor", root)
+    Tracer.end(full, "success")
+    tracer.leaf("input processor: b", "processor", root, full.start)
+    Tracer.end(root, "success")
+    leaf = as_span(tracer.spans[2])
+    assert (leaf.span_id, leaf.parent_id, leaf.kind, leaf.status) == ("3", root.span_id,
+                                                                      "processor", "success")
+    assert leaf.end is not None and leaf.end >= leaf.start == full.start
+    rows = list(TraceRecord.from_spans("r", "x", "success", tracer.spans).spans)
+    assert [r["name"] for r in rows] == ["run: x", "input processor: a", "input processor: b"]
+    assert set(rows[2]) == set(rows[1])
+    assert {k: v for k, v in rows[2].items() if k not in ("span_id", "name", "start", "end")} \
+        == {k: v for k, v in rows[1].items() if k not in ("span_id", "name", "start", "end")}
+    assert tracer.start("next", "step", root).span_id == "4"  # numbering goes on
