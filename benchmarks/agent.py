@@ -53,7 +53,7 @@ class Repeating:
 
 
 async def main(quick: bool) -> None:
-    n, repeats = (200, 3) if quick else (1000, 7)
+    n, repeats = (200, 3) if quick else (500, 15)
 
     async def direct() -> None:
         model = ScriptedModel([ANSWER])

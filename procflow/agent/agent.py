@@ -149,6 +149,7 @@ class Agent:
         if streaming:
             await emit(Chunk("start", {"agent_id": self.id}))
         wf_run = self.workflow.create_run(storage=_NULL, durability="exit")
+        wf_run.internal = True
         run.run_id = wf_run.run_id
         result = await wf_run.start(input_data=run, request_context=run.ctx.request_context)
         if result.status == "failed" and run.error is None:

@@ -196,7 +196,8 @@ def _record_response(run: AgentRun, record: StepRecord) -> None:
                           args=dict(c.get("args") or {})) for c in record.tool_calls]
     if record.text:
         msg = Message.assistant(record.text)
-        msg.content.parts += calls
+        if calls:
+            msg.content.parts += calls
         run.ml.add(msg, source="response")
     elif calls:
         run.ml.add(Message.of_parts("assistant", calls), source="response")
@@ -231,6 +232,7 @@ async def _tool_calls(ctx: StepContext) -> AgentRun:
         run.done = True
         return run
     tools_run = _TOOLS_WORKFLOW.create_run(storage=_NULL, durability="exit", tracing=False)
+    tools_run.internal = True
     if ctx.tracer is not None and ctx.span is not None:
         tools_run.trace_parent = (ctx.tracer, ctx.span)
     result = await tools_run.start(input_data=[(run, call) for call in calls])

@@ -43,6 +43,7 @@ from procflow.processors.step import (
     is_processor_workflow,
 )
 from procflow.processors.stream import StreamPipeline
+from procflow.storage.null import NullStorage
 
 if TYPE_CHECKING:
     from procflow.workflows.workflow import Workflow
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["ProcessorLike", "ProcessorRunner", "check_processors", "run_processor_workflow"]
 
 logger = logging.getLogger("procflow.processors")
+
+_NULL = NullStorage()
 
 ProcessorLike: TypeAlias = "Processor | Workflow"
 
@@ -97,11 +100,10 @@ async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,
         TripWire: A processor inside aborted (with its processor id).
         ProcessorError: The workflow failed, suspended, or returned no envelope.
     """
-    from procflow.storage.null import NullStorage
-
     rc = RequestContext(ctx.request_context.to_dict())
     rc[PROCESSOR_CONTEXT_KEY] = ctx
-    run = wf.create_run(storage=NullStorage(), durability="exit", tracing=False)
+    run = wf.create_run(storage=_NULL, durability="exit", tracing=False)
+    run.internal = True
     if ctx.tracer is not None and ctx.span is not None:
         run.trace_parent = (ctx.tracer, ctx.span)
     result = await run.start(input_data=env, request_context=rc)

@@ -74,6 +74,10 @@ class Run:
         self.trace_parent: tuple[Tracer, Span] | None = None
         """Set to record this run's spans inside another run's trace instead of its own."""
         self._spans: list[Entry] = []
+        self.internal = False
+        """Set by the library for runs nobody outside holds (an agent call's loop run, a
+        processor workflow's transient run): they skip the cancel scope that ``cancel()``
+        needs (cancelling the caller still stops them) and ``cancel()`` refuses them."""
         self._replay_of: tuple[str, str] | None = None
 
     @classmethod
@@ -237,6 +241,11 @@ class Run:
     async def cancel(self) -> None:
         """Cancel the run: a running execution stops (no task is left behind) and the
         run ends "canceled"; a pending or suspended run is marked "canceled"."""
+        if self.internal:
+            raise RunStateError(
+                f"run '{self.run_id}' of workflow '{self.workflow.id}' is internal to a "
+                "library call and cannot be cancelled on its own; cancel the call instead",
+                workflow_id=self.workflow.id, run_id=self.run_id)
         self._cancel_requested = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
@@ -346,15 +355,14 @@ class Run:
         self._active = True
         self.status = "running"
         try:
+            if self.internal:  # the hot path of every agent call: no cancel scope
+                outcome = await self._run_body(ex)
+                return await self._finish(ex, outcome)
             with anyio.CancelScope() as scope:
                 self._cancel_scope = scope
                 if self._cancel_requested:
                     scope.cancel()
-                if ex.send is not None:
-                    await ex.event("run-start", None, {"input": self._input})
-                if ex.sync:
-                    await ex.flush("running")
-                outcome = await _outcome(ex)
+                outcome = await self._run_body(ex)
             self._cancel_scope = None
             if scope.cancelled_caught:
                 outcome = ("canceled", None, None, [], None)
@@ -366,6 +374,13 @@ class Run:
         finally:
             self._cancel_scope = None
             self._active = False
+
+    async def _run_body(self, ex: Execution) -> _Outcome:
+        if ex.send is not None:
+            await ex.event("run-start", None, {"input": self._input})
+        if ex.sync:
+            await ex.flush("running")
+        return await _outcome(ex)
 
     def _trace(self, ex: Execution) -> None:
         wf = self.workflow

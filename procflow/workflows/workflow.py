@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Durability", "Workflow", "create_workflow"]
 
+_Run: type[Run] | None = None
+
 Durability = Literal["sync", "exit"]
 
 
@@ -195,10 +197,14 @@ class Workflow:
                 or on suspend); default: the workflow's.
             tracing: Record the run's trace (default: the workflow's, on by default).
         """
-        from procflow.runtime.run import Run
+        global _Run
+        run_class = _Run
+        if run_class is None:  # imported once, not per call: runs are made on hot paths
+            from procflow.runtime.run import Run
 
+            run_class = _Run = Run
         self._check_committed("create_run")
-        return Run(self, run_id=run_id, storage=storage, durability=durability,
+        return run_class(self, run_id=run_id, storage=storage, durability=durability,
                    tracing=self.tracing if tracing is None else tracing)
 
     async def get_run(self, run_id: str, *, storage: Storage | None = None) -> Run:

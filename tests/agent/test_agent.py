@@ -374,3 +374,38 @@ async def test_a_traced_agent_run_leaves_no_reference_cycles() -> None:
     finally:
         gc.enable()
         set_default_storage(None)
+
+
+async def test_cancelling_the_caller_stops_the_call_and_its_tools() -> None:
+    import anyio
+
+    from procflow.errors import RunStateError
+    from procflow.workflows.workflow import create_workflow as cw
+
+    started = anyio.Event()
+    finished: list[str] = []
+
+    @tool
+    async def slow(seconds: float) -> str:
+        """Sleep, then answer."""
+        started.set()
+        await anyio.sleep(seconds)
+        finished.append("slow")
+        return "done"
+
+    model = ScriptedModel([[ToolCall("slow", {"seconds": 30})], "never"])
+    agent = Agent(id="a", model=model, tools=[slow])
+    with anyio.move_on_after(5) as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent.generate, "go")
+            await started.wait()
+            tg.cancel_scope.cancel()
+    assert not scope.cancelled_caught  # the tool's 30 s sleep was cancelled at once
+    assert finished == []
+
+    # Runs the library keeps to itself refuse cancel(): their caller is what to cancel.
+    wf = cw(id="w").then(create_step(id="s", execute=lambda c: 1)).commit()
+    run = wf.create_run()
+    run.internal = True
+    with pytest.raises(RunStateError, match="cannot be cancelled on its own"):
+        await run.cancel()
