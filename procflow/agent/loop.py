@@ -297,7 +297,7 @@ async def _one_tool(ctx: StepContext) -> tuple[Any, bool]:
 
 async def _output_processors(ctx: StepContext) -> AgentRun:
     run = _bind(ctx)
-    if run.tripwire is not None:
+    if run.tripwire is not None or not run.outputs.items:
         return run
     text = next((m.text for m in reversed(run.ml.response()) if m.role == "assistant"), "")
     try:

@@ -40,6 +40,7 @@ from procflow.processors.base import Processor
 from procflow.runtime.tracing import Span, Tracer
 
 _now = time.time
+_ASYNC = Processor._async_cache
 
 __all__ = [
     "StepInfo",
@@ -114,7 +115,10 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
     started = _now() if tracer is not None else 0.0
     try:
         out = fn(args)
-        if p.hook_is_async(hook) or inspect.isawaitable(out):
+        is_async = _ASYNC.get((type(p), hook))  # hook_is_async's cache, read inline
+        if is_async is None:
+            is_async = p.hook_is_async(hook)
+        if is_async or inspect.isawaitable(out):
             out = await out
     except TripWire as trip:
         span = _failed_span(tracer, ctx.span, p.id, hook, started)
