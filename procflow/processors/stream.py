@@ -25,26 +25,21 @@ _HOOK = "process_output_stream"
 _START = Chunk("start")
 
 
-class _Stage:
-    __slots__ = ("append", "args", "data_parts", "fn", "is_async", "processor")
+_Stage = tuple[Processor, Callable[[Any], Any], bool, bool, ProcessOutputStreamArgs,
+               Callable[[Chunk], None]]
+"""(processor, hook, is_async, sees data parts, args, append to args.stream_parts):
+a tuple, not an object, because one is made per stream processor per model call."""
 
-    def __init__(self, p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> None:
-        self.processor = p
-        self.fn: Callable[[Any], Any] = p.process_output_stream
-        self.is_async = p.hook_is_async(_HOOK)
-        self.data_parts = p.process_data_parts
-        # The retry count cannot change while one model call streams: set it once.
-        # (positional: message_list, state, retry_count, request_context, writer,
-        # processor, context, part, stream_parts)
-        self.args = ProcessOutputStreamArgs(ml, ctx.state_for(p.id), ctx.retry_count,
-                                            ctx.request_context, ctx.writer, p, ctx,
-                                            _START, [])
-        self.append = self.args.stream_parts.append
 
-    @property
-    def count(self) -> int:
-        """Chunks this stage saw (each one is in its ``stream_parts``)."""
-        return len(self.args.stream_parts)
+def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> _Stage:
+    # The retry count cannot change while one model call streams: set it once.
+    # (positional: message_list, state, retry_count, request_context, writer, processor,
+    # context, part, stream_parts)
+    parts: list[Chunk] = []
+    args = ProcessOutputStreamArgs(ml, ctx.state_for(p.id), ctx.retry_count,
+                                   ctx.request_context, ctx.writer, p, ctx, _START, parts)
+    return (p, p.process_output_stream, p.hook_is_async(_HOOK), p.process_data_parts, args,
+            parts.append)
 
 
 class StreamPipeline:
@@ -60,8 +55,8 @@ class StreamPipeline:
     def __init__(self, processors: Sequence[Processor], ctx: ProcessorContext,
                  message_list: MessageList | None = None) -> None:
         self._ctx = ctx
-        self._stages = [_Stage(p, message_list, ctx) for p in processors
-                        if _HOOK in p.implemented_hooks()]
+        self._stages = [_stage(p, message_list, ctx) for p in processors
+                         if _HOOK in p.implemented_hooks()]
         self.tripwire: TripWire | None = None
 
     @property
@@ -71,7 +66,7 @@ class StreamPipeline:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {s.processor.id: s.count for s in self._stages}
+        return {s[0].id: len(s[4].stream_parts) for s in self._stages}
 
     def record_spans(self, started: float) -> None:
         """One span per stream processor for this stream (not one per chunk), with its
@@ -84,12 +79,12 @@ class StreamPipeline:
         tripped_id = None if self.tripwire is None else self.tripwire.processor_id
         ended = time.time()
         for stage in self._stages:
-            pid = stage.processor.id
+            pid = stage[0].id
             tracer._next = number = tracer._next + 1
             tracer._append(Span(str(number), parent_id, hook_span_name(pid, _HOOK), "processor",
                                 None, started, ended,
                                 "tripwire" if pid == tripped_id else "success",
-                                attributes={"chunks": stage.count}))
+                                attributes={"chunks": len(stage[4].stream_parts)}))
 
     async def process(self, chunk: Chunk) -> list[Chunk]:
         """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.
@@ -107,21 +102,20 @@ class StreamPipeline:
         stages = self._stages if start == 0 else self._stages[start:]
         is_data = part.type.startswith("data-")
         for stage in stages:
-            if is_data and not stage.data_parts:
+            p, fn, is_async, data_parts, args, append = stage
+            if is_data and not data_parts:
                 continue
-            args = stage.args
             args.part = part
-            stage.append(part)
+            append(part)
             try:
-                out = stage.fn(args)
-                if stage.is_async:
+                out = fn(args)
+                if is_async:
                     out = await out
             except TripWire as trip:
-                return [self._tripped(stage, trip)]
+                return [self._tripped(p, trip)]
             except ProcessorError:
                 raise
             except Exception as exc:
-                p = stage.processor
                 raise ProcessorError(f"processor '{p.id}': {_HOOK}() raised "
                                      f"{type(exc).__name__}: {exc}", processor_id=p.id,
                                      hook=_HOOK) from exc
@@ -134,22 +128,20 @@ class StreamPipeline:
                 is_data = part.type.startswith("data-")
                 continue
             if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
-                index = self._stages.index(stage)
+                index = next(i for i, s in enumerate(self._stages) if s is stage)
                 emitted: list[Chunk] = []
                 for item in out:
                     emitted += await self._from(item, index + 1)
                     if self.tripwire is not None:
                         break
                 return emitted
-            p = stage.processor
             raise ProcessorError(
                 f"processor '{p.id}': {_HOOK}() returned {type(out).__name__}; expected a "
                 "Chunk, a list of chunks, or None to drop the chunk", processor_id=p.id,
                 hook=_HOOK)
         return [part]
 
-    def _tripped(self, stage: _Stage, trip: TripWire) -> Chunk:
-        p = stage.processor
+    def _tripped(self, p: Processor, trip: TripWire) -> Chunk:
         if trip.processor_id is None:
             trip.processor_id = p.id
         p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
