@@ -284,24 +284,28 @@ def _context(given: Any, memory: Any) -> RequestContext:
 
 def _hidden(msg: Message) -> bool:
     signal = msg.content.metadata.get("signal")
-    return isinstance(signal, Mapping) and bool(signal.get("hidden"))
+    return signal is not None and isinstance(signal, Mapping) and bool(signal.get("hidden"))
 
 
 def _full_output(run: AgentRun) -> FullOutput:
+    messages = run.ml.all()
     response = run.ml.response()
-    text = "" if run.tripwire is not None else next(
-        (m.text for m in reversed(response) if m.role == "assistant" and m.text), "")
     trip = run.tripwire
+    text = ""
+    if trip is None:
+        for msg in reversed(response):
+            if msg.role == "assistant" and (text := msg.text):
+                break
     tripwire = None if trip is None else {"reason": trip.reason,
                                           "processor_id": trip.processor_id,
                                           "retry": trip.retry, "metadata": dict(trip.metadata)}
     calls = [c for s in run.steps for c in s.tool_calls]
     results = [r for s in run.steps for r in s.tool_results]
-    ui = [UIMessage.from_message(m) for m in run.ml.all() if not _hidden(m)]
+    ui = [UIMessage.from_message(m) for m in messages if not _hidden(m)]
     return FullOutput(
         text=text, finish_reason="other" if trip is not None else (run.finish_reason or "stop"),
         usage=dict(run.usage), steps=list(run.steps), tool_calls=calls, tool_results=results,
-        tripwire=tripwire, messages=run.ml.all(),
+        tripwire=tripwire, messages=messages,
         response=AgentResponse(messages=response, ui_messages=ui), run_id=run.run_id)
 
 
