@@ -171,6 +171,7 @@ async def _consume(run: AgentRun, record: StepRecord, model: Any, cached: list[C
                 if kind == "text-delta":
                     texts.append(out.payload["text"])
                 elif kind == "tripwire" and pipe.tripwire is not None:
+                    raw.append(out)  # process_llm_response sees the step was tripped
                     await run.trip(pipe.tripwire)
                     return raw
                 elif kind == "tool-call":
