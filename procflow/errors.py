@@ -12,7 +12,8 @@ The tree::
     │   └── RunStateError              the run is not in a state that allows the call
     │       └── RunNotSuspendedError   ``resume()`` of a run (or step) that is not suspended
     ├── StorageError                   a storage backend failed
-    │   └── SnapshotCorruptedError     stored run data cannot be loaded (it is left untouched)
+    │   ├── SnapshotCorruptedError     stored run data cannot be loaded (it is left untouched)
+    │   └── MemoryCorruptedError       a stored memory row cannot be loaded (it is left untouched)
     ├── ProcessorError                 a processor is defined or behaves wrongly
     ├── TripWire                       a processor aborted the request (``args.abort(...)``)
     └── APICallError                   a model provider rejected or failed a call
@@ -28,6 +29,7 @@ from typing import Any
 
 __all__ = [
     "APICallError",
+    "MemoryCorruptedError",
     "ProcessorError",
     "ProcflowError",
     "RunNotFoundError",
@@ -143,6 +145,22 @@ class SnapshotCorruptedError(StorageError):
         super().__init__(message)
         self.workflow_id = workflow_id
         self.run_id = run_id
+
+
+class MemoryCorruptedError(StorageError):
+    """A stored memory row (a message or a working memory) cannot be decoded; it is left
+    as it is, and nothing else is lost.
+
+    Attributes:
+        thread_id: The thread of the row, when known.
+        row_id: The row's id (a message id, or a working-memory key).
+    """
+
+    def __init__(self, message: str, *, thread_id: str | None = None,
+                 row_id: str | None = None) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.row_id = row_id
 
 
 class ProcessorError(ProcflowError):

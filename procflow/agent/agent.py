@@ -172,6 +172,10 @@ class Agent:
                                                       else 0)
         inputs = _resolve(options.get("input_processors", self.input_processors), rc,
                           "input_processors")
+        outputs = _resolve(options.get("output_processors", self.output_processors), rc,
+                           "output_processors")
+        if self.memory is not None:
+            inputs, outputs = _with_memory(self.memory, inputs, outputs)
         prepare = options.get("prepare_step")
         if prepare is not None:
             inputs = [*inputs, _PrepareStep(prepare)]
@@ -188,9 +192,7 @@ class Agent:
         return AgentRun(
             agent=self, model=self.model, tools=self.tools, ml=ml, ctx=ctx,
             inputs=_runner(inputs, ctx, explicit, "input_processors"),
-            outputs=_runner(_resolve(options.get("output_processors", self.output_processors),
-                                     rc, "output_processors"), ctx, explicit,
-                            "output_processors"),
+            outputs=_runner(outputs, ctx, explicit, "output_processors"),
             errors=_runner(errors, ctx, 0, "error_processors"),
             max_steps=_positive(options.get("max_steps", self.max_steps), "max_steps"),
             tool_choice=options.get("tool_choice"), emit=emit, api_retry_budget=budget)
@@ -280,6 +282,20 @@ def _context(given: Any, memory: Any) -> RequestContext:
         if memory.get("resource") is not None:
             rc[RESOURCE_ID_KEY] = str(memory["resource"])
     return rc
+
+
+def _with_memory(memory: Any, inputs: list[Any], outputs: list[Any],
+                 ) -> tuple[list[Any], list[Any]]:
+    """Memory's processors around the user's: input first, output last; one whose id the
+    user's list already has is not added again."""
+    def ids(items: list[Any]) -> set[str]:
+        return {p.id for p in items if isinstance(p, Processor)}
+
+    taken = ids(inputs)
+    before = [p for p in memory.input_processors() if p.id not in taken]
+    taken = ids(outputs)
+    after = [p for p in memory.output_processors() if p.id not in taken]
+    return [*before, *inputs], [*outputs, *after]
 
 
 def _hidden(msg: Message) -> bool:

@@ -1,0 +1,72 @@
+"""Stored memory rows to and from JSON; a row that cannot be read is a clear error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from procflow.errors import MemoryCorruptedError
+from procflow.messages import Message
+
+__all__ = ["dump_message", "is_hidden", "load_message", "load_metadata", "timestamp",
+           "to_datetime"]
+
+
+def dump_message(message: Message) -> str:
+    """A message as the JSON stored for it."""
+    return message.model_dump_json()
+
+
+def load_message(data: object, *, thread_id: str | None, row_id: str) -> Message:
+    """The message stored as ``data``.
+
+    Raises:
+        MemoryCorruptedError: Naming the thread and the message id; the row is untouched.
+    """
+    try:
+        if not isinstance(data, str | bytes):
+            raise TypeError(f"expected JSON text, found {type(data).__name__}")
+        return Message.model_validate_json(data)
+    except (ValidationError, ValueError, TypeError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise MemoryCorruptedError(
+            f"stored message {row_id!r} of thread {thread_id!r} is corrupted and cannot be "
+            f"loaded ({detail}). It was left as it is; delete or repair that row (other "
+            "messages are intact).", thread_id=thread_id, row_id=row_id) from None
+
+
+def load_metadata(data: object, *, thread_id: str) -> dict[str, Any]:
+    """A thread's stored metadata.
+
+    Raises:
+        MemoryCorruptedError: The metadata is not a JSON object.
+    """
+    try:
+        value = json.loads(data) if isinstance(data, str | bytes) else None
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise MemoryCorruptedError(f"stored metadata of thread {thread_id!r} is corrupted "
+                                   "(expected a JSON object); it was left as it is.",
+                                   thread_id=thread_id, row_id=thread_id)
+    return value
+
+
+def is_hidden(message: Message) -> bool:
+    """Whether a message is a hidden signal (kept in memory, left out of default recall)."""
+    signal = message.content.metadata.get("signal")
+    return isinstance(signal, Mapping) and bool(signal.get("hidden"))
+
+
+def timestamp(moment: datetime) -> float:
+    """Seconds since the epoch."""
+    return moment.timestamp()
+
+
+def to_datetime(seconds: float) -> datetime:
+    """An aware UTC datetime from seconds since the epoch."""
+    return datetime.fromtimestamp(seconds, UTC)
