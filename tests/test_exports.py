@@ -11,7 +11,7 @@ import pytest
 MODULES = ["procflow", "procflow.messages", "procflow.context", "procflow.errors",
            "procflow.storage", "procflow.steps", "procflow.workflows", "procflow.runtime",
            "procflow.processors", "procflow.processors.builtin", "procflow.agent",
-           "procflow.models", "procflow.studio"]
+           "procflow.models", "procflow.studio", "procflow.cache", "procflow.memory"]
 
 DESIGN = {
     "procflow": ["create_workflow", "create_step", "step", "Workflow", "Run", "WorkflowResult",
@@ -24,7 +24,12 @@ DESIGN = {
                             "ProviderHistoryCompat", "PrefillErrorHandler",
                             "StreamErrorRetryProcessor", "ModerationProcessor",
                             "PromptInjectionDetector", "PIIDetector", "UnicodeNormalizer",
-                            "RegexFilterProcessor", "BatchPartsProcessor"],
+                            "RegexFilterProcessor", "BatchPartsProcessor",
+                            "ToolSearchProcessor", "CostGuardProcessor", "ResponseCache",
+                            "MessageHistory", "SemanticRecall", "WorkingMemory",
+                            "build_response_cache_key", "DEFAULT_RESPONSE_CACHE_TTL_SECONDS"],
+    "procflow.cache": ["ServerCache", "InMemoryServerCache", "RedisCache"],
+    "procflow.memory": ["Memory", "SemanticRecallOptions", "WorkingMemoryOptions"],
     "procflow.models": ["ScriptedModel", "ToolCall", "LanguageModel"],
 }
 

@@ -28,6 +28,7 @@ from procflow.processors.args import (
     Signal,
 )
 from procflow.processors.base import HOOKS, Processor
+from procflow.processors.builtin import LOCATIONS as builtin_names
 from procflow.processors.reducer import merge_processor_results, merge_text_edits
 from procflow.processors.runner import ProcessorRunner, check_processors, run_processor_workflow
 from procflow.processors.step import ProcessorStep, ProcessorStepSchema, is_processor_workflow
@@ -35,30 +36,42 @@ from procflow.processors.stream import StreamPipeline
 
 if TYPE_CHECKING:
     from procflow.processors.builtin import (
+        DEFAULT_RESPONSE_CACHE_TTL_SECONDS,
         BatchPartsProcessor,
         CompatRule,
+        CostGuardProcessor,
+        CostLedger,
+        CostScope,
         DetectionResult,
+        InMemoryCostLedger,
+        MessageHistory,
+        ModelPrice,
         ModerationProcessor,
         PIIDetection,
         PIIDetector,
         PrefillErrorHandler,
         PromptInjectionDetector,
         ProviderHistoryCompat,
+        RedisCostLedger,
         RegexFilterProcessor,
         RegexRule,
+        ResponseCache,
+        ResponseCacheContextOptions,
+        ResponseCacheKeyInputs,
+        SemanticRecall,
         StreamErrorRetryProcessor,
         TokenLimiter,
         TokenLimiterOptions,
         ToolCallFilter,
+        ToolSearchHit,
+        ToolSearchOptions,
+        ToolSearchProcessor,
         UnicodeNormalizer,
+        WorkingMemory,
+        build_response_cache_key,
     )
 
-_BUILTINS = frozenset({
-    "BatchPartsProcessor", "CompatRule", "DetectionResult", "ModerationProcessor",
-    "PIIDetection", "PIIDetector", "PrefillErrorHandler", "PromptInjectionDetector",
-    "ProviderHistoryCompat", "RegexFilterProcessor", "RegexRule", "StreamErrorRetryProcessor",
-    "TokenLimiter", "TokenLimiterOptions", "ToolCallFilter", "UnicodeNormalizer",
-})
+_BUILTINS = frozenset(builtin_names)
 
 
 def __getattr__(name: str) -> Any:
@@ -70,11 +83,18 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DEFAULT_RESPONSE_CACHE_TTL_SECONDS",
     "HOOKS",
     "APIErrorResult",
     "BatchPartsProcessor",
     "CompatRule",
+    "CostGuardProcessor",
+    "CostLedger",
+    "CostScope",
     "DetectionResult",
+    "InMemoryCostLedger",
+    "MessageHistory",
+    "ModelPrice",
     "ModerationProcessor",
     "OutputResult",
     "PIIDetection",
@@ -103,8 +123,13 @@ __all__ = [
     "ProcessorWriter",
     "PromptInjectionDetector",
     "ProviderHistoryCompat",
+    "RedisCostLedger",
     "RegexFilterProcessor",
     "RegexRule",
+    "ResponseCache",
+    "ResponseCacheContextOptions",
+    "ResponseCacheKeyInputs",
+    "SemanticRecall",
     "Signal",
     "StepInfo",
     "StepOverrides",
@@ -113,7 +138,12 @@ __all__ = [
     "TokenLimiter",
     "TokenLimiterOptions",
     "ToolCallFilter",
+    "ToolSearchHit",
+    "ToolSearchOptions",
+    "ToolSearchProcessor",
     "UnicodeNormalizer",
+    "WorkingMemory",
+    "build_response_cache_key",
     "check_processors",
     "is_processor_workflow",
     "merge_processor_results",
