@@ -13,7 +13,7 @@ from procflow.agent.output import AgentResponse, FullOutput, ModelOutput, UIMess
 from procflow.agent.state import AgentRun, Emit
 from procflow.agent.tools import Tool
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
-from procflow.errors import ProcessorError
+from procflow.errors import ProcessorError, StepExecutionError
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.resolve import resolve_model
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
@@ -153,7 +153,7 @@ class Agent:
         run.run_id = wf_run.run_id
         result = await wf_run.start(input_data=run, request_context=run.ctx.request_context)
         if result.status == "failed" and run.error is None:
-            run.error = result.error
+            run.error = _public(result.error)
         if run.error is not None:
             await emit(Chunk.error(run.error))
             raise run.error
@@ -296,6 +296,14 @@ def _with_memory(memory: Any, inputs: list[Any], outputs: list[Any],
     taken = ids(outputs)
     after = [p for p in memory.output_processors() if p.id not in taken]
     return [*before, *inputs], [*outputs, *after]
+
+
+def _public(error: BaseException | None) -> BaseException | None:
+    """The error a caller should see: a processor's own ``ProcessorError`` rather than the
+    loop step's ``StepExecutionError`` wrapping it (the loop is an implementation detail)."""
+    if isinstance(error, StepExecutionError) and isinstance(error.__cause__, ProcessorError):
+        return error.__cause__
+    return error
 
 
 def _hidden(msg: Message) -> bool:

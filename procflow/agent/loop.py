@@ -245,10 +245,11 @@ async def _tool_calls(ctx: StepContext) -> AgentRun:
         run.finish_reason = "error"
         run.done = True
         return run
+    tools = _current_tools(run)  # the step's tools: a processor may have added some
     for call, (value, is_error) in zip(calls, result.result, strict=True):
         part = ToolResultPart(tool_call_id=call["tool_call_id"], tool_name=call["tool_name"],
                               result=value, is_error=is_error, model_output=_model_output(
-                                  run, call["tool_name"], value, is_error))
+                                  tools.get(call["tool_name"]), value, is_error))
         run.ml.add(Message.tool([part]), source="response")
         run.steps[-1].tool_results.append({"tool_call_id": part.tool_call_id,
                                            "tool_name": part.tool_name, "result": value,
@@ -259,8 +260,7 @@ async def _tool_calls(ctx: StepContext) -> AgentRun:
     return run
 
 
-def _model_output(run: AgentRun, name: str, value: Any, is_error: bool) -> Any:
-    tool = run.tools.get(name)
+def _model_output(tool: Any, value: Any, is_error: bool) -> Any:
     if tool is None or is_error or tool.to_model_output is None:
         return None
     return tool.to_model_output(value)
@@ -269,12 +269,13 @@ def _model_output(run: AgentRun, name: str, value: Any, is_error: bool) -> Any:
 async def _one_tool(ctx: StepContext) -> tuple[Any, bool]:
     run, call = ctx.input_data
     name, call_id = call["tool_name"], call["tool_call_id"]
-    tool = _current_tools(run).get(name)
+    tools = _current_tools(run)
+    tool = tools.get(name)
     args = dict(call.get("args") or {})
     span = None if ctx.tracer is None else ctx.tracer.start(
         f"tool call: {name}", "tool", ctx.span, input=args)
     if tool is None:
-        value: Any = f"unknown tool '{name}'; available tools: {sorted(run.tools)}"
+        value: Any = f"unknown tool '{name}'; available tools: {sorted(tools)}"
         is_error = True
     else:
         try:

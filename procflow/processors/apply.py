@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from procflow.errors import ProcessorError, TripWire
+from procflow.errors import ProcessorError, ProcflowError, TripWire
 from procflow.messages import Message, MessageList, MessageSource
 from procflow.processors.args import (
     OutputResult,
@@ -142,6 +142,10 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
         span = _failed_span(tracer, ctx.span, p.id, hook, started)
         if span is not None:
             Tracer.end(span, "failed" if isinstance(exc, Exception) else "canceled", error=exc)
+        if isinstance(exc, Exception) and not isinstance(exc, ProcflowError):
+            # A bug in a processor: say which processor and hook (the original is the cause).
+            raise ProcessorError(f"processor '{p.id}': {hook}() raised {type(exc).__name__}: "
+                                 f"{exc}", processor_id=p.id, hook=hook) from exc
         raise
     if tracer is not None:  # Tracer.leaf, inlined: this runs for every traced hook call
         tracer._next = number = tracer._next + 1

@@ -333,8 +333,12 @@ class ProcessorRunner:
             try:
                 if await apply_api_error(p, error, ml, self.context, info):
                     return True
-            except (TripWire, ProcessorError):
+            except TripWire:
                 raise
+            except ProcessorError as err:
+                if err.__cause__ is None:  # a wrong return value: the processor is broken
+                    raise
+                logger.error("error processor %r raised; ignored", p.id, exc_info=err.__cause__)
             except Exception:
                 logger.exception("error processor %r raised; ignored", p.id)
         return False

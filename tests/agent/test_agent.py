@@ -409,3 +409,51 @@ async def test_cancelling_the_caller_stops_the_call_and_its_tools() -> None:
     run.internal = True
     with pytest.raises(RunStateError, match="cannot be cancelled on its own"):
         await run.cancel()
+
+
+async def test_a_processor_bug_names_the_processor_and_hook() -> None:
+    class Buggy(Processor):
+        id = "buggy"
+
+        def process_input(self, args: Any) -> None:
+            raise KeyError("missing")
+
+    agent = Agent(id="a", model=ScriptedModel(["x"]), input_processors=[Buggy()])
+    with pytest.raises(ProcessorError, match=r"processor 'buggy': process_input\(\) raised "
+                                             r"KeyError") as info:
+        await agent.generate("hi")
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+async def test_tools_a_processor_adds_are_called_and_shaped_for_the_model() -> None:
+    from pydantic import BaseModel
+
+    from procflow.agent import Tool
+
+    class Query(BaseModel):
+        q: str
+
+    secret = Tool("secret", "Look something up.", Query, lambda data: {"raw": data.q * 2},
+                  to_model_output=lambda value: f"shaped:{value['raw']}")
+
+    class AddTool(Processor):
+        id = "add-tool"
+
+        def process_input_step(self, args: Any) -> ProcessInputStepResult:
+            return ProcessInputStepResult(tools=[*(args.tools or []), secret])
+
+    model = ScriptedModel([[ToolCall("secret", {"q": "ab"}), ToolCall("nope", {})], "done"])
+    out = await Agent(id="a", model=model, tools=[lookup_order],
+                      input_processors=[AddTool()]).generate("go")
+    assert out.text == "done"
+    results = {r["tool_name"]: r for r in out.tool_results}
+    assert results["secret"] == {"tool_call_id": results["secret"]["tool_call_id"],
+                                 "tool_name": "secret", "result": {"raw": "abab"},
+                                 "is_error": False}
+    # The unknown tool's error lists the step's tools, the added one included.
+    assert results["nope"]["is_error"]
+    assert "['lookup_order', 'secret']" in results["nope"]["result"]
+    # What the model saw for the added tool is its to_model_output.
+    tool_entries = [e for e in model.requests[1].prompt if e["role"] == "tool"]
+    assert any(part.get("result") == "shaped:abab"
+               for e in tool_entries for part in e["content"])

@@ -8,7 +8,7 @@ import pytest
 
 from procflow.agent import Agent, tool
 from procflow.agent.tools import Tool
-from procflow.errors import ProcessorError, StepExecutionError
+from procflow.errors import ProcessorError
 from procflow.models import ScriptedModel, ToolCall
 from procflow.processors.builtin.tool_search import (
     ToolSearchOptions,
@@ -179,7 +179,5 @@ def test_a_tool_named_like_a_meta_tool_is_rejected() -> None:
 
 async def test_a_step_tool_named_like_a_meta_tool_is_a_processor_error() -> None:
     clash = Tool("search_tools", "mine", get_weather.input_schema, lambda data: "x")
-    with pytest.raises(StepExecutionError) as info:
+    with pytest.raises(ProcessorError, match="clashes with the meta-tool"):
         await agent(ScriptedModel(["ok"]), ToolSearchProcessor(TOOLS), tools=[clash]).generate("hi")
-    assert isinstance(info.value.__cause__, ProcessorError)
-    assert "clashes with the meta-tool" in str(info.value.__cause__)
