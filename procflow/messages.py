@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -58,9 +59,17 @@ _Base64Bytes = Annotated[
 ]
 
 
+_ids = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _ids.seed(os.urandom(32)))
+
+
 def new_id() -> str:
-    """A fresh random message id (32 hex characters, as random as a uuid4)."""
-    return os.urandom(16).hex()
+    """A fresh random id (32 hex characters: 128 random bits, as many as a uuid4 has).
+
+    Drawn from a generator seeded by the OS (and reseeded in a forked child), not from
+    the OS on every call: ids are made on hot paths, and they are names, not secrets.
+    """
+    return f"{_ids.getrandbits(128):032x}"
 
 
 _ModelT = TypeVar("_ModelT", bound=BaseModel)

@@ -282,3 +282,23 @@ def test_chunk_rejects_unknown_type_listing_valid_ones() -> None:
         Chunk("text")
     with pytest.raises(ValueError):
         Chunk("data-")
+
+
+def test_new_ids_are_distinct_and_a_forked_child_does_not_repeat_its_parent() -> None:
+    import os
+
+    from procflow.messages import new_id
+
+    ids = {new_id() for _ in range(10_000)}
+    assert len(ids) == 10_000
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its next id and leave at once
+        os.write(write, new_id().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    assert len(child) == 32 and child != new_id()

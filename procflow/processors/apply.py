@@ -151,7 +151,7 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
         tracer._next = number = tracer._next + 1
         parent = ctx.span
         tracer._append((number, None if parent is None else parent.span_id,
-                        hook_span_name(p.id, hook), "processor", started, _now(), "success"))
+                        hook_span_name(p.id, hook), "processor", started, _now(), "success", None))
     return out
 
 

@@ -17,7 +17,6 @@ from procflow.messages import Chunk, MessageList
 from procflow.processors.apply import hook_span_name
 from procflow.processors.args import ProcessorContext, ProcessorViolation, ProcessOutputStreamArgs
 from procflow.processors.base import Processor
-from procflow.runtime.tracing import Span
 
 __all__ = ["StreamPipeline"]
 
@@ -81,10 +80,9 @@ class StreamPipeline:
         for stage in self._stages:
             pid = stage[0].id
             tracer._next = number = tracer._next + 1
-            tracer._append(Span(str(number), parent_id, hook_span_name(pid, _HOOK), "processor",
-                                None, started, ended,
-                                "tripwire" if pid == tripped_id else "success",
-                                attributes={"chunks": len(stage[4].stream_parts)}))
+            tracer._append((number, parent_id, hook_span_name(pid, _HOOK), "processor",
+                            started, ended, "tripwire" if pid == tripped_id else "success",
+                            {"chunks": len(stage[4].stream_parts)}))
 
     async def process(self, chunk: Chunk) -> list[Chunk]:
         """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.

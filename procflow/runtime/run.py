@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from procflow.errors import (
     StepValidationError,
     TripWire,
 )
+from procflow.messages import new_id
 from procflow.runtime.defaults import resolve_storage
 from procflow.runtime.events import WorkflowEvent
 from procflow.runtime.executor import Execution, Failed, Suspended, run_plan
@@ -56,7 +56,7 @@ class Run:
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
         self.workflow = workflow
-        self.run_id = run_id or os.urandom(16).hex()
+        self.run_id = run_id or new_id()
         self.storage = resolve_storage(storage, workflow)
         self.durability: Durability = durability or workflow.durability
         self.status: RunStatus = "pending"

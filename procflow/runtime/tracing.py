@@ -83,10 +83,11 @@ class Span:
             self.attributes.update(attributes)
 
 
-Leaf = tuple[int, str | None, str, SpanKind, float, float, SpanStatus]
+Leaf = tuple[int, str | None, str, SpanKind, float, float, SpanStatus, dict[str, Any] | None]
 """A finished span with nothing under it, kept light: (number, parent_id, name, kind,
-start, end, status). Processor hook calls are recorded so (most spans of an agent
-run); ``as_span`` makes one a ``Span`` when the trace is read."""
+start, end, status, attributes). Processor hook calls and stream-processor totals are
+recorded so (most spans of an agent run); ``as_span`` makes one a ``Span`` when the
+trace is read."""
 
 Entry = Span | Leaf
 """What a tracer's list holds."""
@@ -95,8 +96,9 @@ Entry = Span | Leaf
 def as_span(entry: Entry) -> Span:
     """The ``Span`` of a tracer entry (a ``Leaf`` is expanded)."""
     if type(entry) is tuple:
-        number, parent_id, name, kind, start, end, status = entry
-        return Span(str(number), parent_id, name, kind, None, start, end, status)
+        number, parent_id, name, kind, start, end, status, attributes = entry
+        return Span(str(number), parent_id, name, kind, None, start, end, status,
+                    attributes=attributes)
     return entry  # type: ignore[return-value]
 
 
@@ -111,11 +113,12 @@ class Tracer:
         self._next = len(self.spans)
 
     def leaf(self, name: str, kind: SpanKind, parent: Span | None, start: float,
-             status: SpanStatus = "success") -> None:
+             status: SpanStatus = "success", attributes: dict[str, Any] | None = None,
+             ) -> None:
         """Record a span that ended just now and has no children, as a light ``Leaf``."""
         self._next = n = self._next + 1
         self._append((n, None if parent is None else parent.span_id, name, kind, start,
-                      _now(), status))
+                      _now(), status, attributes))
 
     def start(self, name: str, kind: SpanKind, parent: Span | None,
               path: str | None = None, input: Any = None) -> Span:

@@ -239,3 +239,14 @@ def test_leaf_spans_read_like_full_spans() -> None:
     assert {k: v for k, v in rows[2].items() if k not in ("span_id", "name", "start", "end")} \
         == {k: v for k, v in rows[1].items() if k not in ("span_id", "name", "start", "end")}
     assert tracer.start("next", "step", root).span_id == "4"  # numbering goes on
+
+
+def test_a_leaf_keeps_its_attributes() -> None:
+    from procflow.runtime.tracing import Tracer
+
+    tracer = Tracer()
+    root = tracer.start("run: x", "run", None)
+    tracer.leaf("output stream processor: p", "processor", root, root.start, "tripwire",
+                attributes={"chunks": 3})
+    row = TraceRecord.from_spans("r", "x", "success", tracer.spans).spans[1]
+    assert (row["status"], row["attributes"]) == ("tripwire", {"chunks": 3})
