@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.runtime.tracing import TraceRecord
+from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 
 __all__ = ["Storage"]
 

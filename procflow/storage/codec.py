@@ -26,8 +26,7 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from procflow.errors import SnapshotCorruptedError, StepExecutionError, StepTimeoutError
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult, StepStatus
-from procflow.runtime.tracing import TraceRecord
+from procflow.records import RunSnapshot, RunStatus, StepResult, StepStatus, TraceRecord
 
 __all__ = [
     "FORMAT_VERSION",

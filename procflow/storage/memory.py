@@ -13,8 +13,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import final
 
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.runtime.tracing import TraceRecord
+from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 
 __all__ = ["InMemoryStorage"]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.runtime.tracing import TraceRecord
+from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 
 __all__ = ["NullStorage"]
 

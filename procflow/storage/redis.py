@@ -33,8 +33,7 @@ from redis.exceptions import RedisError, WatchError
 from redis.typing import EncodableT, FieldT
 
 from procflow.errors import SnapshotCorruptedError, StorageError
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.runtime.tracing import TraceRecord
+from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
     dump_snapshot,
     dump_step,

@@ -30,8 +30,7 @@ from typing import Any, Final, Self, TypeVar, final
 import anyio.to_thread
 
 from procflow.errors import SnapshotCorruptedError, StorageError
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.runtime.tracing import TraceRecord
+from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
     dump_snapshot,
     dump_step,
