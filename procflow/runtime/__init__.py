@@ -1,4 +1,9 @@
-"""The runtime: runs, their events and results."""
+"""The runtime: runs, their events and results, and the context a step receives.
+
+It runs compiled plans and knows ``steps`` and ``workflows`` only through the
+protocols in ``procflow.runtime.execution``; the records it produces live in
+``procflow.records``.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,18 @@ from procflow.runtime.defaults import get_default_storage, set_default_storage
 from procflow.runtime.events import EventType, WorkflowEvent
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult, StepStatus, WorkflowResult
 from procflow.runtime.run import Run
+from procflow.runtime.step_context import StepContext
 from procflow.runtime.stream import RunStream
+from procflow.runtime.tracing import ParentSpan
 
 __all__ = [
     "EventType",
+    "ParentSpan",
     "Run",
     "RunSnapshot",
     "RunStatus",
     "RunStream",
+    "StepContext",
     "StepResult",
     "StepStatus",
     "WorkflowEvent",

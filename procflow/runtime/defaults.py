@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from procflow.runtime.execution import PlanUnit
     from procflow.storage.base import Storage
-    from procflow.workflows.workflow import Workflow
 
 __all__ = ["get_default_storage", "resolve_storage", "set_default_storage"]
 
@@ -32,7 +32,7 @@ def get_default_storage() -> Storage | None:
     return _default
 
 
-def resolve_storage(given: Storage | None, wf: Workflow) -> Storage:
+def resolve_storage(given: Storage | None, wf: PlanUnit) -> Storage:
     """The storage for a run: the given one, the workflow's, the default, or a
     process-wide in-memory store keeping the last ``FALLBACK_MAX_RUNS`` runs."""
     global _fallback

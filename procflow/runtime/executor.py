@@ -1,4 +1,4 @@
-"""The executor: runs a committed workflow's compiled plan on anyio.
+"""The executor: runs a compiled plan's steps and nested workflows on anyio.
 
 Sequential steps run inline in the caller's task; tasks are made only for real
 concurrency (``parallel``, ``branch`` with several true conditions, ``foreach`` with
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -23,205 +22,27 @@ from procflow.errors import (
     TripWire,
     WorkflowRunError,
 )
-from procflow.runtime.events import EventType, WorkflowEvent
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.runtime.tracing import Span, Tracer
-from procflow.steps.context import BailSignal, StepContext, SuspendSignal
-from procflow.steps.step import Step
-
-if TYPE_CHECKING:
-    from anyio.streams.memory import MemoryObjectSendStream
-
-    from procflow.context import RequestContext
-    from procflow.storage.base import Storage
-    from procflow.workflows.workflow import Workflow
+from procflow.records import Span, StepResult
+from procflow.runtime.execution import (
+    Execution,
+    Failed,
+    PlanUnit,
+    Scope,
+    StepUnit,
+    Suspended,
+    Unit,
+)
+from procflow.runtime.step_context import BailSignal, StepContext, SuspendSignal
+from procflow.runtime.tracing import Tracer
 
 _now = time.time
 
-__all__ = ["Execution", "Failed", "Scope", "Suspended", "run_unit"]
-
-
-class Failed(Exception):
-    """Internal: a step failed; carries its path and the public error."""
-
-    def __init__(self, path: str, error: BaseException) -> None:
-        super().__init__(path)
-        self.path = path
-        self.error = error
-
-
-class Suspended(Exception):
-    """Internal: one or more steps suspended; carries their paths."""
-
-    def __init__(self, paths: list[str]) -> None:
-        super().__init__(paths)
-        self.paths = paths
-
-
-class Scope:
-    """Where a step runs: its workflow, its path prefix, its view of the state.
-
-    A forked scope (a parallel branch, a foreach item) copies the state lazily, on
-    first access, so branches that never touch state cost nothing.
-    """
-
-    __slots__ = ("_base", "_state", "init_data", "prefix", "span", "wf")
-
-    def __init__(self, wf: Workflow, prefix: str, init_data: Any,
-                 state: dict[str, Any] | None = None,
-                 base: dict[str, Any] | None = None, span: Span | None = None) -> None:
-        self.wf = wf
-        self.prefix = prefix
-        self.init_data = init_data
-        self._state = state
-        self._base = base
-        self.span = span  # the span enclosing the steps of this scope
-
-    @property
-    def workflow_id(self) -> str:
-        return self.wf.id
-
-    @property
-    def state(self) -> dict[str, Any]:
-        if self._state is None:
-            self._state = dict(self._base or {})
-        return self._state
-
-    @state.setter
-    def state(self, value: dict[str, Any]) -> None:
-        self._state = value
-
-    def fork(self, span: Span | None = None) -> Scope:
-        return Scope(self.wf, self.prefix, self.init_data, base=self.state,
-                     span=span if span is not None else self.span)
-
-    def under(self, span: Span | None) -> Scope:
-        """This scope (same state) with ``span`` as the parent of its steps' spans."""
-        if span is None:
-            return self
-        return Scope(self.wf, self.prefix, self.init_data, state=self.state, span=span)
-
-    def join(self, forks: list[Scope]) -> None:
-        """Merge the forks' state changes, in fork order (later forks win per key)."""
-        base = self.state
-        merged: dict[str, Any] | None = None
-        for fork in forks:
-            changed = fork._state
-            if changed is None:
-                continue
-            if merged is None:
-                merged = dict(base)
-            for key, value in changed.items():
-                if key not in base or base[key] is not value:
-                    merged[key] = value
-            for key in base:
-                if key not in changed:
-                    merged.pop(key, None)
-        if merged is not None:
-            self._state = merged
-
-
-class Execution:
-    """One execution of a run: results, state, storage and event plumbing."""
-
-    __slots__ = (
-        "context_json",
-        "created_at",
-        "dirty",
-        "input",
-        "persistent",
-        "records",
-        "replaying",
-        "request_context",
-        "resume_data",
-        "resume_targets",
-        "run_id",
-        "send",
-        "status",
-        "storage",
-        "sync",
-        "top",
-        "tracer",
-        "wf",
-    )
-
-    def __init__(self, *, wf: Workflow, run_id: str, input: Any,
-                 records: dict[str, StepResult], state: dict[str, Any],
-                 request_context: RequestContext, storage: Storage, sync: bool,
-                 send: MemoryObjectSendStream[WorkflowEvent] | None, created_at: float,
-                 resume_targets: frozenset[str] = frozenset(),
-                 resume_data: Any = None, tracer: Tracer | None = None) -> None:
-        self.wf = wf
-        self.run_id = run_id
-        self.input = input
-        self.records = records
-        self.replaying = bool(records)  # stored results exist: resume or restart
-        self.dirty: dict[str, StepResult] = {}
-        self.request_context = request_context
-        self.storage = storage
-        self.persistent: bool = getattr(storage, "persistent", True)
-        self.context_json = request_context.json_safe() if self.persistent else {}
-        self.sync = sync and self.persistent
-        self.send = send
-        self.created_at = created_at
-        self.resume_targets = resume_targets
-        self.resume_data = resume_data
-        self.tracer = tracer
-        self.top = Scope(wf, "", input, state=state)
-        self.status: RunStatus = "running"
-
-    # -- results, snapshots, events ----------------------------------------------
-
-    def keep(self, path: str, result: StepResult) -> None:
-        """Keep a step's result for the next flush (the hot path: no await)."""
-        self.records[path] = result
-        if self.persistent:
-            self.dirty[path] = result
-
-    async def record(self, path: str, result: StepResult) -> None:
-        """Keep a step's result, and write a snapshot now under "sync" durability."""
-        self.keep(path, result)
-        if self.sync:
-            await self.flush("running")
-
-    async def flush(self, status: RunStatus, *, result: Any = None,
-                    error: BaseException | None = None, suspended: list[list[str]] | None = None,
-                    tripwire: dict[str, Any] | None = None) -> None:
-        """Write the run header and the step results changed since the last flush."""
-        dirty, self.dirty = self.dirty, {}
-        if not self.persistent:
-            return
-        if status != "running":
-            self.context_json = self.request_context.json_safe()
-        snapshot = RunSnapshot(
-            workflow_id=self.wf.id, run_id=self.run_id, status=status, input=self.input,
-            state=self.top.state, result=result, error=error, suspended=suspended or [],
-            tripwire=tripwire, request_context=self.context_json,
-            created_at=self.created_at, updated_at=time.time())
-        await self.storage.save_snapshot(snapshot, dirty)
-
-    async def event(self, type: EventType, step_id: str | None, payload: Any) -> None:
-        if self.send is not None:
-            try:
-                await self.send.send(WorkflowEvent(type, self.run_id, step_id, payload,
-                                                   time.time()))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self.send = None  # nobody listens any more; the run carries on
-
-    async def emit_custom(self, step_id: str, event_type: str, payload: Any) -> None:
-        if self.send is not None:
-            await self.event("custom", step_id, {"type": event_type, "data": payload})
-
-    def resume_for(self, path: str) -> tuple[bool, Any]:
-        """Whether ``path`` is the step being resumed, and the data to resume it with."""
-        if path in self.resume_targets:
-            return True, self.resume_data
-        return False, None
+__all__ = ["close_span", "run_plan", "run_unit"]
 
 
 # -- running one step (or nested workflow) ---------------------------------------
 
-async def run_unit(ex: Execution, unit: Step | Workflow, data: Any, scope: Scope, *,
+async def run_unit(ex: Execution, unit: Unit, data: Any, scope: Scope, *,
                    replay: bool = True, path: str | None = None, keep: bool = True,
                    iteration: int = 0) -> Any:
     """Run a step or nested workflow and return its output.
@@ -238,12 +59,12 @@ async def run_unit(ex: Execution, unit: Step | Workflow, data: Any, scope: Scope
     """
     if path is None:
         path = scope.prefix + unit.id
-    if isinstance(unit, Step):
-        return await _run_step(ex, unit, data, scope, path, replay, keep, iteration)
-    return await _run_nested(ex, unit, data, scope, path, replay, keep, iteration)
+    if unit.is_workflow:
+        return await _run_nested(ex, unit, data, scope, path, replay, keep, iteration)
+    return await _run_step(ex, unit, data, scope, path, replay, keep, iteration)
 
 
-def _stored(ex: Execution, unit: Step | Workflow, path: str, replay: bool,
+def _stored(ex: Execution, unit: Unit, path: str, replay: bool,
             ) -> tuple[StepResult | None, bool, Any]:
     """Look at a step's stored result: (record, is_resume_target, resume_data)."""
     rec = ex.records.get(path)
@@ -252,7 +73,7 @@ def _stored(ex: Execution, unit: Step | Workflow, path: str, replay: bool,
     if rec.status == "suspended":
         targeted, data = ex.resume_for(path)
         if not targeted and replay and not _contains_target(ex, path):
-            raise Suspended([path] if isinstance(unit, Step) else _suspended_under(ex, path))
+            raise Suspended(_suspended_under(ex, path) if unit.is_workflow else [path])
         return rec, targeted, data
     return rec, False, None
 
@@ -269,14 +90,14 @@ def _suspended_under(ex: Execution, path: str) -> list[str]:
     return leaves or [path]
 
 
-def _hydrate(unit: Step | Workflow, output: Any) -> Any:
+def _hydrate(unit: Unit, output: Any) -> Any:
     schema = unit.output
     if schema is None or output is None:
         return output
     return schema.validate(output)
 
 
-async def _run_step(ex: Execution, step: Step, data: Any, scope: Scope, path: str,
+async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path: str,
                     replay: bool, keep: bool, iteration: int) -> Any:
     resume_data = None
     if ex.replaying:
@@ -381,7 +202,7 @@ def close_span(span: Span, exc: BaseException, attempt: int = 0) -> None:
         Tracer.end(span, "canceled")
 
 
-async def _call(step: Step, ctx: StepContext) -> Any:
+async def _call(step: StepUnit, ctx: StepContext) -> Any:
     if step.is_async:
         return await step.execute(ctx)
     if step.run_in_thread:
@@ -418,7 +239,7 @@ async def _fail(ex: Execution, path: str, error: BaseException, started: float,
     raise Failed(path, error)
 
 
-async def _suspend(ex: Execution, unit: Step, path: str, payload: Any, started: float,
+async def _suspend(ex: Execution, unit: StepUnit, path: str, payload: Any, started: float,
                    attempts: int, scope: Scope) -> Any:
     if unit.suspend_check is not None:
         try:
@@ -433,7 +254,7 @@ async def _suspend(ex: Execution, unit: Step, path: str, payload: Any, started: 
     raise Suspended([path])
 
 
-async def _run_nested(ex: Execution, wf: Workflow, data: Any, scope: Scope, path: str,
+async def _run_nested(ex: Execution, wf: PlanUnit, data: Any, scope: Scope, path: str,
                       replay: bool, keep: bool, iteration: int) -> Any:
     if ex.replaying:
         rec, _, _ = _stored(ex, wf, path, replay)
@@ -480,13 +301,11 @@ async def _run_nested(ex: Execution, wf: Workflow, data: Any, scope: Scope, path
     return out
 
 
-async def run_plan(ex: Execution, wf: Workflow, data: Any, scope: Scope) -> Any:
+async def run_plan(ex: Execution, wf: PlanUnit, data: Any, scope: Scope) -> Any:
     """Run a workflow's compiled plan, node by node, in this task."""
-    plan: list[Callable[[Execution, Any, Scope], Any]] | None = wf.compiled
+    plan = wf.compiled
     if plan is None:
-        from procflow.runtime.nodes import compile_plan
-
-        plan = wf.compiled = compile_plan(wf)
+        plan = wf.compile()
     for node in plan:
         data = await node(ex, data, scope)
     return data

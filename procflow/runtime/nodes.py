@@ -1,4 +1,8 @@
-"""Plan nodes: one async callable per builder entry, compiled once per workflow."""
+"""Plan nodes: the async callables a workflow's plan entries compile to, once per workflow.
+
+Each builder entry (``procflow.workflows.plan``) compiles itself by calling one of
+the factories here; the runtime only ever sees the resulting ``Node`` callables.
+"""
 
 from __future__ import annotations
 
@@ -7,72 +11,47 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import anyio
 
 from procflow.errors import StepExecutionError, StepValidationError, TripWire
-from procflow.runtime.executor import (
-    Execution,
-    Failed,
-    Scope,
-    Suspended,
-    close_span,
-    run_unit,
-)
-from procflow.runtime.results import StepResult
-from procflow.runtime.tracing import SpanKind, Tracer
-from procflow.steps.context import BailSignal, StepContext
-from procflow.workflows.plan import (
-    BranchEntry,
-    Entry,
-    ForeachEntry,
-    LoopEntry,
-    MapEntry,
-    ParallelEntry,
-    SleepEntry,
-    SleepUntilEntry,
-    StepEntry,
-    StepLike,
-)
+from procflow.records import SpanKind, StepResult
+from procflow.runtime.execution import Execution, Failed, Node, Scope, Suspended, Unit
+from procflow.runtime.executor import close_span, run_unit
+from procflow.runtime.step_context import BailSignal, StepContext
+from procflow.runtime.tracing import Tracer
 
-if TYPE_CHECKING:
-    from procflow.workflows.workflow import Workflow
+__all__ = [
+    "Condition",
+    "branch_node",
+    "foreach_node",
+    "loop_node",
+    "map_node",
+    "parallel_node",
+    "sleep_node",
+    "sleep_until_node",
+    "then_node",
+]
 
-__all__ = ["Node", "compile_plan"]
-
-Node = Callable[[Execution, Any, Scope], Awaitable[Any]]
+Condition = Callable[[Any], Any]
+"""A function of a ``StepContext`` returning a truth value (sync or async)."""
 
 
-def compile_plan(wf: Workflow) -> list[Node]:
-    """Turn a workflow's entries into the callables the executor runs."""
-    return [_compile(entry) for entry in wf.entries]
+def then_node(unit: Unit) -> Node:
+    """``.then(unit)``: run it on the data."""
+    async def then(ex: Execution, data: Any, scope: Scope) -> Any:
+        return await run_unit(ex, unit, data, scope)
+    return then
 
 
-def _compile(entry: Entry) -> Node:
-    if isinstance(entry, StepEntry):
-        unit = entry.step
-
-        async def then(ex: Execution, data: Any, scope: Scope) -> Any:
-            return await run_unit(ex, unit, data, scope)
-        return then
-    if isinstance(entry, ParallelEntry):
-        steps = entry.steps
-
-        async def parallel(ex: Execution, data: Any, scope: Scope) -> Any:
-            return await _contained(ex, "parallel", "parallel", scope,
-                                    lambda sub: _together(ex, steps, data, sub),
-                                    branches=len(steps))
-        return parallel
-    if isinstance(entry, BranchEntry):
-        return _branch(entry)
-    if isinstance(entry, MapEntry):
-        return _map(entry)
-    if isinstance(entry, ForeachEntry):
-        return _foreach(entry)
-    if isinstance(entry, LoopEntry):
-        return _loop(entry)
-    return _sleep(entry)
+def parallel_node(steps: Sequence[Unit]) -> Node:
+    """``.parallel(steps)``: all at once on the data; output keyed by step id."""
+    async def parallel(ex: Execution, data: Any, scope: Scope) -> Any:
+        return await _contained(ex, "parallel", "parallel", scope,
+                                lambda sub: _together(ex, steps, data, sub),
+                                branches=len(steps))
+    return parallel
 
 
 async def _contained(ex: Execution, kind: SpanKind, name: str, scope: Scope,
@@ -124,7 +103,7 @@ def _unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return flat[0]
 
 
-async def _together(ex: Execution, steps: Sequence[StepLike], data: Any, scope: Scope,
+async def _together(ex: Execution, steps: Sequence[Unit], data: Any, scope: Scope,
                     ) -> dict[str, Any]:
     """Run steps concurrently on one input; merge state in order; aggregate outcomes."""
     n = len(steps)
@@ -158,8 +137,8 @@ async def _together(ex: Execution, steps: Sequence[StepLike], data: Any, scope: 
     return {steps[i].id: outputs[i] for i in range(n)}
 
 
-def _branch(entry: BranchEntry) -> Node:
-    branches = entry.branches
+def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
+    """``.branch(pairs)``: every step whose condition holds, at once; the rest skipped."""
 
     async def choose(ex: Execution, data: Any, scope: Scope) -> Any:
         chosen = []
@@ -195,8 +174,8 @@ def _branch(entry: BranchEntry) -> Node:
     return branch
 
 
-def _map(entry: MapEntry) -> Node:
-    fn, map_id = entry.fn, entry.id
+def map_node(map_id: str, fn: Callable[[Any], Any]) -> Node:
+    """``.map(fn)``: reshape the data with ``fn(ctx)``."""
 
     async def map_(ex: Execution, data: Any, scope: Scope) -> Any:
         path = scope.prefix + map_id
@@ -214,8 +193,8 @@ def _map(entry: MapEntry) -> Node:
     return map_
 
 
-def _foreach(entry: ForeachEntry) -> Node:
-    unit, concurrency = entry.step, entry.concurrency
+def foreach_node(unit: Unit, concurrency: int) -> Node:
+    """``.foreach(unit, concurrency=n)``: the unit over each item of a list."""
 
     async def foreach(ex: Execution, data: Any, scope: Scope) -> Any:
         path = scope.prefix + unit.id
@@ -253,12 +232,12 @@ def _foreach(entry: ForeachEntry) -> Node:
     return foreach
 
 
-def _hydrate_item(unit: StepLike, output: Any) -> Any:
+def _hydrate_item(unit: Unit, output: Any) -> Any:
     return unit.output.validate(output) if unit.output is not None and output is not None \
         else output
 
 
-async def _run_items(ex: Execution, unit: StepLike, items: Sequence[Any], scope: Scope,
+async def _run_items(ex: Execution, unit: Unit, items: Sequence[Any], scope: Scope,
                      path: str, done: dict[int, Any], concurrency: int,
                      ) -> tuple[dict[int, Any], Failed | None, list[str]]:
     """Run the not-yet-done items, at most ``concurrency`` at once, stopping on trouble."""
@@ -307,8 +286,10 @@ async def _run_items(ex: Execution, unit: StepLike, items: Sequence[Any], scope:
     return outputs, first, suspended
 
 
-def _loop(entry: LoopEntry) -> Node:
-    unit, condition, mode, limit = entry.step, entry.condition, entry.mode, entry.max_iterations
+def loop_node(unit: Unit, condition: Condition, mode: Literal["dowhile", "dountil"],
+              limit: int | None) -> Node:
+    """``.dowhile``/``.dountil``: the unit, then again on its output while (until) the
+    condition holds, at most ``limit`` times."""
 
     async def loop(ex: Execution, data: Any, scope: Scope) -> Any:
         return await _contained(ex, "loop", unit.id, scope, lambda sub: body(ex, data, sub),
@@ -361,11 +342,32 @@ def _loop(entry: LoopEntry) -> Node:
     return loop
 
 
-def _sleep(entry: SleepEntry | SleepUntilEntry) -> Node:
+def sleep_node(entry_id: str, seconds: float | Callable[[Any], Any]) -> Node:
+    """``.sleep(seconds)``: wait, passing the data through."""
+    async def delay(ctx: StepContext) -> float:
+        return float(await _maybe_await(seconds(ctx)) if callable(seconds) else seconds)
+    return _sleep(entry_id, delay)
+
+
+def sleep_until_node(entry_id: str, until: datetime | Callable[[Any], Any]) -> Node:
+    """``.sleep_until(when)``: wait until a moment, passing the data through."""
+    async def delay(ctx: StepContext) -> float:
+        moment = await _maybe_await(until(ctx)) if callable(until) else until
+        if not isinstance(moment, datetime):
+            raise Failed(ctx.step_id, StepExecutionError(
+                f"workflow '{ctx.workflow_id}': sleep_until '{ctx.step_id}' needs a datetime, "
+                f"got {type(moment).__name__}", workflow_id=ctx.workflow_id,
+                step_id=ctx.step_id))
+        now = datetime.now(UTC) if moment.tzinfo else datetime.now()
+        return (moment - now).total_seconds()
+    return _sleep(entry_id, delay)
+
+
+def _sleep(entry_id: str, delay: Callable[[StepContext], Awaitable[float]]) -> Node:
     async def sleep(ex: Execution, data: Any, scope: Scope) -> Any:
         if ex.tracer is None:
             return await wait(ex, data, scope)
-        span = ex.tracer.start(entry.id, "sleep", scope.span, path=scope.prefix + entry.id)
+        span = ex.tracer.start(entry_id, "sleep", scope.span, path=scope.prefix + entry_id)
         try:
             out = await wait(ex, data, scope)
         except BaseException as exc:
@@ -375,24 +377,12 @@ def _sleep(entry: SleepEntry | SleepUntilEntry) -> Node:
         return out
 
     async def wait(ex: Execution, data: Any, scope: Scope) -> Any:
-        path = scope.prefix + entry.id
+        path = scope.prefix + entry_id
         if ex.send is not None:
             await ex.event("step-start", path, {"input": data})
-        ctx = StepContext(ex, scope, path, data)
-        if isinstance(entry, SleepEntry):
-            seconds = entry.seconds
-            delay = float(await _maybe_await(seconds(ctx)) if callable(seconds) else seconds)
-        else:
-            until = entry.until
-            moment = await _maybe_await(until(ctx)) if callable(until) else until
-            if not isinstance(moment, datetime):
-                raise Failed(path, StepExecutionError(
-                    f"workflow '{scope.wf.id}': sleep_until '{path}' needs a datetime, got "
-                    f"{type(moment).__name__}", workflow_id=scope.wf.id, step_id=path))
-            now = datetime.now(UTC) if moment.tzinfo else datetime.now()
-            delay = (moment - now).total_seconds()
-        if delay > 0:
-            await anyio.sleep(delay)
+        seconds = await delay(StepContext(ex, scope, path, data))
+        if seconds > 0:
+            await anyio.sleep(seconds)
         if ex.send is not None:
             await ex.event("step-result", path, {"output": data})
         return data

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
@@ -18,25 +18,46 @@ from procflow.errors import (
     TripWire,
 )
 from procflow.messages import new_id
+from procflow.records import RunStatus, Span, SpanEntry, StepResult, TraceRecord
 from procflow.runtime.defaults import resolve_storage
 from procflow.runtime.events import WorkflowEvent
-from procflow.runtime.executor import Execution, Failed, Suspended, run_plan
-from procflow.runtime.results import RunStatus, StepResult, WorkflowResult
+from procflow.runtime.execution import (
+    Durability,
+    Execution,
+    Failed,
+    PlanUnit,
+    StepUnit,
+    Suspended,
+)
+from procflow.runtime.executor import run_plan
+from procflow.runtime.results import WorkflowResult
+from procflow.runtime.step_context import BailSignal
 from procflow.runtime.stream import RunStream
-from procflow.runtime.tracing import Entry, Span, Tracer, TraceRecord
-from procflow.steps.context import BailSignal
-from procflow.steps.step import Step
-from procflow.workflows.plan import entry_steps
+from procflow.runtime.tracing import ParentSpan, Tracer
+from procflow.storage.null import NullStorage
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
 
     from procflow.storage.base import Storage
-    from procflow.workflows.workflow import Durability, Workflow
 
 __all__ = ["Run"]
 
-_Outcome = tuple[RunStatus, Any, BaseException | None, list[str], dict[str, Any] | None]
+_NULL_STORAGE = NullStorage()
+
+
+class _Outcome(NamedTuple):
+    """How one execution ended."""
+
+    status: RunStatus
+    result: Any = None
+    error: BaseException | None = None
+    suspended: Sequence[str] = ()
+    """Paths of the suspended steps."""
+    tripwire: dict[str, Any] | None = None
+
+
+_CANCELED = _Outcome("canceled")
 Sender = "MemoryObjectSendStream[WorkflowEvent] | None"
 
 
@@ -50,15 +71,24 @@ class Run:
         status: "pending" until started, then as the last execution left it.
     """
 
-    def __init__(self, workflow: Workflow, *, run_id: str | None = None,
+    def __init__(self, workflow: PlanUnit, *, run_id: str | None = None,
                  storage: Storage | None = None, durability: Durability | None = None,
-                 tracing: bool = True) -> None:
+                 tracing: bool = True, ephemeral: bool = False,
+                 parent_span: ParentSpan | None = None) -> None:
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
         self.workflow = workflow
         self.run_id = run_id or new_id()
-        self.storage = resolve_storage(storage, workflow)
-        self.durability: Durability = durability or workflow.durability
+        if ephemeral:
+            if storage is not None:
+                raise ValueError(
+                    f"a run of workflow '{workflow.id}' cannot be ephemeral and have a "
+                    "storage: an ephemeral run keeps nothing; drop storage= or ephemeral=True")
+            self.storage: Storage = _NULL_STORAGE
+            self.durability: Durability = "exit"
+        else:
+            self.storage = resolve_storage(storage, workflow)
+            self.durability = durability or workflow.durability
         self.status: RunStatus = "pending"
         self._records: dict[str, StepResult] = {}
         self._input: Any = None
@@ -71,17 +101,17 @@ class Run:
         self._cancel_requested = False
         self._active = False
         self.tracing = tracing
-        self.trace_parent: tuple[Tracer, Span] | None = None
-        """Set to record this run's spans inside another run's trace instead of its own."""
-        self._spans: list[Entry] = []
-        self.internal = False
-        """Set by the library for runs nobody outside holds (an agent call's loop run, a
-        processor workflow's transient run): they skip the cancel scope that ``cancel()``
-        needs (cancelling the caller still stops them) and ``cancel()`` refuses them."""
+        self.trace_parent: tuple[Tracer, Span] | None = parent_span
+        """Where this run's spans go inside another run's trace (instead of its own)."""
+        self._spans: list[SpanEntry] = []
+        self.internal = ephemeral
+        """True for an ephemeral run (see ``Workflow.create_run``): nobody outside holds
+        it, so it skips the cancel scope that ``cancel()`` needs (cancelling the caller
+        still stops it) and ``cancel()`` refuses it."""
         self._replay_of: tuple[str, str] | None = None
 
     @classmethod
-    async def load(cls, workflow: Workflow, run_id: str, *,
+    async def load(cls, workflow: PlanUnit, run_id: str, *,
                    storage: Storage | None = None) -> Run:
         """Rebuild a run from storage (``workflow.get_run``)."""
         store = resolve_storage(storage, workflow)
@@ -252,7 +282,7 @@ class Run:
             return
         if self.status in ("pending", "suspended", "running"):
             ex = self._execution(None, frozenset(), None)
-            await self._finish(ex, ("canceled", None, None, [], None))
+            await self._finish(ex, _CANCELED)
 
     # -- internals ----------------------------------------------------------------
 
@@ -282,7 +312,7 @@ class Run:
                 self._input = input_data
                 ex = self._execution(send, frozenset(), None)
                 self._trace(ex)
-                return await self._finish(ex, ("failed", None, exc, [], None))
+                return await self._finish(ex, _Outcome("failed", error=exc))
         self._input = input_data
         return await self._execute(send, frozenset(), None)
 
@@ -296,7 +326,7 @@ class Run:
                 workflow_id=self.workflow.id, run_id=self.run_id)
         path = self._resolve_target(step)
         unit = _find_unit(self.workflow, path)
-        if isinstance(unit, Step) and unit.resume_check is not None:
+        if unit is not None and not unit.is_workflow and unit.resume_check is not None:
             resume_data = unit.resume_check.check(
                 resume_data, what="resume data", workflow_id=self.workflow.id, step_id=path,
                 run_id=self.run_id)
@@ -318,12 +348,12 @@ class Run:
                 f"run '{self.run_id}' has {len(suspended)} suspended steps {suspended}; "
                 "name one with resume(step=...)", workflow_id=self.workflow.id,
                 run_id=self.run_id)
-        if isinstance(step, Step) or hasattr(step, "entries"):
-            name = str(step.id)
-        elif isinstance(step, Sequence) and not isinstance(step, str):
-            name = ".".join(str(s) for s in step)
-        elif isinstance(step, str):
+        if isinstance(step, str):
             name = step
+        elif isinstance(getattr(step, "id", None), str):  # a step or a nested workflow
+            name = step.id
+        elif isinstance(step, Sequence):
+            name = ".".join(str(s) for s in step)
         else:
             raise TypeError(f"resume(step=...) takes a step, an id or a path, got {step!r}")
         if name in suspended:
@@ -365,11 +395,11 @@ class Run:
                 outcome = await self._run_body(ex)
             self._cancel_scope = None
             if scope.cancelled_caught:
-                outcome = ("canceled", None, None, [], None)
+                outcome = _CANCELED
             return await self._finish(ex, outcome)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._finish(ex, ("canceled", None, None, [], None))
+                await self._finish(ex, _CANCELED)
             raise
         finally:
             self._cancel_scope = None
@@ -416,8 +446,8 @@ class Run:
             truncate=self.workflow.trace_truncate, ended=span.end))
 
     async def _finish(self, ex: Execution, outcome: _Outcome) -> WorkflowResult:
-        status, result, error, suspended, tripwire = outcome
-        suspended = list(dict.fromkeys(suspended))
+        status, result, error, suspended_paths, tripwire = outcome
+        suspended = list(dict.fromkeys(suspended_paths))
         paths = [p.split(".") for p in suspended]
         self.status = status
         self._suspended = suspended
@@ -441,11 +471,11 @@ async def _outcome(ex: Execution) -> _Outcome:
         if wf.output is not None:
             out = wf.output.check(out, what="output", workflow_id=wf.id, step_id=None,
                                   run_id=ex.run_id)
-        return "success", out, None, [], None
+        return _Outcome("success", out)
     except Suspended as sus:
-        return "suspended", None, None, sus.paths, None
+        return _Outcome("suspended", suspended=sus.paths)
     except Failed as failed:
-        return "failed", None, failed.error, [], None
+        return _Outcome("failed", error=failed.error)
     except BailSignal as bail:
         try:
             out = bail.result
@@ -453,14 +483,14 @@ async def _outcome(ex: Execution) -> _Outcome:
                 out = wf.output.check(out, what="bail result", workflow_id=wf.id,
                                       step_id=None, run_id=ex.run_id)
         except StepValidationError as exc:
-            return "failed", None, exc, [], None
-        return "success", out, None, [], None
+            return _Outcome("failed", error=exc)
+        return _Outcome("success", out)
     except TripWire as trip:
         details = {"reason": trip.reason, "retry": trip.retry, "metadata": trip.metadata,
                    "processor_id": trip.processor_id}
-        return "tripwire", None, trip, [], details
+        return _Outcome("tripwire", error=trip, tripwire=details)
     except Exception as exc:  # an error outside any step: report it, never crash the caller
-        return "failed", None, exc, [], None
+        return _Outcome("failed", error=exc)
 
 
 def _as_context(value: Any) -> RequestContext:
@@ -485,17 +515,13 @@ def _path_of(step: Any) -> str:
     raise TypeError(f"expected a step, a step id or a path, got {step!r}")
 
 
-def _find_unit(wf: Workflow, path: str) -> Any:
+def _find_unit(wf: PlanUnit, path: str) -> StepUnit | PlanUnit | None:
     """The step or nested workflow at a dotted path, or ``None``."""
-    current: Any = wf
+    current: StepUnit | PlanUnit | None = wf
     for segment in path.split("."):
-        name = segment.split("[", 1)[0]
-        if not hasattr(current, "entries"):
+        if current is None or not current.is_workflow:
             return None
-        found = [s for e in current.entries for s in entry_steps(e) if s.id == name]
-        if not found:
-            return None
-        current = found[0]
+        current = current.get_step(segment.split("[", 1)[0])
     return current
 
 

@@ -6,7 +6,7 @@ model and tool calls). The span and trace records themselves live in
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from procflow.records import (
     DEFAULT_TRUNCATE,
@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_TRUNCATE",
     "Entry",
     "Leaf",
+    "ParentSpan",
     "Span",
     "SpanKind",
     "SpanRows",
@@ -87,3 +88,18 @@ class Tracer:
             span.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         if attributes:
             span.set(**attributes)
+
+
+class ParentSpan(NamedTuple):
+    """Where a run's spans go inside another run's trace: under ``span``, recorded by
+    ``tracer`` (``Workflow.create_run(parent_span=...)``)."""
+
+    tracer: Tracer
+    span: Span
+
+    @classmethod
+    def of(cls, tracer: Tracer | None, span: Span | None) -> ParentSpan | None:
+        """The parent for a caller that may not be traced (``None`` when either is)."""
+        if tracer is None or span is None:
+            return None
+        return cls(tracer, span)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from procflow.steps.context import StepContext
+from procflow.runtime.step_context import StepContext
 from procflow.steps.schema import Schema
 from procflow.steps.step import Step, create_step, step
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar, overload
 
 from procflow.errors import WorkflowDefinitionError
 from procflow.steps.schema import Schema
 
 if TYPE_CHECKING:
-    from procflow.steps.context import StepContext
-    from procflow.workflows.workflow import Workflow
+    from procflow.runtime.execution import PlanUnit
+    from procflow.runtime.step_context import StepContext
 
 __all__ = ["Step", "create_step", "step", "validate_id"]
 
 ExecuteFn = Callable[["StepContext"], Any]
+PlanT = TypeVar("PlanT", bound="PlanUnit")
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_:\-/]*$")
 
@@ -54,6 +55,8 @@ class Step:
 
     kind: str = "step"
     span_kind: Literal["step", "processor"] = "step"
+    is_workflow: Literal[False] = False
+    """What tells the runtime a leaf step from a nested workflow."""
 
     def __init__(self, *, id: str, execute: ExecuteFn, input_schema: Any = None,
                  output_schema: Any = None, suspend_schema: Any = None,
@@ -107,7 +110,7 @@ class Step:
 
 
 @overload
-def create_step(obj: Workflow, /) -> Workflow: ...
+def create_step(obj: PlanT, /) -> PlanT: ...
 @overload
 def create_step(obj: Any = ..., /, *, id: str, execute: ExecuteFn, input_schema: Any = ...,
                 output_schema: Any = ..., suspend_schema: Any = ..., resume_schema: Any = ...,
@@ -118,7 +121,7 @@ def create_step(obj: Any = ..., /, *, id: str, execute: ExecuteFn, input_schema:
 def create_step(obj: Any, /) -> Step: ...
 
 
-def create_step(obj: Any = None, /, **options: Any) -> Step | Workflow:
+def create_step(obj: Any = None, /, **options: Any) -> Step | PlanUnit:
     """Make a step.
 
     Forms:
@@ -131,8 +134,6 @@ def create_step(obj: Any = None, /, **options: Any) -> Step | Workflow:
     Raises:
         WorkflowDefinitionError: The arguments do not make a step.
     """
-    from procflow.workflows.workflow import Workflow
-
     if obj is None:
         if "id" not in options or "execute" not in options:
             missing = [k for k in ("id", "execute") if k not in options]
@@ -143,18 +144,22 @@ def create_step(obj: Any = None, /, **options: Any) -> Step | Workflow:
     if options:
         raise WorkflowDefinitionError(
             f"create_step({type(obj).__name__}) takes no options; got {sorted(options)}")
-    if isinstance(obj, Workflow):
-        return obj
-    if isinstance(obj, Step):
+    if _is_unit(obj):
         return obj
     as_step = getattr(obj, "as_step", None)
     if callable(as_step):
         made = as_step()
-        if isinstance(made, Step | Workflow):
+        if _is_unit(made):
             return made
     raise WorkflowDefinitionError(
         f"create_step() cannot make a step from {type(obj).__name__}: pass id= and execute=, "
         "or a Workflow, Processor or Agent")
+
+
+def _is_unit(obj: object) -> TypeGuard[Step | PlanUnit]:
+    """A step, or a workflow (which marks itself with ``is_workflow``; steps sit below
+    the workflows package and do not import it)."""
+    return isinstance(obj, Step) or getattr(obj, "is_workflow", False) is True
 
 
 def step(*, id: str | None = None, input_schema: Any = None, output_schema: Any = None,

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from procflow.processors.base import HOOKS
+from procflow.workflows.plan import condition_name
 from procflow.workflows.workflow import Workflow
 
 if TYPE_CHECKING:
@@ -47,14 +48,6 @@ def short_hooks(hooks: Iterable[str]) -> list[str]:
     order = {name: i for i, name in enumerate(HOOKS)}
     ranked = sorted(set(hooks), key=lambda h: (order.get(h, len(order)), h))
     return [h.removeprefix("process_") for h in ranked]
-
-
-def condition_name(condition: object) -> str:
-    """A condition's ``__name__``, or "condition" for lambdas and unnamed callables."""
-    name = getattr(condition, "__name__", None)
-    if not isinstance(name, str) or not name or name.startswith("<"):
-        return "condition"
-    return name
 
 
 def steps_count(count: int) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Literal, TypeAlias, assert_never
 
 from rich import box
@@ -22,18 +21,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from procflow.studio.export import condition_name, short_hooks, steps_count, workflow_of
+from procflow.studio.export import short_hooks, steps_count, workflow_of
 from procflow.workflows.plan import (
-    BranchEntry,
     Entry,
-    ForeachEntry,
-    LoopEntry,
-    MapEntry,
-    ParallelEntry,
-    SleepEntry,
-    SleepUntilEntry,
-    StepEntry,
+    LanesLayout,
+    NodeLayout,
     StepLike,
+    UnitLayout,
 )
 from procflow.workflows.workflow import Workflow
 
@@ -58,6 +52,7 @@ _STATUS: dict[str, tuple[str, str]] = {
 }
 _KIND_GLYPH = {"step": "□", "processor": "◆", "agent": "◈"}
 _EXPANDED, _COLLAPSED, _MAP, _SLEEP = "▾", "▸", "ƒ", "◷"
+_NODE_GLYPH = {"map": _MAP, "sleep": _SLEEP, "sleep_until": _SLEEP}
 _ARROW = Text("│\n▼", style="dim")
 
 
@@ -139,33 +134,17 @@ class _Drawing:
         return items
 
     def entry(self, entry: Entry, prefix: str, level: int) -> RenderableType:
-        if isinstance(entry, StepEntry):
-            return self.unit(entry.step, prefix, level)
-        if isinstance(entry, ParallelEntry):
-            return self.lanes("parallel", [(None, s) for s in entry.steps], prefix, level)
-        if isinstance(entry, BranchEntry):
-            lanes = [(f"if {condition_name(c)}", s) for c, s in entry.branches]
-            return self.lanes("branch", lanes, prefix, level)
-        if isinstance(entry, ForeachEntry):
-            return self.around(f"for each (concurrency {entry.concurrency})",
-                               self.unit(entry.step, prefix, level))
-        if isinstance(entry, LoopEntry):
-            mode = "while" if entry.mode == "dowhile" else "until"
-            title = f"do … {mode} {condition_name(entry.condition)}"
-            if entry.max_iterations is not None:
-                title += f" (max {entry.max_iterations})"
-            return self.around(title, self.unit(entry.step, prefix, level))
-        if isinstance(entry, MapEntry):
-            # a map has no step result of its own: no "pending" symbol unless told
-            return self.line(_MAP, _marker("map", entry.id), prefix + entry.id,
-                             implied=False)
-        if isinstance(entry, SleepEntry):
-            label = f"{_marker('sleep', entry.id)} {_sleep_amount(entry.seconds)}"
-            return self.line(_SLEEP, label, prefix + entry.id)
-        if isinstance(entry, SleepUntilEntry):
-            label = f"{_marker('sleep until', entry.id, auto='sleep-until')} {_when(entry.until)}"
-            return self.line(_SLEEP, label, prefix + entry.id)
-        assert_never(entry)
+        layout = entry.layout()
+        if isinstance(layout, UnitLayout):
+            unit = self.unit(layout.step, prefix, level)
+            return unit if layout.frame is None else self.around(layout.frame, unit)
+        if isinstance(layout, LanesLayout):
+            return self.lanes(layout.kind, layout.lanes, prefix, level)
+        if isinstance(layout, NodeLayout):
+            # a node without a result of its own (a map): no "pending" symbol unless told
+            return self.line(_NODE_GLYPH.get(layout.kind, _MAP), layout.label,
+                             prefix + layout.id, implied=layout.has_result)
+        assert_never(layout)
 
     def unit(self, step: StepLike, prefix: str, level: int) -> RenderableType:
         path = prefix + step.id
@@ -263,31 +242,3 @@ class _Lanes:
                 grid.add_column()
             grid.add_row(*row)
             yield grid
-
-
-def _marker(kind: str, entry_id: str, *, auto: str | None = None) -> str:
-    """ "map" for an auto id like "map-3", else "map <id>"."""
-    stem = auto or kind
-    rest = entry_id.removeprefix(f"{stem}-")
-    if rest != entry_id and rest.isdigit():
-        return kind
-    return f"{kind} {entry_id}"
-
-
-def _sleep_amount(seconds: object) -> str:
-    if isinstance(seconds, int | float):
-        return f"{seconds:g} s"
-    return _computed(seconds)
-
-
-def _when(until: object) -> str:
-    if isinstance(until, datetime):
-        return until.isoformat(sep=" ")
-    return _computed(until)
-
-
-def _computed(fn: object) -> str:
-    name = getattr(fn, "__name__", None)
-    if isinstance(name, str) and name and not name.startswith("<"):
-        return f"({name}(ctx))"
-    return "(computed)"

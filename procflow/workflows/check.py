@@ -7,37 +7,29 @@ from typing import TYPE_CHECKING
 
 from procflow.errors import WorkflowDefinitionError
 from procflow.steps.schema import Schema
-from procflow.workflows.plan import (
-    BranchEntry,
-    ForeachEntry,
-    LoopEntry,
-    MapEntry,
-    ParallelEntry,
-    SleepEntry,
-    SleepUntilEntry,
-    StepEntry,
-    StepLike,
-)
 
 if TYPE_CHECKING:
+    from procflow.runtime.execution import PlanUnit, StepUnit
     from procflow.workflows.workflow import Workflow
 
-__all__ = ["check_plan"]
+__all__ = ["LIST", "Keyed", "ListOut", "Shape", "check_edge", "check_list_input", "check_plan"]
 
 
 @dataclass(frozen=True, slots=True)
-class _Keyed:
+class Keyed:
     """The output of parallel/branch: a dict keyed by these step ids."""
 
     keys: frozenset[str]
 
 
-class _ListOut:
+class ListOut:
     """The output of foreach: a list."""
 
 
-_LIST = _ListOut()
-Shape = Schema | _Keyed | _ListOut | None  # None: unknown (after map, or no schema)
+LIST = ListOut()
+Shape = Schema | Keyed | ListOut | None
+"""What an entry outputs, as far as ``commit()`` knows (``None``: unknown, after a map
+or a step without a schema)."""
 
 
 def check_plan(wf: Workflow) -> None:
@@ -53,85 +45,58 @@ def check_plan(wf: Workflow) -> None:
     seen: dict[str, str] = {}
     shape: Shape = wf.input
     for entry in wf.entries:
-        for step_id, what in _ids(entry):
+        for step_id, what in entry.ids():
             if step_id in seen:
                 raise WorkflowDefinitionError(
                     f"workflow '{wf.id}': duplicate step id '{step_id}' (used by {seen[step_id]} "
                     f"and {what}); give one of them another id, e.g. step.clone(id=...)",
                     workflow_id=wf.id, step_id=step_id)
             seen[step_id] = what
-        shape = _check_entry(wf, entry, shape)
+        shape = entry.output_shape(wf, shape)
     if wf.output is not None:
-        _check_edge(wf, shape, wf.output, target=None)
+        check_edge(wf, shape, wf.output, target=None)
 
 
-def _ids(entry: object) -> list[tuple[str, str]]:
-    if isinstance(entry, StepEntry):
-        return [(entry.step.id, "then()")]
-    if isinstance(entry, ParallelEntry):
-        return [(s.id, "parallel()") for s in entry.steps]
-    if isinstance(entry, BranchEntry):
-        return [(s.id, "branch()") for _, s in entry.branches]
-    if isinstance(entry, ForeachEntry):
-        return [(entry.step.id, "foreach()")]
-    if isinstance(entry, LoopEntry):
-        return [(entry.step.id, f"{entry.mode}()")]
-    if isinstance(entry, MapEntry):
-        return [(entry.id, "map()")]
-    if isinstance(entry, SleepEntry | SleepUntilEntry):
-        return [(entry.id, "sleep()")]
-    return []
+def check_list_input(wf: Workflow, shape: Shape, step: StepUnit | PlanUnit) -> None:
+    """Check that a foreach over ``step`` gets a list (when the shape is known).
+
+    Raises:
+        WorkflowDefinitionError: The step before outputs something else.
+    """
+    if isinstance(shape, Schema | Keyed) and not _is_list_schema(shape):
+        got = shape.name if isinstance(shape, Schema) else "a dict of step outputs"
+        raise WorkflowDefinitionError(
+            f"workflow '{wf.id}': foreach step '{step.id}' needs a list as input, "
+            f"but the step before it outputs {got}; add a .map() that returns the list",
+            workflow_id=wf.id, step_id=step.id)
 
 
-def _check_entry(wf: Workflow, entry: object, shape: Shape) -> Shape:
-    if isinstance(entry, StepEntry):
-        _check_edge(wf, shape, entry.step.input, target=entry.step)
-        return entry.step.output
-    if isinstance(entry, ParallelEntry | BranchEntry):
-        steps = (entry.steps if isinstance(entry, ParallelEntry)
-                 else tuple(s for _, s in entry.branches))
-        for s in steps:
-            _check_edge(wf, shape, s.input, target=s)
-        return _Keyed(frozenset(s.id for s in steps))
-    if isinstance(entry, ForeachEntry):
-        if isinstance(shape, Schema | _Keyed) and not _is_list_schema(shape):
-            got = shape.name if isinstance(shape, Schema) else "a dict of step outputs"
-            raise WorkflowDefinitionError(
-                f"workflow '{wf.id}': foreach step '{entry.step.id}' needs a list as input, "
-                f"but the step before it outputs {got}; add a .map() that returns the list",
-                workflow_id=wf.id, step_id=entry.step.id)
-        return _LIST
-    if isinstance(entry, LoopEntry):
-        body = entry.step
-        _check_edge(wf, shape, body.input, target=body)
-        _check_edge(wf, body.output, body.input, target=body, loop=True)
-        return body.output
-    if isinstance(entry, MapEntry):
-        return None
-    return shape  # sleeps pass data through
-
-
-def _is_list_schema(shape: Schema | _Keyed) -> bool:
-    if isinstance(shape, _Keyed) or shape.model is not None:
+def _is_list_schema(shape: Schema | Keyed) -> bool:
+    if isinstance(shape, Keyed) or shape.model is not None:
         return False
     origin = getattr(shape.type, "__origin__", shape.type)
     return origin in (list, tuple)
 
 
-def _check_edge(wf: Workflow, shape: Shape, needs: Schema | None, *, target: StepLike | None,
-                loop: bool = False) -> None:
+def check_edge(wf: Workflow, shape: Shape, needs: Schema | None, *,
+               target: StepUnit | PlanUnit | None, loop: bool = False) -> None:
+    """Check that data of ``shape`` fits the schema ``needs`` of ``target``.
+
+    Raises:
+        WorkflowDefinitionError: Required fields are missing, naming them and the fix.
+    """
     if needs is None or shape is None:
         return
     required = needs.required_fields()
     if required is None:
         return
     where = f"step '{target.id}'" if target is not None else "its output schema"
-    if isinstance(shape, _ListOut):
+    if isinstance(shape, ListOut):
         raise WorkflowDefinitionError(
             f"workflow '{wf.id}': {where} expects {needs.name}, but the step before it is a "
             "foreach that outputs a list; add a .map() to reshape it",
             workflow_id=wf.id, step_id=target.id if target is not None else None)
-    if isinstance(shape, _Keyed):
+    if isinstance(shape, Keyed):
         available, source = set(shape.keys), "the parallel/branch outputs keyed"
     else:
         if shape.model is not None and shape.model is needs.model:

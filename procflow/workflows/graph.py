@@ -16,17 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
-from procflow.workflows.plan import (
-    BranchEntry,
-    ForeachEntry,
-    LoopEntry,
-    MapEntry,
-    ParallelEntry,
-    SleepEntry,
-    SleepUntilEntry,
-    StepEntry,
-    StepLike,
-)
+from procflow.workflows.plan import LanesLayout, NodeLayout, StepLike, UnitLayout
 
 if TYPE_CHECKING:
     from procflow.workflows.workflow import Workflow
@@ -52,32 +42,20 @@ def build_graph(wf: Workflow) -> nx.DiGraph:
 def _add_entries(graph: nx.DiGraph, wf: Workflow, prefix: str, parent: str | None,
                  frontier: list[str]) -> list[str]:
     for index, entry in enumerate(wf.entries, start=1):
-        if isinstance(entry, StepEntry):
-            frontier = _add_unit(graph, wf, entry.step, prefix, parent, frontier)
-        elif isinstance(entry, ParallelEntry | BranchEntry):
-            is_branch = isinstance(entry, BranchEntry)
-            group_kind = "branch" if is_branch else "parallel"
-            units = (tuple(s for _, s in entry.branches) if isinstance(entry, BranchEntry)
-                     else entry.steps)
-            group = f"{prefix}{group_kind}-{index}"
+        layout = entry.layout()
+        if isinstance(layout, UnitLayout):
+            frontier = _add_unit(graph, wf, layout.step, prefix, parent, frontier,
+                                 kind=layout.kind, **layout.attributes)
+        elif isinstance(layout, LanesLayout):
+            group = f"{prefix}{layout.kind}-{index}"
             ends: list[str] = []
-            for unit in units:
+            for _, unit in layout.lanes:
                 ends += _add_unit(graph, wf, unit, prefix, parent, frontier, group=group,
-                                  group_kind=group_kind, conditional=is_branch)
+                                  group_kind=layout.kind, conditional=layout.conditional)
             frontier = ends
-        elif isinstance(entry, ForeachEntry):
-            frontier = _add_unit(graph, wf, entry.step, prefix, parent, frontier,
-                                 kind="foreach", concurrency=entry.concurrency)
-        elif isinstance(entry, LoopEntry):
-            frontier = _add_unit(graph, wf, entry.step, prefix, parent, frontier, kind="loop",
-                                 loop=entry.mode, max_iterations=entry.max_iterations)
-        elif isinstance(entry, MapEntry):
-            frontier = _add_simple(graph, wf, prefix + entry.id, entry.id, "map", parent,
-                                   frontier)
-        elif isinstance(entry, SleepEntry | SleepUntilEntry):
-            kind = "sleep" if isinstance(entry, SleepEntry) else "sleep_until"
-            frontier = _add_simple(graph, wf, prefix + entry.id, entry.id, kind, parent,
-                                   frontier)
+        elif isinstance(layout, NodeLayout):
+            frontier = _add_simple(graph, wf, prefix + layout.id, layout.id, layout.kind,
+                                   parent, frontier)
     return frontier
 
 

@@ -1,13 +1,30 @@
-"""The declarative plan a workflow builder records: one entry per builder call."""
+"""The declarative plan a workflow builder records: one entry per builder call.
+
+Every consumer of a plan goes through the ``Entry`` methods, so a new kind of entry
+is one new subclass here:
+
+- ``compile()``: the runtime node it runs as (``procflow.runtime.nodes``);
+- ``units()``: the steps (or nested workflows) it runs;
+- ``ids()``: the ids it claims, for the duplicate check;
+- ``output_shape()``: what it outputs, checking what its steps take (``commit()``);
+- ``layout()``: how it is drawn, as one of three shapes (``UnitLayout``,
+  ``LanesLayout``, ``NodeLayout``) that ``wf.graph`` and the studio understand.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+
+from procflow.runtime import nodes
+from procflow.runtime.nodes import Condition
+from procflow.workflows.check import LIST, Keyed, Shape, check_edge, check_list_input
 
 if TYPE_CHECKING:
+    from procflow.runtime.execution import Node
     from procflow.steps.step import Step
     from procflow.workflows.workflow import Workflow
 
@@ -16,60 +33,227 @@ __all__ = [
     "Condition",
     "Entry",
     "ForeachEntry",
+    "LanesLayout",
+    "Layout",
     "LoopEntry",
     "MapEntry",
+    "NodeLayout",
     "ParallelEntry",
     "SleepEntry",
     "SleepUntilEntry",
     "StepEntry",
     "StepLike",
-    "entry_steps",
+    "UnitLayout",
+    "condition_name",
 ]
 
 StepLike: TypeAlias = "Step | Workflow"
-Condition: TypeAlias = Callable[[Any], Any]
-"""A function of a ``StepContext`` returning a truth value (sync or async)."""
 
 
 @dataclass(frozen=True, slots=True)
-class StepEntry:
+class UnitLayout:
+    """One step, perhaps framed (a ``foreach`` or a loop around it).
+
+    Attributes:
+        step: The step or nested workflow.
+        kind: The graph node's kind when not the step's own ("foreach", "loop").
+        frame: The title of the box drawn around the step, if any.
+        attributes: More attributes of the graph node.
+    """
+
+    step: StepLike
+    kind: str | None = None
+    frame: str | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LanesLayout:
+    """Steps side by side, run at once (``parallel``, ``branch``).
+
+    Attributes:
+        kind: "parallel" or "branch" (the lane group's kind).
+        lanes: ``(title, step)`` per lane; the title is ``None`` for plain lanes.
+        conditional: Whether a lane runs only when its condition holds.
+    """
+
+    kind: str
+    lanes: tuple[tuple[str | None, StepLike], ...]
+    conditional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLayout:
+    """A node with no step of its own (``map``, sleeps).
+
+    Attributes:
+        id: The entry's id.
+        kind: The graph node's kind ("map", "sleep", "sleep_until").
+        label: What the studio writes on the node.
+        has_result: Whether the node records a result (a ``map`` does not, so the
+            studio shows no "pending" symbol for it).
+    """
+
+    id: str
+    kind: str
+    label: str
+    has_result: bool = True
+
+
+Layout: TypeAlias = UnitLayout | LanesLayout | NodeLayout
+
+
+class Entry(ABC):
+    """One builder call in a workflow's plan (see the module docstring)."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def compile(self) -> Node:
+        """The runtime node that runs this entry."""
+
+    def units(self) -> tuple[StepLike, ...]:
+        """The steps (and nested workflows) the entry runs; none by default."""
+        return ()
+
+    @abstractmethod
+    def ids(self) -> list[tuple[str, str]]:
+        """``(id, builder call)`` for every id the entry claims in its workflow."""
+
+    @abstractmethod
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        """Check that the entry can take ``shape``; return the shape it outputs.
+
+        Raises:
+            WorkflowDefinitionError: A step of the entry cannot take its input.
+        """
+
+    @abstractmethod
+    def layout(self) -> Layout:
+        """How the entry is drawn."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepEntry(Entry):
     """``.then(step)``."""
 
     step: StepLike
 
+    def compile(self) -> Node:
+        return nodes.then_node(self.step)
+
+    def units(self) -> tuple[StepLike, ...]:
+        return (self.step,)
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(self.step.id, "then()")]
+
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        check_edge(wf, shape, self.step.input, target=self.step)
+        return self.step.output
+
+    def layout(self) -> Layout:
+        return UnitLayout(self.step)
+
+
+class _Lanes(Entry):
+    """Steps that all take the same input; output keyed by step id."""
+
+    __slots__ = ()
+    method: ClassVar[str]
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(s.id, self.method) for s in self.units()]
+
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        steps = self.units()
+        for s in steps:
+            check_edge(wf, shape, s.input, target=s)
+        return Keyed(frozenset(s.id for s in steps))
+
 
 @dataclass(frozen=True, slots=True)
-class ParallelEntry:
+class ParallelEntry(_Lanes):
     """``.parallel([...])``: all run concurrently; output keyed by step id."""
 
+    method: ClassVar[str] = "parallel()"
     steps: tuple[StepLike, ...]
 
+    def compile(self) -> Node:
+        return nodes.parallel_node(self.steps)
+
+    def units(self) -> tuple[StepLike, ...]:
+        return self.steps
+
+    def layout(self) -> Layout:
+        return LanesLayout("parallel", tuple((None, s) for s in self.steps))
+
 
 @dataclass(frozen=True, slots=True)
-class BranchEntry:
+class BranchEntry(_Lanes):
     """``.branch([(cond, step), ...])``: every step whose condition holds runs."""
 
+    method: ClassVar[str] = "branch()"
     branches: tuple[tuple[Condition, StepLike], ...]
+
+    def compile(self) -> Node:
+        return nodes.branch_node(self.branches)
+
+    def units(self) -> tuple[StepLike, ...]:
+        return tuple(s for _, s in self.branches)
+
+    def layout(self) -> Layout:
+        return LanesLayout("branch", tuple((f"if {condition_name(c)}", s)
+                                           for c, s in self.branches), conditional=True)
 
 
 @dataclass(frozen=True, slots=True)
-class MapEntry:
+class MapEntry(Entry):
     """``.map(fn)``: reshape the data; no step result of its own."""
 
     id: str
     fn: Callable[[Any], Any]
 
+    def compile(self) -> Node:
+        return nodes.map_node(self.id, self.fn)
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(self.id, "map()")]
+
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        return None  # unknown: whatever fn returns
+
+    def layout(self) -> Layout:
+        return NodeLayout(self.id, "map", _marker("map", self.id), has_result=False)
+
 
 @dataclass(frozen=True, slots=True)
-class ForeachEntry:
+class ForeachEntry(Entry):
     """``.foreach(step, concurrency=n)``: the step over each item of a list."""
 
     step: StepLike
     concurrency: int
 
+    def compile(self) -> Node:
+        return nodes.foreach_node(self.step, self.concurrency)
+
+    def units(self) -> tuple[StepLike, ...]:
+        return (self.step,)
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(self.step.id, "foreach()")]
+
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        check_list_input(wf, shape, self.step)
+        return LIST
+
+    def layout(self) -> Layout:
+        return UnitLayout(self.step, "foreach", f"for each (concurrency {self.concurrency})",
+                          {"concurrency": self.concurrency})
+
 
 @dataclass(frozen=True, slots=True)
-class LoopEntry:
+class LoopEntry(Entry):
     """``.dowhile`` / ``.dountil``: the body runs, then the condition decides."""
 
     step: StepLike
@@ -77,33 +261,94 @@ class LoopEntry:
     mode: Literal["dowhile", "dountil"]
     max_iterations: int | None
 
+    def compile(self) -> Node:
+        return nodes.loop_node(self.step, self.condition, self.mode, self.max_iterations)
+
+    def units(self) -> tuple[StepLike, ...]:
+        return (self.step,)
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(self.step.id, f"{self.mode}()")]
+
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        body = self.step
+        check_edge(wf, shape, body.input, target=body)
+        check_edge(wf, body.output, body.input, target=body, loop=True)
+        return body.output
+
+    def layout(self) -> Layout:
+        mode = "while" if self.mode == "dowhile" else "until"
+        frame = f"do … {mode} {condition_name(self.condition)}"
+        if self.max_iterations is not None:
+            frame += f" (max {self.max_iterations})"
+        return UnitLayout(self.step, "loop", frame,
+                          {"loop": self.mode, "max_iterations": self.max_iterations})
+
 
 @dataclass(frozen=True, slots=True)
-class SleepEntry:
+class SleepEntry(Entry):
     """``.sleep(seconds)``: wait, passing the data through."""
 
     id: str
     seconds: float | Callable[[Any], Any]
 
+    def compile(self) -> Node:
+        return nodes.sleep_node(self.id, self.seconds)
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(self.id, "sleep()")]
+
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        return shape  # the data passes through
+
+    def layout(self) -> Layout:
+        seconds = self.seconds
+        amount = f"{seconds:g} s" if isinstance(seconds, int | float) else _computed(seconds)
+        return NodeLayout(self.id, "sleep", f"{_marker('sleep', self.id)} {amount}")
+
 
 @dataclass(frozen=True, slots=True)
-class SleepUntilEntry:
+class SleepUntilEntry(Entry):
     """``.sleep_until(when)``: wait until a moment, passing the data through."""
 
     id: str
     until: datetime | Callable[[Any], Any]
 
+    def compile(self) -> Node:
+        return nodes.sleep_until_node(self.id, self.until)
 
-Entry: TypeAlias = (StepEntry | ParallelEntry | BranchEntry | MapEntry | ForeachEntry
-                    | LoopEntry | SleepEntry | SleepUntilEntry)
+    def ids(self) -> list[tuple[str, str]]:
+        return [(self.id, "sleep()")]
+
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        return shape  # the data passes through
+
+    def layout(self) -> Layout:
+        until = self.until
+        when = until.isoformat(sep=" ") if isinstance(until, datetime) else _computed(until)
+        marker = _marker("sleep until", self.id, auto="sleep-until")
+        return NodeLayout(self.id, "sleep_until", f"{marker} {when}")
 
 
-def entry_steps(entry: Entry) -> tuple[StepLike, ...]:
-    """The steps an entry runs (none for map and sleeps)."""
-    if isinstance(entry, StepEntry | ForeachEntry | LoopEntry):
-        return (entry.step,)
-    if isinstance(entry, ParallelEntry):
-        return entry.steps
-    if isinstance(entry, BranchEntry):
-        return tuple(s for _, s in entry.branches)
-    return ()
+def condition_name(condition: object) -> str:
+    """A condition's ``__name__``, or "condition" for lambdas and unnamed callables."""
+    name = getattr(condition, "__name__", None)
+    if not isinstance(name, str) or not name or name.startswith("<"):
+        return "condition"
+    return name
+
+
+def _marker(kind: str, entry_id: str, *, auto: str | None = None) -> str:
+    """ "map" for an auto id like "map-3", else "map <id>"."""
+    stem = auto or kind
+    rest = entry_id.removeprefix(f"{stem}-")
+    if rest != entry_id and rest.isdigit():
+        return kind
+    return f"{kind} {entry_id}"
+
+
+def _computed(fn: object) -> str:
+    name = getattr(fn, "__name__", None)
+    if isinstance(name, str) and name and not name.startswith("<"):
+        return f"({name}(ctx))"
+    return "(computed)"

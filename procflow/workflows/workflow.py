@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from procflow.errors import WorkflowDefinitionError
+from procflow.runtime.execution import Durability
+from procflow.runtime.tracing import ParentSpan
 from procflow.steps.schema import Schema
 from procflow.steps.step import Step, create_step, validate_id
 from procflow.workflows.check import check_plan
@@ -27,14 +29,13 @@ from procflow.workflows.plan import (
 if TYPE_CHECKING:
     import networkx as nx
 
+    from procflow.runtime.execution import Node
     from procflow.runtime.run import Run
     from procflow.storage.base import Storage
 
 __all__ = ["Durability", "Workflow", "create_workflow"]
 
 _Run: type[Run] | None = None
-
-Durability = Literal["sync", "exit"]
 
 
 class Workflow:
@@ -51,6 +52,8 @@ class Workflow:
     """
 
     kind = "workflow"
+    is_workflow: Literal[True] = True
+    """What tells the runtime a nested workflow from a leaf step."""
 
     def __init__(self, *, id: str, input_schema: Any = None, output_schema: Any = None,
                  description: str | None = None, storage: Storage | None = None,
@@ -95,7 +98,8 @@ class Workflow:
         self.metadata = dict(metadata or {})
         self.entries: list[Entry] = []
         self.committed = False
-        self.compiled: Any = None  # the runtime's compiled plan, set on first run
+        self.compiled: Sequence[Node] | None = None
+        """The runtime nodes of the plan, compiled on first run."""
         self._graph: nx.DiGraph | None = None
         self._auto_ids = 0
 
@@ -186,7 +190,8 @@ class Workflow:
     # -- running ----------------------------------------------------------------
 
     def create_run(self, run_id: str | None = None, *, storage: Storage | None = None,
-                   durability: Durability | None = None, tracing: bool | None = None) -> Run:
+                   durability: Durability | None = None, tracing: bool | None = None,
+                   ephemeral: bool = False, parent_span: ParentSpan | None = None) -> Run:
         """A new run of this workflow (not started yet).
 
         Args:
@@ -196,6 +201,17 @@ class Workflow:
             durability: "sync" (a snapshot at every step boundary) or "exit" (at the end
                 or on suspend); default: the workflow's.
             tracing: Record the run's trace (default: the workflow's, on by default).
+            ephemeral: A transient run inside a library call (a processor workflow, an
+                agent's loop): it keeps no snapshot (nothing to list, resume or
+                restart), and skips the cancel scope ``cancel()`` needs — cancel the
+                calling task instead. Its own trace, if traced and not nested, goes to
+                the default storage.
+            parent_span: Record the run's spans under this span of another run's trace
+                (``ParentSpan(ctx.tracer, ctx.span)``, or ``ParentSpan.of(...)`` when the
+                caller may be untraced) instead of a trace of its own.
+
+        Raises:
+            ValueError: ``ephemeral=True`` together with a ``storage``.
         """
         global _Run
         run_class = _Run
@@ -205,7 +221,8 @@ class Workflow:
             run_class = _Run = Run
         self._check_committed("create_run")
         return run_class(self, run_id=run_id, storage=storage, durability=durability,
-                   tracing=self.tracing if tracing is None else tracing)
+                         tracing=self.tracing if tracing is None else tracing,
+                         ephemeral=ephemeral, parent_span=parent_span)
 
     async def get_run(self, run_id: str, *, storage: Storage | None = None) -> Run:
         """Rebuild a run from its stored snapshot.
@@ -242,9 +259,20 @@ class Workflow:
 
     def step_ids(self) -> list[str]:
         """The ids of the workflow's own steps, in plan order."""
-        from procflow.workflows.plan import entry_steps
+        return [s.id for e in self.entries for s in e.units()]
 
-        return [s.id for e in self.entries for s in entry_steps(e)]
+    def get_step(self, step_id: str) -> Step | Workflow | None:
+        """The workflow's own step (or nested workflow) with this id, else ``None``."""
+        for entry in self.entries:
+            for unit in entry.units():
+                if unit.id == step_id:
+                    return unit
+        return None
+
+    def compile(self) -> Sequence[Node]:
+        """The plan as runtime nodes (compiled once; the runtime calls this on first run)."""
+        self.compiled = compiled = [entry.compile() for entry in self.entries]
+        return compiled
 
     def __repr__(self) -> str:
         state = "committed" if self.committed else "open"

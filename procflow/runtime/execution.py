@@ -1,0 +1,317 @@
+"""The state of one execution, and what the runtime runs.
+
+``Execution`` holds one execution's results, storage and event plumbing; a ``Scope``
+is where a step runs (its workflow, path prefix and view of the state). ``Failed``
+and ``Suspended`` are the internal outcomes that travel up through the plan.
+
+The runtime never imports ``steps`` or ``workflows`` (they sit above it): it runs
+anything shaped like ``StepUnit`` (a leaf step) or ``PlanUnit`` (a workflow, top-level
+or nested), whose compiled plan is a list of ``Node`` callables. ``Step`` and
+``Workflow`` satisfy these protocols; the ``is_workflow`` flag tells them apart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import anyio
+
+from procflow.records import RunSnapshot, RunStatus, SpanKind, StepResult
+from procflow.runtime.events import EventType, WorkflowEvent
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+
+    from procflow.context import RequestContext
+    from procflow.records import Span
+    from procflow.runtime.tracing import Tracer
+    from procflow.storage.base import Storage
+
+__all__ = [
+    "Check",
+    "Durability",
+    "Execution",
+    "Failed",
+    "Node",
+    "PlanUnit",
+    "Scope",
+    "StepUnit",
+    "Suspended",
+    "Unit",
+]
+
+Durability = Literal["sync", "exit"]
+"""When a run's snapshots are written: at every step boundary, or at the end and on
+suspend."""
+
+
+class Check(Protocol):
+    """A schema as the runtime uses it (``procflow.steps.Schema``)."""
+
+    def validate(self, value: Any) -> Any:
+        """``value`` validated (raises pydantic's ``ValidationError``)."""
+        ...
+
+    def check(self, value: Any, *, what: str, workflow_id: str | None, step_id: str | None,
+              run_id: str | None = None) -> Any:
+        """``value`` validated (raises ``StepValidationError`` naming the place)."""
+        ...
+
+
+class StepUnit(Protocol):
+    """A leaf step as the runtime sees it (``procflow.steps.Step``)."""
+
+    @property
+    def is_workflow(self) -> Literal[False]: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def span_kind(self) -> SpanKind: ...
+    @property
+    def execute(self) -> Callable[[Any], Any]:
+        """Called with the ``StepContext`` (typed loosely: the context module imports this one)."""
+        ...
+    @property
+    def is_async(self) -> bool: ...
+    @property
+    def run_in_thread(self) -> bool: ...
+    @property
+    def input(self) -> Check | None: ...
+    @property
+    def output(self) -> Check | None: ...
+    @property
+    def suspend_check(self) -> Check | None: ...
+    @property
+    def resume_check(self) -> Check | None: ...
+    @property
+    def retries(self) -> int | None: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def trace_io(self) -> bool: ...
+
+
+class PlanUnit(Protocol):
+    """A workflow as the runtime sees it (``procflow.workflows.Workflow``)."""
+
+    compiled: Sequence[Node] | None
+    """The compiled plan, once ``compile()`` ran."""
+
+    @property
+    def is_workflow(self) -> Literal[True]: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def input(self) -> Check | None: ...
+    @property
+    def output(self) -> Check | None: ...
+    @property
+    def retries(self) -> int: ...
+    @property
+    def retry_delay(self) -> float: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def durability(self) -> Durability: ...
+    @property
+    def storage(self) -> Storage | None: ...
+    @property
+    def trace_io(self) -> bool: ...
+    @property
+    def trace_truncate(self) -> int: ...
+
+    def compile(self) -> Sequence[Node]:
+        """Compile the plan into nodes (and keep them as ``compiled``)."""
+        ...
+
+    def get_step(self, step_id: str) -> StepUnit | PlanUnit | None:
+        """The step (or nested workflow) of the plan with this id."""
+        ...
+
+
+Unit = StepUnit | PlanUnit
+"""What ``run_unit`` runs."""
+
+
+class Failed(Exception):
+    """Internal: a step failed; carries its path and the public error."""
+
+    def __init__(self, path: str, error: BaseException) -> None:
+        super().__init__(path)
+        self.path = path
+        self.error = error
+
+
+class Suspended(Exception):
+    """Internal: one or more steps suspended; carries their paths."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(paths)
+        self.paths = paths
+
+
+class Scope:
+    """Where a step runs: its workflow, its path prefix, its view of the state.
+
+    A forked scope (a parallel branch, a foreach item) copies the state lazily, on
+    first access, so branches that never touch state cost nothing.
+    """
+
+    __slots__ = ("_base", "_state", "init_data", "prefix", "span", "wf")
+
+    def __init__(self, wf: PlanUnit, prefix: str, init_data: Any,
+                 state: dict[str, Any] | None = None,
+                 base: dict[str, Any] | None = None, span: Span | None = None) -> None:
+        self.wf = wf
+        self.prefix = prefix
+        self.init_data = init_data
+        self._state = state
+        self._base = base
+        self.span = span  # the span enclosing the steps of this scope
+
+    @property
+    def workflow_id(self) -> str:
+        return self.wf.id
+
+    @property
+    def state(self) -> dict[str, Any]:
+        if self._state is None:
+            self._state = dict(self._base or {})
+        return self._state
+
+    @state.setter
+    def state(self, value: dict[str, Any]) -> None:
+        self._state = value
+
+    def fork(self, span: Span | None = None) -> Scope:
+        return Scope(self.wf, self.prefix, self.init_data, base=self.state,
+                     span=span if span is not None else self.span)
+
+    def under(self, span: Span | None) -> Scope:
+        """This scope (same state) with ``span`` as the parent of its steps' spans."""
+        if span is None:
+            return self
+        return Scope(self.wf, self.prefix, self.init_data, state=self.state, span=span)
+
+    def join(self, forks: list[Scope]) -> None:
+        """Merge the forks' state changes, in fork order (later forks win per key)."""
+        base = self.state
+        merged: dict[str, Any] | None = None
+        for fork in forks:
+            changed = fork._state
+            if changed is None:
+                continue
+            if merged is None:
+                merged = dict(base)
+            for key, value in changed.items():
+                if key not in base or base[key] is not value:
+                    merged[key] = value
+            for key in base:
+                if key not in changed:
+                    merged.pop(key, None)
+        if merged is not None:
+            self._state = merged
+
+
+class Execution:
+    """One execution of a run: results, state, storage and event plumbing."""
+
+    __slots__ = (
+        "context_json",
+        "created_at",
+        "dirty",
+        "input",
+        "persistent",
+        "records",
+        "replaying",
+        "request_context",
+        "resume_data",
+        "resume_targets",
+        "run_id",
+        "send",
+        "status",
+        "storage",
+        "sync",
+        "top",
+        "tracer",
+        "wf",
+    )
+
+    def __init__(self, *, wf: PlanUnit, run_id: str, input: Any,
+                 records: dict[str, StepResult], state: dict[str, Any],
+                 request_context: RequestContext, storage: Storage, sync: bool,
+                 send: MemoryObjectSendStream[WorkflowEvent] | None, created_at: float,
+                 resume_targets: frozenset[str] = frozenset(),
+                 resume_data: Any = None, tracer: Tracer | None = None) -> None:
+        self.wf = wf
+        self.run_id = run_id
+        self.input = input
+        self.records = records
+        self.replaying = bool(records)  # stored results exist: resume or restart
+        self.dirty: dict[str, StepResult] = {}
+        self.request_context = request_context
+        self.storage = storage
+        self.persistent: bool = getattr(storage, "persistent", True)
+        self.context_json = request_context.json_safe() if self.persistent else {}
+        self.sync = sync and self.persistent
+        self.send = send
+        self.created_at = created_at
+        self.resume_targets = resume_targets
+        self.resume_data = resume_data
+        self.tracer = tracer
+        self.top = Scope(wf, "", input, state=state)
+        self.status: RunStatus = "running"
+
+    # -- results, snapshots, events ----------------------------------------------
+
+    def keep(self, path: str, result: StepResult) -> None:
+        """Keep a step's result for the next flush (the hot path: no await)."""
+        self.records[path] = result
+        if self.persistent:
+            self.dirty[path] = result
+
+    async def record(self, path: str, result: StepResult) -> None:
+        """Keep a step's result, and write a snapshot now under "sync" durability."""
+        self.keep(path, result)
+        if self.sync:
+            await self.flush("running")
+
+    async def flush(self, status: RunStatus, *, result: Any = None,
+                    error: BaseException | None = None, suspended: list[list[str]] | None = None,
+                    tripwire: dict[str, Any] | None = None) -> None:
+        """Write the run header and the step results changed since the last flush."""
+        dirty, self.dirty = self.dirty, {}
+        if not self.persistent:
+            return
+        if status != "running":
+            self.context_json = self.request_context.json_safe()
+        snapshot = RunSnapshot(
+            workflow_id=self.wf.id, run_id=self.run_id, status=status, input=self.input,
+            state=self.top.state, result=result, error=error, suspended=suspended or [],
+            tripwire=tripwire, request_context=self.context_json,
+            created_at=self.created_at, updated_at=time.time())
+        await self.storage.save_snapshot(snapshot, dirty)
+
+    async def event(self, type: EventType, step_id: str | None, payload: Any) -> None:
+        if self.send is not None:
+            try:
+                await self.send.send(WorkflowEvent(type, self.run_id, step_id, payload,
+                                                   time.time()))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.send = None  # nobody listens any more; the run carries on
+
+    async def emit_custom(self, step_id: str, event_type: str, payload: Any) -> None:
+        if self.send is not None:
+            await self.event("custom", step_id, {"type": event_type, "data": payload})
+
+    def resume_for(self, path: str) -> tuple[bool, Any]:
+        """Whether ``path`` is the step being resumed, and the data to resume it with."""
+        if path in self.resume_targets:
+            return True, self.resume_data
+        return False, None
+
+
+Node = Callable[[Execution, Any, Scope], Awaitable[Any]]
+"""One compiled plan entry: takes the execution, the data and the scope; returns the data."""
