@@ -43,7 +43,7 @@ from procflow.processors.step import (
     is_processor_workflow,
 )
 from procflow.processors.stream import StreamPipeline
-from procflow.storage.null import NullStorage
+from procflow.runtime.tracing import ParentSpan
 
 if TYPE_CHECKING:
     from procflow.workflows.workflow import Workflow
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["ProcessorLike", "ProcessorRunner", "check_processors", "run_processor_workflow"]
 
 logger = logging.getLogger("procflow.processors")
-
-_NULL = NullStorage()
 
 ProcessorLike: TypeAlias = "Processor | Workflow"
 
@@ -102,10 +100,8 @@ async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,
     """
     rc = RequestContext(ctx.request_context.to_dict())
     rc[PROCESSOR_CONTEXT_KEY] = ctx
-    run = wf.create_run(storage=_NULL, durability="exit", tracing=False)
-    run.internal = True
-    if ctx.tracer is not None and ctx.span is not None:
-        run.trace_parent = (ctx.tracer, ctx.span)
+    run = wf.create_run(ephemeral=True, tracing=False,
+                        parent_span=ParentSpan.of(ctx.tracer, ctx.span))
     result = await run.start(input_data=env, request_context=rc)
     if result.status == "tripwire":
         error = result.error
