@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
@@ -58,7 +58,6 @@ class _Outcome(NamedTuple):
 
 
 _CANCELED = _Outcome("canceled")
-Sender = "MemoryObjectSendStream[WorkflowEvent] | None"
 
 
 class Run:
@@ -524,8 +523,6 @@ def _find_unit(wf: PlanUnit, path: str) -> StepUnit | PlanUnit | None:
         current = current.get_step(segment.split("[", 1)[0])
     return current
 
-
-Starter = Callable[[Any], Awaitable[WorkflowResult]]
 
 def _span_from_row(row: Mapping[str, Any]) -> Span:
     """A span of an earlier execution, from its stored row."""

@@ -1,0 +1,57 @@
+"""Plan entries are the one dispatch point: a new kind of entry is one new class, and
+the runtime, ``commit()``, ``wf.graph`` and the studio all handle it unchanged."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from procflow import create_step, create_workflow
+from procflow.runtime import nodes
+from procflow.runtime.execution import Node
+from procflow.studio import GraphView
+from procflow.workflows.check import Shape
+from procflow.workflows.plan import Entry, Layout, NodeLayout
+
+
+@dataclass(frozen=True, slots=True)
+class Tap(Entry):
+    """A made-up entry: calls ``fn(ctx)`` for its effect, passing the data through."""
+
+    id: str
+    fn: Any
+
+    def compile(self) -> Node:
+        fn = self.fn
+
+        def tap(ctx: Any) -> Any:
+            fn(ctx)
+            return ctx.input_data
+        return nodes.map_node(self.id, tap)
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(self.id, "tap()")]
+
+    def output_shape(self, wf: Any, shape: Shape) -> Shape:
+        return shape
+
+    def layout(self) -> Layout:
+        return NodeLayout(self.id, "map", f"tap {self.id}", has_result=False)
+
+
+async def test_a_new_entry_class_runs_checks_graphs_and_draws() -> None:
+    seen: list[Any] = []
+    double = create_step(id="double", execute=lambda ctx: ctx.input_data * 2)
+    wf = create_workflow(id="tapped").then(double)
+    wf.entries.append(Tap("peek", lambda ctx: seen.append(ctx.input_data)))
+    wf.then(double.clone(id="again")).commit()
+
+    result = await wf.create_run().start(input_data=3)
+    assert (result.status, result.result, seen) == ("success", 12, [6])
+    assert list(wf.graph.successors("peek")) == ["again"]
+    console = Console(width=60, color_system=None, record=True, file=io.StringIO())
+    console.print(GraphView(wf))
+    assert "tap peek" in console.export_text()
