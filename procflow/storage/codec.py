@@ -58,8 +58,12 @@ _MAX_CAUSE_DEPTH: Final = 3
 # --------------------------------------------------------------------------- encoding
 
 
-def _fallback(value: Any) -> str:
-    """Stand-in for a value pydantic cannot encode: its repr, or its type name."""
+def _fallback(value: Any) -> Any:
+    """Stand-in for a value pydantic cannot encode: its own ``to_json()`` when it has one
+    (e.g. the agent loop's state), else its repr, or its type name."""
+    to_json = getattr(type(value), "to_json", None)
+    if callable(to_json):
+        return to_json(value)
     try:
         return repr(value)
     except Exception:
