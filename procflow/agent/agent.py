@@ -33,6 +33,7 @@ from procflow.processors.runner import ProcessorRunner, check_processors
 from procflow.runtime.results import WorkflowResult
 from procflow.steps.step import Step, validate_id
 from procflow.storage.base import Storage
+from procflow.storage.memory import InMemoryStorage
 from procflow.workflows.workflow import Workflow
 
 LoopFn = Callable[[AgentLoop], AgentLoop]
@@ -215,6 +216,10 @@ class Agent:
         if streaming:
             await emit(Chunk("start", {"agent_id": self.id}))
         wf_run = self.workflow.create_run()
+        if not isinstance(wf_run.storage, InMemoryStorage):
+            # A durable store keeps the state at every step boundary, as for any workflow
+            # run, so a stored agent run replays from any step (``--from-step llm-call``).
+            wf_run.durability = "sync"
         live_deps[wf_run.run_id] = deps
         try:
             result = await wf_run.start(input_data=state,

@@ -297,7 +297,7 @@ class _StoredTrace(_StoredTraceHeader):
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    text = _fallback(value)
+    text = str(_fallback(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
