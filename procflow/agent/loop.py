@@ -1,12 +1,11 @@
 """The agent's loop as an ordinary workflow, built from builder calls::
 
     input-processors                       process_input, one node per processor
-    dountil(agent-step, finished)          one iteration per model step
-      agent-step:  branch(open → turn)     (an input abort ends the loop at once)
-      turn:        input-step → branch(proceeds → model-turn)   (a retry ends the
-                                           iteration early; the dountil runs it again)
-      model-turn:  llm-call → branch(responded → output-step)
-                   → branch(has tool calls → tool-calls)
+    dountil(agent-step, finished)          one iteration per model step:
+      branch(open → input-step)            (an abort before ends the loop at once)
+      branch(proceeds → llm-call)          (a processor retry ends the iteration early;
+      branch(proceeds → output-step)        the dountil runs it again)
+      branch(has tool calls → tool-calls)
     branch(not tripped → output-processors)
     outcome                                (a map: tripwire / error become the run's status)
 
@@ -43,7 +42,7 @@ from procflow.processors.step import is_processor_workflow
 from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
-from procflow.workflows.plan import StepEntry, entry_steps
+from procflow.workflows.plan import MapEntry, StepEntry, entry_steps
 from procflow.workflows.workflow import Workflow, create_workflow
 
 if TYPE_CHECKING:
@@ -53,8 +52,8 @@ if TYPE_CHECKING:
 __all__ = ["LOOP_STEPS", "AgentLoop", "ProcessorStage", "build_loop", "deps_of", "live_deps"]
 
 TOOL_CONCURRENCY = 8
-LOOP_STEPS = ("input-processors", "agent-step", "turn", "input-step", "model-turn",
-              "llm-call", "output-step", "tool-calls", "output-processors")
+LOOP_STEPS = ("input-processors", "agent-step", "input-step", "llm-call", "output-step",
+              "tool-calls", "output-processors")
 """The ids of the loop's own steps and nested workflows."""
 
 live_deps: dict[str, AgentDeps] = {}
@@ -560,24 +559,19 @@ def build_loop(agent: Agent) -> Workflow:
     agent = cast("Agent", weakref.proxy(agent))
     unwrap = _state_of(agent)
     inputs, outputs = agent.input_processors, agent.output_processors
-    model_turn = (create_workflow(id="model-turn", trace_io=False)
-                  .then(_llm_call(agent))
-                  .branch([(_open, _stage("output-step", "output-step processors (may ask "
-                                          "for a retry)", agent, _output_step,
-                                          _units(agent, outputs, "process_output_step")))])
-                  .map(unwrap, id="output-step-done")
-                  .branch([(_has_calls, _tool_calls(agent))])
-                  .map(unwrap, id="tool-calls-done")
-                  .commit())
-    turn = (create_workflow(id="turn", trace_io=False)
-            .then(_stage("input-step", "input-step processors and prepare_step", agent,
-                         _input_step, _units(agent, inputs, "process_input_step")))
-            .branch([(_proceeds, model_turn)])
-            .map(unwrap, id="model-turn-done")
-            .commit())
     step = (create_workflow(id="agent-step", description="one model step", trace_io=False)
-            .branch([(_open, turn)])
-            .map(unwrap, id="turn-done")
+            .branch([(_open, _stage("input-step", "input-step processors and prepare_step",
+                                    agent, _input_step,
+                                    _units(agent, inputs, "process_input_step")))])
+            .map(unwrap, id="input-step-done")
+            .branch([(_proceeds, _llm_call(agent))])
+            .map(unwrap, id="llm-call-done")
+            .branch([(_proceeds, _stage("output-step", "output-step processors (may ask "
+                                        "for a retry)", agent, _output_step,
+                                        _units(agent, outputs, "process_output_step")))])
+            .map(unwrap, id="output-step-done")
+            .branch([(_has_calls, _tool_calls(agent))])
+            .map(unwrap, id="tool-calls-done")
             .commit())
     return (create_workflow(id=f"agent:{agent.id}", description=f"loop of agent {agent.id}",
                             trace_io=False)
@@ -633,7 +627,12 @@ class AgentLoop:
 
     def insert_after(self, id: str, step: Any) -> AgentLoop:
         """Run ``step`` just after the step ``id`` (on the state it returns)."""
-        return self._edit(id, lambda entries, i: entries.insert(i + 1, _entry(step)))
+        def put(entries: list[Any], i: int) -> None:
+            after = entries[i + 1] if i + 1 < len(entries) else None
+            if isinstance(after, MapEntry) and after.id == f"{id}-done":
+                i += 1  # after the map turning the step's branch back into the state
+            entries.insert(i + 1, _entry(step))
+        return self._edit(id, put)
 
     def replace(self, id: str, step: Any) -> AgentLoop:
         """Run ``step`` instead of the step ``id``."""

@@ -82,8 +82,8 @@ async def test_the_loop_is_drawn_with_its_processors_and_tools() -> None:
     wf = agent.workflow
     assert wf.step_ids() == ["input-processors", "agent-step", "output-processors"]
     ids = AgentLoop(wf).step_ids()
-    for expected in ("input-processors", "agent-step", "turn", "input-step", "model-turn",
-                     "llm-call", "output-step", "tool-calls", "output-processors"):
+    for expected in ("input-processors", "agent-step", "input-step", "llm-call",
+                     "output-step", "tool-calls", "output-processors"):
         assert expected in ids
     assert "memory-save" not in ids
     stage = next(s for e in wf.entries for s in _units(e) if s.id == "input-processors")
@@ -238,7 +238,7 @@ async def test_replaying_a_stored_agent_run_from_llm_call_with_another_model(
     second = Agent(id="replay", model=ScriptedModel(["second answer"]), storage=storage,
                    output_processors=[Upper()])
     run = await second.workflow.get_run(out.run_id)
-    new = await run.replay_from("agent-step.turn.model-turn.llm-call")
+    new = await run.replay_from("agent-step.llm-call")
     assert new.result is not None and new.result.status == "success"
     from procflow.agent.state import as_state
 
