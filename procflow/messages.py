@@ -591,7 +591,7 @@ class MessageList:
 
 ChunkType: TypeAlias = Literal[
     "start", "step-start", "text-delta", "reasoning-delta", "tool-call", "tool-result",
-    "step-finish", "finish", "error", "tripwire",
+    "step-finish", "finish", "error", "tripwire", "suspended",
 ]
 _CHUNK_TYPES: frozenset[str] = frozenset(get_args(ChunkType))
 

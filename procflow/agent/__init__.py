@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 from procflow.agent.agent import Agent, ProcessorArray
-from procflow.agent.output import AgentResponse, FullOutput, ModelOutput, StepRecord, UIMessage
-from procflow.agent.tools import Tool, ToolContext, ToolInputError, tool
+from procflow.agent.loop import AgentLoop
+from procflow.agent.output import (
+    AgentResponse,
+    FullOutput,
+    ModelOutput,
+    StepRecord,
+    SuspendedCall,
+    UIMessage,
+)
+from procflow.agent.state import AgentState
+from procflow.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, tool
 
 __all__ = [
     "Agent",
+    "AgentLoop",
     "AgentResponse",
+    "AgentState",
     "FullOutput",
     "ModelOutput",
     "ProcessorArray",
     "StepRecord",
+    "SuspendedCall",
     "Tool",
     "ToolContext",
     "ToolInputError",
+    "ToolSuspended",
     "UIMessage",
     "tool",
 ]

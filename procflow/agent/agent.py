@@ -8,20 +8,35 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from procflow.agent.loop import build_loop_workflow
-from procflow.agent.output import AgentResponse, FullOutput, ModelOutput, UIMessage
-from procflow.agent.state import AgentRun, Emit
+from procflow.agent.loop import AgentLoop, build_loop, live_deps
+from procflow.agent.output import (
+    AgentResponse,
+    FullOutput,
+    ModelOutput,
+    SuspendedCall,
+    UIMessage,
+)
+from procflow.agent.state import AgentDeps, AgentState, Emit
 from procflow.agent.tools import Tool
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
-from procflow.errors import ProcessorError, StepExecutionError
+from procflow.errors import (
+    ProcessorError,
+    RunStateError,
+    StepExecutionError,
+    WorkflowDefinitionError,
+)
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.resolve import resolve_model
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.processors.runner import ProcessorRunner, check_processors
+from procflow.runtime.results import WorkflowResult
 from procflow.steps.step import Step, validate_id
-from procflow.storage.null import NullStorage
+from procflow.storage.base import Storage
+from procflow.storage.memory import InMemoryStorage
 from procflow.workflows.workflow import Workflow
+
+LoopFn = Callable[[AgentLoop], AgentLoop]
 
 __all__ = ["Agent", "ProcessorArray"]
 
@@ -59,13 +74,18 @@ class Agent:
         max_processor_retries: Retries processors may ask for (default 0; 3 for API
             errors when error processors are given).
         max_steps: Model calls per request (tool loops), default 5.
+        storage: Where the agent's runs are stored (default: the default storage
+            resolution, as for any workflow).
+        loop: ``fn(AgentLoop) -> AgentLoop`` rewiring the loop workflow (insert, replace
+            or remove steps) before it is committed.
     """
 
     def __init__(self, *, id: str, model: Any, name: str | None = None,
                  instructions: str = "", tools: Sequence[Tool] = (), memory: Any = None,
                  input_processors: ProcessorArray = (), output_processors: ProcessorArray = (),
                  error_processors: ProcessorArray = (), max_processor_retries: int | None = None,
-                 max_steps: int = 5, description: str | None = None) -> None:
+                 max_steps: int = 5, description: str | None = None,
+                 storage: Storage | None = None, loop: LoopFn | None = None) -> None:
         self.id = validate_id(id, what="agent")
         self.name = name or id
         self.description = description
@@ -78,13 +98,27 @@ class Agent:
         self.error_processors = _checked(error_processors, "error_processors")
         self.max_processor_retries = max_processor_retries
         self.max_steps = _positive(max_steps, "max_steps")
+        self.storage = storage
+        if loop is not None and not callable(loop):
+            raise TypeError(f"loop must be a function of the AgentLoop, got {loop!r}")
+        self.loop = loop
         self._workflow: Workflow | None = None
 
     @property
     def workflow(self) -> Workflow:
-        """The agent's loop as a committed workflow."""
+        """The agent's loop as a committed workflow (rewired by ``loop=`` if given)."""
         if self._workflow is None:
-            self._workflow = build_loop_workflow(self.id)
+            wf = build_loop(self)
+            if self.loop is not None:
+                got = self.loop(AgentLoop(wf))
+                if not isinstance(got, AgentLoop):
+                    raise WorkflowDefinitionError(
+                        f"agent '{self.id}': loop= must return the AgentLoop it was given, "
+                        f"got {type(got).__name__}", workflow_id=wf.id)
+                wf = got.workflow
+            wf.storage = self.storage
+            wf.durability = "exit"
+            self._workflow = wf.commit()
         return self._workflow
 
     async def generate(self, messages: Any, **options: Any) -> FullOutput:
@@ -111,27 +145,23 @@ class Agent:
         _check_options(options)
 
         async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput:
-            open_ = True
-
-            async def emit(chunk: Chunk) -> None:
-                nonlocal open_
-                if open_:
-                    try:
-                        await send.send(chunk)
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        open_ = False
-
-            return await self._call(messages, options, emit)
+            return await self._call(messages, options, _sender(send))
 
         return ModelOutput(produce)
 
     def as_step(self) -> Step:
         """The agent as a workflow step: input a str (or ``{"prompt": ...}``), output
         ``{"text": ...}``."""
+        agent_id = self.id
+
         async def execute(ctx: Any) -> dict[str, str]:
             data = ctx.input_data
             prompt = data.get("prompt") if isinstance(data, Mapping) else data
-            out = await self.generate(prompt, request_context=ctx.request_context)
+
+            async def forward(chunk: Chunk) -> None:  # the outer run's stream sees them
+                await ctx.emit("agent-chunk", {"agent_id": agent_id, "chunk": chunk})
+
+            out = await self._call(prompt, {"request_context": ctx.request_context}, forward)
             return {"text": out.text}
 
         step = Step(id=f"agent:{self.id}", execute=execute,
@@ -141,28 +171,135 @@ class Agent:
 
     # -- internals -----------------------------------------------------------------
 
+    async def resume(self, run_id: str, *, approve: Sequence[str] = (),
+                     deny: Sequence[str] = (), resume_data: Any = None,
+                     **options: Any) -> FullOutput:
+        """Continue a suspended run (in this process or another sharing its storage).
+
+        Args:
+            run_id: ``FullOutput.run_id`` of the suspended call.
+            approve: Tool call ids to run.
+            deny: Tool call ids not to run (the model gets a result saying so).
+            resume_data: Handed to a tool that called ``ctx.suspend()``
+                (``ctx.resume_data``).
+            **options: As for ``generate`` (``request_context``, ``max_steps``, ...).
+
+        Raises:
+            RunNotFoundError: No such run in the agent's storage.
+            RunNotSuspendedError: The run is not suspended.
+        """
+        async def ignore(chunk: Chunk) -> None:
+            return None
+
+        return await self._resume(run_id, approve, deny, resume_data, options, ignore,
+                                  streaming=False)
+
+    async def resume_stream(self, run_id: str, *, approve: Sequence[str] = (),
+                            deny: Sequence[str] = (), resume_data: Any = None,
+                            **options: Any) -> ModelOutput:
+        """Like ``resume`` but streaming, as ``stream`` is to ``generate``."""
+        _check_options(options)
+
+        async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput:
+            return await self._resume(run_id, approve, deny, resume_data, options,
+                                      _sender(send))
+
+        return ModelOutput(produce)
+
+    # -- internals -----------------------------------------------------------------
+
     async def _call(self, messages: Any, options: dict[str, Any], emit: Emit, *,
                     streaming: bool = True) -> FullOutput:
         _check_options(options)
-        run = self._prepare(messages, options, emit)
-        run.streaming = streaming
+        deps, state = self._prepare(messages, options, emit)
+        deps.streaming = streaming
         if streaming:
             await emit(Chunk("start", {"agent_id": self.id}))
-        wf_run = self.workflow.create_run(storage=_NULL, durability="exit")
-        wf_run.internal = True
-        run.run_id = wf_run.run_id
-        result = await wf_run.start(input_data=run, request_context=run.ctx.request_context)
-        if result.status == "failed" and run.error is None:
-            run.error = _public(result.error)
-        if run.error is not None:
-            await emit(Chunk.error(run.error))
-            raise run.error
-        output = _full_output(run)
+        wf_run = self.workflow.create_run()
+        if not isinstance(wf_run.storage, InMemoryStorage):
+            # A durable store keeps the state at every step boundary, as for any workflow
+            # run, so a stored agent run replays from any step (``--from-step llm-call``).
+            wf_run.durability = "sync"
+        live_deps[wf_run.run_id] = deps
+        try:
+            result = await wf_run.start(input_data=state,
+                                        request_context=deps.ctx.request_context)
+        finally:
+            live_deps.pop(wf_run.run_id, None)
+        return await self._output(deps, state, result, wf_run.run_id, emit, streaming)
+
+    async def _resume(self, run_id: str, approve: Sequence[str], deny: Sequence[str],
+                      resume_data: Any, options: dict[str, Any], emit: Emit, *,
+                      streaming: bool = True) -> FullOutput:
+        _check_options(options)
+        wf_run = await self.workflow.get_run(run_id)
+        stored = wf_run.result
+        if stored is None or stored.status != "suspended":
+            from procflow.errors import RunNotSuspendedError
+
+            raise RunNotSuspendedError(
+                f"agent '{self.id}': run '{run_id}' is not suspended (status "
+                f"{wf_run.status!r}); only a suspended run can be resumed",
+                workflow_id=self.workflow.id, run_id=run_id)
+        payload = _suspend_payload(stored)
+        calls = {c["tool_call_id"] for c in payload.get("suspended") or []}
+        unknown = sorted((set(approve) | set(deny)) - calls)
+        if unknown:
+            raise RunStateError(
+                f"agent '{self.id}': run '{run_id}' is not waiting on tool call(s) {unknown}; "
+                f"it waits on {sorted(calls)}", workflow_id=self.workflow.id, run_id=run_id)
+        deps, _ = self._prepare([], options, emit)
+        deps.streaming = streaming
         if streaming:
+            await emit(Chunk("start", {"agent_id": self.id, "resumed": run_id}))
+        live_deps[run_id] = deps
+        try:
+            result = await wf_run.resume(resume_data={
+                "approve": list(approve), "deny": list(deny), "resume_data": resume_data,
+                "done": payload.get("done") or {}}, request_context=options.get(
+                    "request_context"))
+        finally:
+            live_deps.pop(run_id, None)
+        state = deps.state if deps.state is not None else AgentState(MessageList())
+        return await self._output(deps, state, result, run_id, emit, streaming)
+
+    async def _output(self, deps: AgentDeps, state: AgentState, result: WorkflowResult,
+                      run_id: str, emit: Emit, streaming: bool) -> FullOutput:
+        if deps.state is not None:
+            state = deps.state
+        if result.status == "failed" and state.error is None:
+            state.error = _public(result.error)
+        if result.status == "canceled":
+            raise anyio.get_cancelled_exc_class()()
+        if state.error is not None:
+            await emit(Chunk.error(state.error))
+            raise state.error
+        suspended: list[SuspendedCall] = []
+        if result.status == "suspended":
+            payload = _suspend_payload(result)
+            suspended = [SuspendedCall(c["tool_call_id"], c["tool_name"], dict(c["args"]),
+                                       c.get("payload")) for c in payload.get("suspended") or []]
+            if streaming:
+                await emit(Chunk("suspended", {"run_id": run_id, "calls": [
+                    {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
+                     "args": c.args, "payload": c.payload} for c in suspended]}))
+        output = _full_output(state, run_id, suspended)
+        if streaming and not suspended:
             await emit(Chunk.finish(output.finish_reason, output.usage))
         return output
 
-    def _prepare(self, messages: Any, options: dict[str, Any], emit: Emit) -> AgentRun:
+    def default_deps(self) -> AgentDeps:
+        """Deps from the agent's defaults, for a stored run continued without a call
+        (``procflow run --resume``/``--from-step`` on an agent run)."""
+        async def ignore(chunk: Chunk) -> None:
+            return None
+
+        deps, _ = self._prepare([], {}, ignore)
+        deps.streaming = False
+        return deps
+
+    def _prepare(self, messages: Any, options: dict[str, Any], emit: Emit,
+                 ) -> tuple[AgentDeps, AgentState]:
         rc = _context(options.get("request_context"), options.get("memory"))
         ctx = ProcessorContext(request_context=rc, writer=ProcessorWriter(emit))
         retries = options.get("max_processor_retries", self.max_processor_retries)
@@ -189,13 +326,14 @@ class Agent:
             else:
                 ml.add(parsed, source="input")
         explicit = retries if retries is not None else 0
-        return AgentRun(
-            agent=self, model=self.model, tools=self.tools, ml=ml, ctx=ctx,
+        deps = AgentDeps(
+            agent=self, model=self.model, tools=self.tools, ctx=ctx,
             inputs=_runner(inputs, ctx, explicit, "input_processors"),
             outputs=_runner(outputs, ctx, explicit, "output_processors"),
             errors=_runner(errors, ctx, 0, "error_processors"),
             max_steps=_positive(options.get("max_steps", self.max_steps), "max_steps"),
             tool_choice=options.get("tool_choice"), emit=emit, api_retry_budget=budget)
+        return deps, AgentState(ml)
 
     def __repr__(self) -> str:
         return f"Agent(id={self.id!r})"
@@ -311,27 +449,52 @@ def _hidden(msg: Message) -> bool:
     return signal is not None and isinstance(signal, Mapping) and bool(signal.get("hidden"))
 
 
-def _full_output(run: AgentRun) -> FullOutput:
-    messages = run.ml.all()
-    response = run.ml.response()
-    trip = run.tripwire
+def _sender(send: MemoryObjectSendStream[Chunk]) -> Emit:
+    """An emit sending to a stream, going quiet once nobody listens."""
+    open_ = True
+
+    async def emit(chunk: Chunk) -> None:
+        nonlocal open_
+        if open_:
+            try:
+                await send.send(chunk)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                open_ = False
+    return emit
+
+
+def _suspend_payload(result: WorkflowResult) -> dict[str, Any]:
+    """The payload of the loop step a suspended run waits in (the tool calls)."""
+    for path in result.suspended:
+        record = result.steps.get(".".join(path))
+        if record is not None and isinstance(record.suspend_payload, Mapping):
+            return dict(record.suspend_payload)
+    return {}
+
+
+def _full_output(state: AgentState, run_id: str,
+                 suspended: list[SuspendedCall]) -> FullOutput:
+    ml = state.messages
+    messages = ml.all()
+    response = ml.response()
+    trip = state.tripwire
     text = ""
     if trip is None:
         for msg in reversed(response):
             if msg.role == "assistant" and (text := msg.text):
                 break
-    tripwire = None if trip is None else {"reason": trip.reason,
-                                          "processor_id": trip.processor_id,
-                                          "retry": trip.retry, "metadata": dict(trip.metadata)}
-    calls = [c for s in run.steps for c in s.tool_calls]
-    results = [r for s in run.steps for r in s.tool_results]
+    calls = [c for s in state.steps for c in s.tool_calls]
+    results = [r for s in state.steps for r in s.tool_results]
     ui = [UIMessage.from_message(m) for m in messages if not _hidden(m)]
+    if suspended:
+        reason = "suspended"
+    elif trip is not None:
+        reason = "other"
+    else:
+        reason = state.finish_reason or "stop"
     return FullOutput(
-        text=text, finish_reason="other" if trip is not None else (run.finish_reason or "stop"),
-        usage=dict(run.usage), steps=list(run.steps), tool_calls=calls, tool_results=results,
-        tripwire=tripwire, messages=messages,
-        response=AgentResponse(messages=response, ui_messages=ui), run_id=run.run_id)
-
-
-_NULL = NullStorage()
-"""Where loop runs go: nowhere (a call is not resumable; its trace is kept elsewhere)."""
+        text=text, finish_reason=reason, usage=dict(state.usage), steps=list(state.steps),
+        tool_calls=calls, tool_results=results,
+        tripwire=None if trip is None else dict(trip), messages=messages,
+        response=AgentResponse(messages=response, ui_messages=ui), run_id=run_id,
+        suspended=suspended)

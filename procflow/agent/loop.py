@@ -1,155 +1,303 @@
-"""The agent's loop as an ordinary workflow.
+"""The agent's loop as an ordinary workflow, built from builder calls::
 
-    input-processors
-    → dountil(agent-step: prepare-step → llm-call → output-step → tool-calls, done)
-    → output-processors → memory-save
+    input-processors                       process_input, one node per processor
+    dountil(agent-step, finished)          one iteration per model step:
+      branch(open → input-step)            (an abort before ends the loop at once)
+      branch(proceeds → llm-call)          (a processor retry ends the iteration early;
+      branch(proceeds → output-step)        the dountil runs it again)
+      branch(has tool calls → tool-calls)
+    branch(not tripped → output-processors)
+    outcome                                (a map: tripwire / error become the run's status)
 
-Each ``generate``/``stream`` call is one run of it, carrying an ``AgentRun``. Steps
-never let a tripwire or provider error escape: they record it on the ``AgentRun`` and
-mark it done, so output processors and the memory save run on every terminal path.
+The loop's state (``AgentState``) is what flows between the steps and is stored with
+the run; the agent, model, tools and processor runners (``AgentDeps``) are handed to
+the run by the call, never stored. Each processor stage is drawn as its processors
+(``processor:<id>`` nodes; a processor workflow as a nested node; a processor array
+given as a function of the request context as one ``dynamic`` node) but runs as one
+fast pass of the call's processor runner, with one span per processor under the stage.
+
+``AgentLoop`` is the public handle ``Agent(loop=fn)`` gives ``fn`` to rewire the loop.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
 
 from procflow.agent.output import StepRecord
-from procflow.agent.state import AgentRun
-from procflow.agent.tools import ToolContext
-from procflow.errors import APICallError, TripWire
+from procflow.agent.state import AgentDeps, AgentState, as_state
+from procflow.agent.tools import Tool, ToolContext, ToolSuspended
+from procflow.errors import APICallError, TripWire, WorkflowDefinitionError
 from procflow.messages import Chunk, Message, ToolCallPart, ToolResultPart
 from procflow.models.base import ModelRequest
 from procflow.models.resolve import resolve_model
 from procflow.processors.apply import StepOverrides
 from procflow.processors.args import OutputResult
-from procflow.runtime.tracing import Tracer
+from procflow.processors.base import Processor
+from procflow.processors.step import is_processor_workflow
+from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
-from procflow.steps.step import create_step
-from procflow.storage.null import NullStorage
+from procflow.steps.step import Step, create_step
+from procflow.workflows.plan import MapEntry, StepEntry
 from procflow.workflows.workflow import Workflow, create_workflow
 
-__all__ = ["build_loop_workflow"]
+if TYPE_CHECKING:
+    from procflow.agent.agent import Agent
+    from procflow.runtime.executor import Execution, Scope
+
+__all__ = ["LOOP_STEPS", "AgentLoop", "ProcessorStage", "build_loop", "deps_of", "live_deps"]
 
 TOOL_CONCURRENCY = 8
+LOOP_STEPS = ("input-processors", "agent-step", "input-step", "llm-call", "output-step",
+              "tool-calls", "output-processors")
+"""The ids of the loop's own steps and nested workflows."""
+
+live_deps: dict[str, AgentDeps] = {}
+"""The deps of the agent calls running in this process, by run id."""
+
+StageFn = Callable[[AgentDeps, AgentState], Awaitable[None]]
 
 
-def _bind(ctx: StepContext) -> AgentRun:
-    """The run, with processor spans going under this step's span."""
-    run: AgentRun = ctx.input_data
-    run.ctx.tracer = ctx.tracer
-    run.ctx.span = ctx.span
-    return run
+def deps_of(ctx: Any, agent: Agent) -> AgentDeps:
+    """The deps of the run ``ctx`` belongs to: the call's, or (a stored run continued
+    by the studio, say) fresh ones from the agent's defaults."""
+    deps = live_deps.get(ctx.run_id)
+    if deps is None:
+        deps = live_deps[ctx.run_id] = agent.default_deps()
+    return deps
 
 
-async def _input_processors(ctx: StepContext) -> AgentRun:
-    run = _bind(ctx)
+def _bind(deps: AgentDeps, tracer: Tracer | None, span: Span | None) -> None:
+    deps.ctx.tracer = tracer
+    deps.ctx.span = span
+
+
+# -- stages ---------------------------------------------------------------------------
+
+async def _input(deps: AgentDeps, state: AgentState) -> None:
     try:
-        await run.inputs.run_input(run.ml)
+        await deps.inputs.run_input(state.messages)
     except TripWire as trip:
-        await run.trip(trip)
-    return run
+        await deps.trip(state, trip)
 
 
-async def _prepare_step(ctx: StepContext) -> AgentRun:
-    run = _bind(ctx)
-    run.redo = False
-    if run.done:
-        return run
+async def _input_step(deps: AgentDeps, state: AgentState) -> None:
+    state.retrying = False
     try:
-        run.current = await run.inputs.run_input_step(
-            run.ml, run.info(), StepOverrides(run.model, list(run.tools.values()),
-                                              run.tool_choice))
+        state.current = await deps.inputs.run_input_step(
+            state.messages, state.info(),
+            StepOverrides(deps.model, list(deps.tools.values()), deps.tool_choice))
     except TripWire as trip:
-        await _retry_or_trip(run, trip, run.inputs.can_retry(trip), run.inputs.note_retry)
-    return run
+        await _retry_or_trip(deps, state, trip, deps.inputs)
 
 
-async def _retry_or_trip(run: AgentRun, trip: TripWire, can_retry: bool,
-                         note: Any) -> None:
-    if can_retry:
-        note()
-        run.feedback(trip)
-        run.redo = True
+async def _retry_or_trip(deps: AgentDeps, state: AgentState, trip: TripWire,
+                         runner: Any) -> None:
+    if runner.can_retry(trip):
+        runner.note_retry()
+        state.feedback(trip)
+        state.retrying = True
     else:
-        await run.trip(trip)
+        await deps.trip(state, trip)
 
 
-def _current_tools(run: AgentRun) -> dict[str, Any]:
-    tools = run.current.tools
+async def _output_step(deps: AgentDeps, state: AgentState) -> None:
+    record = state.steps[-1]
+    try:
+        await deps.outputs.run_output_step(
+            state.messages, state.info(), finish_reason=record.finish_reason,
+            tool_calls=record.tool_calls, text=record.text, usage=record.usage)
+    except TripWire as trip:
+        await _retry_or_trip(deps, state, trip, deps.outputs)
+    if deps.streaming and not state.retrying and state.tripwire is None:
+        await deps.emit(Chunk("step-finish", {"step_number": state.step_number,
+                                              "finish_reason": state.finish_reason}))
+
+
+async def _output_result(deps: AgentDeps, state: AgentState) -> None:
+    if not deps.outputs.items:
+        return
+    text = next((m.text for m in reversed(state.messages.response())
+                 if m.role == "assistant"), "")
+    try:
+        await deps.outputs.run_output_result(state.messages, OutputResult(
+            text=text, usage=dict(state.usage), finish_reason=state.finish_reason,
+            steps=list(state.steps)))
+    except TripWire as trip:
+        await deps.trip(state, trip)
+
+
+class ProcessorStage(Workflow):
+    """A stage of the loop: drawn as its processors, run as one pass of the call's runner.
+
+    Its entries are the agent's processors for the stage (``processor:<id>`` steps,
+    processor workflows as nested nodes, ``dynamic`` for a function of the request
+    context), so graphs and exports show them; running it calls ``run`` once, with
+    each processor's span under the stage's span.
+    """
+
+    def __init__(self, id: str, description: str, agent: Agent, run: StageFn,
+                 units: Sequence[Any]) -> None:
+        super().__init__(id=id, description=description, trace_io=False)
+        self.kind_label = "stage"
+        for unit in units:
+            self.then(unit)
+        self.commit()
+
+        async def node(ex: Execution, data: Any, scope: Scope) -> Any:
+            state = as_state(data)
+            deps = live_deps.get(ex.run_id)
+            if deps is None:
+                deps = live_deps[ex.run_id] = agent.default_deps()
+            deps.state = state
+            _bind(deps, ex.tracer, scope.span)
+            await run(deps, state)
+            return state
+
+        self.compiled = [node]  # the drawn processors run through the runner's fast path
+
+
+def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequence[Any],
+           ) -> Step | Workflow:
+    """The stage as a ``ProcessorStage`` when it has processors to draw, else one step."""
+    if units:
+        return ProcessorStage(id, description, agent, run, units)
+
+    async def execute(ctx: StepContext) -> AgentState:
+        state = as_state(ctx.input_data)
+        deps = deps_of(ctx, agent)
+        deps.state = state
+        _bind(deps, ctx.tracer, ctx.span)
+        await run(deps, state)
+        return state
+
+    return _step(id, execute, description)
+
+
+async def _drawn(ctx: StepContext) -> Any:
+    """The body of a node that is drawn but run by its stage (a processor, a tool)."""
+    return ctx.input_data
+
+
+def _units(agent: Agent, items: Any, hook: str) -> list[Any]:
+    """What a stage draws: the processors implementing ``hook`` (processor workflows
+    always), or one "dynamic" node for a processor array chosen per request."""
+    if callable(items) and not isinstance(items, Sequence):
+        return [Step(id="dynamic", execute=_drawn, description="processors chosen per "
+                     "request (a function of the request context)")]
+    units: list[Any] = []
+    for item in items:
+        if isinstance(item, Processor):
+            hooks = item.implemented_hooks()
+            if hook in hooks:
+                node = Step(id=f"processor:{item.id}", execute=_drawn,
+                            description=item.description or f"Processor {item.id}",
+                            metadata={"hooks": sorted(hooks), "processor_id": item.id})
+                node.kind = "processor"
+                units.append(node)
+        elif is_processor_workflow(item):
+            units.append(item)
+    return units
+
+
+# -- the model call -------------------------------------------------------------------
+
+def _current_tools(deps: AgentDeps, state: AgentState) -> dict[str, Tool]:
+    tools = state.current.tools
     if tools is None:
-        return run.tools
+        return deps.tools
     if isinstance(tools, dict):
         return dict(tools)
     return {t.id: t for t in tools}
 
 
-async def _llm_call(ctx: StepContext) -> AgentRun:
-    run = _bind(ctx)
-    if run.done or run.redo:
-        return run
-    model = run.model if run.current.model is None else resolve_model(run.current.model)
-    tools = _current_tools(run)
-    choice = run.current.tool_choice
-    info = run.info()
-    request = await run.inputs.run_llm_request(run.ml.to_prompt(), run.ml, info, model)
-    if request.response is None and run.errors is not run.inputs:
-        request = await run.errors.run_llm_request(request.prompt or [], run.ml, info, model)
+def _llm_call(agent: Agent) -> Step:
+    async def llm_call(ctx: StepContext) -> AgentState:
+        state = as_state(ctx.input_data)
+        deps = deps_of(ctx, agent)
+        deps.state = state
+        _bind(deps, ctx.tracer, ctx.span)
+        await _call_model(ctx, deps, state)
+        return state
+
+    return _step("llm-call", llm_call, "the model call through the stream processors")
+
+
+async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> None:
+    current = state.current
+    model = deps.model if current.model is None else resolve_model(current.model)
+    tools = _current_tools(deps, state)
+    choice = current.tool_choice
+    info = state.info()
+    ml = state.messages
+    try:
+        request = await deps.inputs.run_llm_request(ml.to_prompt(), ml, info, model)
+        if request.response is None and deps.errors is not deps.inputs:
+            request = await deps.errors.run_llm_request(request.prompt or [], ml, info, model)
+    except TripWire as trip:
+        await deps.trip(state, trip)
+        return
     prompt = request.prompt or []
     while True:
-        record = StepRecord(step_number=run.step_number, from_cache=request.response is not None)
-        if run.streaming:
-            await run.emit(Chunk("step-start", {"step_number": run.step_number}))
+        record = StepRecord(step_number=state.step_number,
+                            from_cache=request.response is not None)
+        if deps.streaming:
+            await deps.emit(Chunk("step-start", {"step_number": state.step_number}))
         span = None if ctx.tracer is None else ctx.tracer.start(
             f"model call: {model.provider}/{model.model_id}", "model", ctx.span, input=prompt)
         try:
-            chunks = await _consume(run, record, model, request.response, ModelRequest(
+            chunks = await _consume(deps, state, record, model, request.response, ModelRequest(
                 prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
                 tool_choice=choice if tools else None))
         except APICallError as err:
             if span is not None:
                 Tracer.end(span, "failed", error=err, status_code=err.status_code,
                            retryable=err.is_retryable)
-            if run.api_retries < run.api_retry_budget and await _wants_retry(run, err):
-                run.api_retries += 1
-                prompt = run.ml.to_prompt()
+            if deps.api_retries < deps.api_retry_budget and await _wants_retry(deps, state,
+                                                                               err):
+                deps.api_retries += 1
+                prompt = ml.to_prompt()
                 continue
-            run.error = err
-            run.finish_reason = "error"
-            run.done = True
-            return run
+            state.error = err
+            state.finish_reason = "error"
+            return
         if span is not None:
-            Tracer.end(span, "tripwire" if run.tripwire else "success", output=record.text,
+            Tracer.end(span, "tripwire" if state.tripwire else "success", output=record.text,
                        usage=record.usage, finish_reason=record.finish_reason,
                        from_cache=record.from_cache, tool_calls=len(record.tool_calls),
                        latency_ms=round((time.time() - span.start) * 1000, 3))
         break
-    await run.inputs.run_llm_response(chunks, run.ml, info, model,
-                                      from_cache=record.from_cache)
-    _record_response(run, record)
-    return run
+    try:
+        await deps.inputs.run_llm_response(chunks, ml, info, model,
+                                           from_cache=record.from_cache)
+    except TripWire as trip:
+        await deps.trip(state, trip)
+    _record_response(state, record)
 
 
-async def _wants_retry(run: AgentRun, err: APICallError) -> bool:
-    info = run.info()
-    for runner in (run.errors, run.inputs, run.outputs):
-        if await runner.run_api_error(err, run.ml, info):
+async def _wants_retry(deps: AgentDeps, state: AgentState, err: APICallError) -> bool:
+    info = state.info()
+    for runner in (deps.errors, deps.inputs, deps.outputs):
+        if await runner.run_api_error(err, state.messages, info):
             return True
     return False
 
 
-async def _consume(run: AgentRun, record: StepRecord, model: Any, cached: list[Chunk] | None,
-                   request: ModelRequest) -> list[Chunk]:
+async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model: Any,
+                   cached: list[Chunk] | None, request: ModelRequest) -> list[Chunk]:
     """Pass the model's (or the cache's) chunks through the stream processors to the
     caller; returns the raw chunks.
 
     The hot path of a step (one pass per streamed chunk), so the work per chunk is
     inlined here rather than spread over helpers.
     """
-    pipe = run.outputs.output_stream(run.ml)
+    pipe = deps.outputs.output_stream(state.messages)
     process = None if pipe.empty else pipe.process
-    emit = run.emit if run.streaming else None
+    emit = deps.emit if deps.streaming else None
     raw: list[Chunk] = []
     texts = record.texts
     started = time.time()
@@ -161,7 +309,7 @@ async def _consume(run: AgentRun, record: StepRecord, model: Any, cached: list[C
             if kind == "finish":
                 payload = chunk.payload
                 record.finish_reason = payload.get("finish_reason")
-                record.usage = run.add_usage(payload.get("usage"))
+                record.usage = state.add_usage(payload.get("usage"))
                 continue
             if kind == "error":
                 error = chunk.payload.get("error")
@@ -172,7 +320,7 @@ async def _consume(run: AgentRun, record: StepRecord, model: Any, cached: list[C
                     texts.append(out.payload["text"])
                 elif kind == "tripwire" and pipe.tripwire is not None:
                     raw.append(out)  # process_llm_response sees the step was tripped
-                    await run.trip(pipe.tripwire)
+                    await deps.trip(state, pipe.tripwire)
                     return raw
                 elif kind == "tool-call":
                     record.tool_calls.append(dict(out.payload))
@@ -192,72 +340,116 @@ async def _replay(chunks: list[Chunk]) -> AsyncIterator[Chunk]:
         yield chunk
 
 
-def _record_response(run: AgentRun, record: StepRecord) -> None:
+def _record_response(state: AgentState, record: StepRecord) -> None:
     calls = [ToolCallPart(tool_call_id=c["tool_call_id"], tool_name=c["tool_name"],
                           args=dict(c.get("args") or {})) for c in record.tool_calls]
     if record.text:
         msg = Message.assistant(record.text)
         if calls:
             msg.content.parts += calls
-        run.ml.add(msg, source="response")
+        state.messages.add(msg, source="response")
     elif calls:
-        run.ml.add(Message.of_parts("assistant", calls), source="response")
-    run.steps.append(record)
-    run.finish_reason = record.finish_reason
-    run.pending_calls = list(record.tool_calls)
+        state.messages.add(Message.of_parts("assistant", calls), source="response")
+    state.steps.append(record)
+    state.finish_reason = record.finish_reason
+    state.pending_calls = [] if state.tripwire is not None else list(record.tool_calls)
 
 
-async def _output_step(ctx: StepContext) -> AgentRun:
-    run = _bind(ctx)
-    if run.done or run.redo or not run.steps:
-        return run
-    record = run.steps[-1]
-    try:
-        await run.outputs.run_output_step(
-            run.ml, run.info(), finish_reason=record.finish_reason,
-            tool_calls=record.tool_calls, text=record.text, usage=record.usage)
-    except TripWire as trip:
-        await _retry_or_trip(run, trip, run.outputs.can_retry(trip), run.outputs.note_retry)
-    return run
+# -- tool calls -----------------------------------------------------------------------
+
+def _tool_calls(agent: Agent) -> Step | Workflow:
+    async def tool_calls(ctx: StepContext) -> AgentState:
+        state = as_state(ctx.input_data)
+        deps = deps_of(ctx, agent)
+        deps.state = state
+        _bind(deps, ctx.tracer, ctx.span)
+        await _run_tools(ctx, deps, state)
+        return state
+
+    runner = _step("tool-calls", tool_calls, "the step's tool calls, concurrently "
+                   "(suspends for approval)")
+    if not agent.tools:
+        return runner
+    tools = [_tool_node(t) for t in agent.tools.values()]
+    stage = create_workflow(id="tool-calls", description="the step's tool calls, "
+                            "concurrently", trace_io=False)
+    stage = (stage.then(tools[0]) if len(tools) == 1 else stage.parallel(tools)).commit()
+
+    async def node(ex: Execution, data: Any, scope: Scope) -> Any:
+        from procflow.runtime.executor import run_unit
+
+        return await run_unit(ex, runner, data, scope, path=scope.prefix + "run")
+
+    stage.compiled = [node]  # drawn as its tools; run as one step over the calls
+    return stage
 
 
-async def _tool_calls(ctx: StepContext) -> AgentRun:
-    run = _bind(ctx)
-    if run.done or run.redo:
-        return run
-    if run.streaming:
-        await run.emit(Chunk("step-finish", {"step_number": run.step_number,
-                                             "finish_reason": run.finish_reason}))
-    calls, run.pending_calls = run.pending_calls, []
-    if not calls:
-        run.done = True
-        return run
-    tools_run = _TOOLS_WORKFLOW.create_run(storage=_NULL, durability="exit", tracing=False)
-    tools_run.internal = True
-    if ctx.tracer is not None and ctx.span is not None:
-        tools_run.trace_parent = (ctx.tracer, ctx.span)
-    result = await tools_run.start(input_data=[(run, call) for call in calls])
-    if result.status == "tripwire" and isinstance(result.error, TripWire):
-        await run.trip(result.error)
-        return run
-    if result.status != "success":
-        run.error = result.error
-        run.finish_reason = "error"
-        run.done = True
-        return run
-    tools = _current_tools(run)  # the step's tools: a processor may have added some
-    for call, (value, is_error) in zip(calls, result.result, strict=True):
+def _tool_node(t: Tool) -> Step:
+    note = " (needs approval)" if t.requires_approval else ""
+    node = Step(id=f"tool:{t.id}", execute=_drawn,
+                description=(t.description.splitlines() or [""])[0] + note)
+    node.kind = "tool"
+    return node
+
+
+async def _run_tools(ctx: StepContext, deps: AgentDeps, state: AgentState) -> None:
+    calls = state.pending_calls
+    tools = _current_tools(deps, state)
+    resumed = ctx.resume_data if isinstance(ctx.resume_data, dict) else {}
+    for key, verdict in (("approve", "approve"), ("deny", "deny")):
+        for call_id in resumed.get(key) or []:
+            state.decisions[str(call_id)] = verdict
+    waiting = [c for c in calls if (t := tools.get(c["tool_name"])) is not None
+               and t.requires_approval and c["tool_call_id"] not in state.decisions]
+    if waiting:
+        await ctx.suspend({"reason": "approval", "suspended": [
+            {"tool_call_id": c["tool_call_id"], "tool_name": c["tool_name"],
+             "args": dict(c.get("args") or {})} for c in waiting]})
+    done: dict[str, Any] = dict(resumed.get("done") or {})
+    results: list[tuple[Any, bool] | None] = [None] * len(calls)
+    suspended: list[dict[str, Any]] = []
+    limiter = anyio.CapacityLimiter(TOOL_CONCURRENCY)
+
+    async def one(i: int, call: dict[str, Any]) -> None:
+        call_id = call["tool_call_id"]
+        if call_id in done:
+            value, is_error = done[call_id]
+            results[i] = (value, bool(is_error))
+            return
+        async with limiter:
+            try:
+                results[i] = await _one_tool(ctx, deps, state, tools, call,
+                                             resumed.get("resume_data"))
+            except ToolSuspended as sus:
+                suspended.append({"tool_call_id": call_id, "tool_name": call["tool_name"],
+                                  "args": dict(call.get("args") or {}),
+                                  "payload": sus.payload})
+
+    if len(calls) == 1:
+        await one(0, calls[0])
+    else:
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, call in enumerate(calls):
+                    tg.start_soon(one, i, call)
+        except BaseExceptionGroup as group:
+            raise group.exceptions[0] from None
+    if suspended:
+        await ctx.suspend({"reason": "tool", "suspended": suspended, "done": {
+            calls[i]["tool_call_id"]: list(r) for i, r in enumerate(results)
+            if r is not None}})
+    for call, got in zip(calls, results, strict=True):
+        assert got is not None
+        value, is_error = got
         part = ToolResultPart(tool_call_id=call["tool_call_id"], tool_name=call["tool_name"],
                               result=value, is_error=is_error, model_output=_model_output(
                                   tools.get(call["tool_name"]), value, is_error))
-        run.ml.add(Message.tool([part]), source="response")
-        run.steps[-1].tool_results.append({"tool_call_id": part.tool_call_id,
-                                           "tool_name": part.tool_name, "result": value,
-                                           "is_error": is_error})
-    run.step_number += 1
-    if run.step_number >= run.max_steps:
-        run.done = True
-    return run
+        state.messages.add(Message.tool([part]), source="response")
+        state.steps[-1].tool_results.append({"tool_call_id": part.tool_call_id,
+                                             "tool_name": part.tool_name, "result": value,
+                                             "is_error": is_error})
+    state.pending_calls = []
+    state.step_number += 1
 
 
 def _model_output(tool: Any, value: Any, is_error: bool) -> Any:
@@ -266,90 +458,251 @@ def _model_output(tool: Any, value: Any, is_error: bool) -> Any:
     return tool.to_model_output(value)
 
 
-async def _one_tool(ctx: StepContext) -> tuple[Any, bool]:
-    run, call = ctx.input_data
+async def _one_tool(ctx: StepContext, deps: AgentDeps, state: AgentState,
+                    tools: dict[str, Tool], call: dict[str, Any],
+                    resume_data: Any) -> tuple[Any, bool]:
     name, call_id = call["tool_name"], call["tool_call_id"]
-    tools = _current_tools(run)
     tool = tools.get(name)
     args = dict(call.get("args") or {})
     span = None if ctx.tracer is None else ctx.tracer.start(
         f"tool call: {name}", "tool", ctx.span, input=args)
+    value: Any
     if tool is None:
-        value: Any = f"unknown tool '{name}'; available tools: {sorted(tools)}"
+        value = f"unknown tool '{name}'; available tools: {sorted(tools)}"
+        is_error = True
+    elif state.decisions.get(call_id) == "deny":
+        value = f"the user denied the call of tool '{name}'; it did not run"
         is_error = True
     else:
         try:
-            value = await tool.run(args, ToolContext(call_id, run.ctx.request_context,
-                                                     run.ctx.writer))
-            value = await run.outputs.run_tool_result(
-                run.ml, run.info(), tool_name=name, tool_call_id=call_id, args=args,
-                result=value)
+            value = await tool.run(args, ToolContext(call_id, deps.ctx.request_context,
+                                                     deps.ctx.writer, resume_data))
+            value = await deps.outputs.run_tool_result(
+                state.messages, state.info(), tool_name=name, tool_call_id=call_id,
+                args=args, result=value)
             is_error = False
-        except TripWire:
+        except (TripWire, ToolSuspended) as stop:
+            if span is not None:
+                Tracer.end(span, "suspended" if isinstance(stop, ToolSuspended)
+                           else "tripwire")
             raise
         except Exception as exc:
             value, is_error = f"{type(exc).__name__}: {exc}", True
     if span is not None:
         Tracer.end(span, "failed" if is_error else "success", output=value,
                    tool_call_id=call_id, error=value if is_error else None)
-    await run.emit(Chunk("tool-result", {"tool_call_id": call_id, "tool_name": name,
-                                         "result": value, "is_error": is_error}))
+    await deps.emit(Chunk("tool-result", {"tool_call_id": call_id, "tool_name": name,
+                                          "result": value, "is_error": is_error}))
     return value, is_error
 
 
-async def _output_processors(ctx: StepContext) -> AgentRun:
-    run = _bind(ctx)
-    if run.tripwire is not None or not run.outputs.items:
-        return run
-    text = next((m.text for m in reversed(run.ml.response()) if m.role == "assistant"), "")
-    try:
-        await run.outputs.run_output_result(run.ml, OutputResult(
-            text=text, usage=dict(run.usage), finish_reason=run.finish_reason,
-            steps=list(run.steps)))
-    except TripWire as trip:
-        await run.trip(trip)
-    return run
+# -- the graph ------------------------------------------------------------------------
 
-
-async def _memory_save(ctx: StepContext) -> AgentRun:
-    run: AgentRun = ctx.input_data
-    memory = run.agent.memory
-    if memory is not None and run.tripwire is None and hasattr(memory, "save_run"):
-        await memory.save_run(run)
-    return run
-
-
-_NULL = NullStorage()
-
-
-def _step(id: str, execute: Any, description: str | None = None) -> Any:
-    # Loop steps pass the mutable AgentRun along: keep it off their trace spans.
+def _step(id: str, execute: Any, description: str | None = None) -> Step:
+    # Loop steps pass the mutable state along: keep it off their trace spans.
     return create_step(id=id, execute=execute, description=description, trace_io=False)
 
 
-_TOOLS_WORKFLOW = (create_workflow(id="agent-tool-calls", trace_io=False)
-                   .foreach(_step("tool-call", _one_tool), concurrency=TOOL_CONCURRENCY)
-                   .commit())
+def _state_of(agent: Agent) -> Callable[[StepContext], AgentState]:
+    """A branch's output back to the state (the state as it was when nothing ran)."""
+    def unwrap(ctx: StepContext) -> AgentState:
+        data = ctx.input_data
+        if data:
+            return next(iter(data.values()))  # type: ignore[no-any-return]
+        deps = deps_of(ctx, agent)
+        assert deps.state is not None
+        return deps.state
+    return unwrap
 
 
-def done(ctx: StepContext) -> bool:
-    """The loop's exit: a final answer, max steps, a tripwire or an error."""
-    return bool(ctx.input_data.done)
+def _open(ctx: StepContext) -> bool:
+    state = as_state(ctx.input_data)
+    return state.tripwire is None and state.error is None
 
 
-def build_loop_workflow(agent_id: str) -> Workflow:
-    """The loop workflow of one agent (its shape is the same for every agent)."""
-    step = (create_workflow(id="agent-step", trace_io=False)
-            .then(_step("prepare-step", _prepare_step, "input-step processors and prepare_step"))
-            .then(_step("llm-call", _llm_call, "the model call through the stream processors"))
-            .then(_step("output-step", _output_step,
-                        "output-step processors (may ask for a retry)"))
-            .then(_step("tool-calls", _tool_calls, "the step's tool calls, concurrently"))
+def _proceeds(ctx: StepContext) -> bool:
+    state = as_state(ctx.input_data)
+    return state.tripwire is None and state.error is None and not state.retrying
+
+
+def _has_calls(ctx: StepContext) -> bool:
+    state = as_state(ctx.input_data)
+    return bool(state.pending_calls) and _proceeds(ctx)
+
+
+def _finished(agent: Agent) -> Callable[[StepContext], bool]:
+    def finished(ctx: StepContext) -> bool:
+        state = as_state(ctx.input_data)
+        return state.finished or state.step_number >= deps_of(ctx, agent).max_steps
+    return finished
+
+
+def _not_tripped(ctx: StepContext) -> bool:
+    return as_state(ctx.input_data).tripwire is None
+
+
+def _outcome(ctx: StepContext) -> AgentState:
+    """The run's status from the state: a tripwire ends it "tripwire", an error "failed"."""
+    state = as_state(ctx.input_data)
+    if state.tripwire is not None:
+        t = state.tripwire
+        raise TripWire(t["reason"], retry=bool(t.get("retry")), metadata=t.get("metadata"),
+                       processor_id=t.get("processor_id"))
+    if state.error is not None:
+        raise state.error
+    return state
+
+
+def build_loop(agent: Agent) -> Workflow:
+    """The (uncommitted) loop workflow of ``agent``, drawn with its processors and tools."""
+    # The agent holds its workflow: the workflow's steps hold the agent weakly (no cycle).
+    agent = cast("Agent", weakref.proxy(agent))
+    unwrap = _state_of(agent)
+    inputs, outputs = agent.input_processors, agent.output_processors
+    step = (create_workflow(id="agent-step", description="one model step", trace_io=False)
+            .branch([(_open, _stage("input-step", "input-step processors and prepare_step",
+                                    agent, _input_step,
+                                    _units(agent, inputs, "process_input_step")))])
+            .map(unwrap, id="input-step-done")
+            .branch([(_proceeds, _llm_call(agent))])
+            .map(unwrap, id="llm-call-done")
+            .branch([(_proceeds, _stage("output-step", "output-step processors (may ask "
+                                        "for a retry)", agent, _output_step,
+                                        _units(agent, outputs, "process_output_step")))])
+            .map(unwrap, id="output-step-done")
+            .branch([(_has_calls, _tool_calls(agent))])
+            .map(unwrap, id="tool-calls-done")
             .commit())
-    return (create_workflow(id=f"agent:{agent_id}", description=f"loop of agent {agent_id}",
+    return (create_workflow(id=f"agent:{agent.id}", description=f"loop of agent {agent.id}",
                             trace_io=False)
-            .then(_step("input-processors", _input_processors))
-            .dountil(step, done)
-            .then(_step("output-processors", _output_processors))
-            .then(_step("memory-save", _memory_save))
-            .commit())
+            .then(_stage("input-processors", "input processors", agent, _input,
+                         _units(agent, inputs, "process_input")))
+            .dountil(step, _finished(agent))
+            .branch([(_not_tripped, _stage("output-processors", "output-result processors",
+                                           agent, _output_result,
+                                           _units(agent, outputs, "process_output_result")))])
+            .map(unwrap, id="output-processors-done")
+            .map(_outcome, id="outcome"))
+
+
+# -- rewiring -------------------------------------------------------------------------
+
+class AgentLoop:
+    """The uncommitted loop workflow, to rewire through ``Agent(loop=fn)``.
+
+    ``fn(loop)`` gets one of these and returns it. Steps are named by id, anywhere in
+    the loop (``loop.step_ids()`` lists them). A step you add is an ordinary procflow
+    step whose input is the loop's ``AgentState`` and which returns it.
+
+    Example::
+
+        def audited(loop: AgentLoop) -> AgentLoop:
+            return loop.insert_after("llm-call", audit_step)
+
+        agent = Agent(id="support", model=..., loop=audited)
+    """
+
+    def __init__(self, workflow: Workflow) -> None:
+        self.workflow = workflow
+
+    def step_ids(self) -> list[str]:
+        """Every step id of the loop, nested ones included, in plan order."""
+        out: list[str] = []
+
+        def walk(wf: Any) -> None:
+            for entry in wf.entries:
+                for unit in entry.units():
+                    if isinstance(unit, ProcessorStage):
+                        out.append(unit.id)
+                        continue
+                    out.append(unit.id)
+                    if hasattr(unit, "entries") and unit.id != "tool-calls":
+                        walk(unit)
+        walk(self.workflow)
+        return out
+
+    def insert_before(self, id: str, step: Any) -> AgentLoop:
+        """Run ``step`` just before the step ``id`` (on the same state)."""
+        return self._edit(id, lambda entries, i: entries.insert(i, _entry(step)))
+
+    def insert_after(self, id: str, step: Any) -> AgentLoop:
+        """Run ``step`` just after the step ``id`` (on the state it returns)."""
+        def put(entries: list[Any], i: int) -> None:
+            after = entries[i + 1] if i + 1 < len(entries) else None
+            if isinstance(after, MapEntry) and after.id == f"{id}-done":
+                i += 1  # after the map turning the step's branch back into the state
+            entries.insert(i + 1, _entry(step))
+        return self._edit(id, put)
+
+    def replace(self, id: str, step: Any) -> AgentLoop:
+        """Run ``step`` instead of the step ``id``."""
+        def put(entries: list[Any], i: int) -> None:
+            old = entries[i]
+            if not isinstance(old, StepEntry):
+                entries[i] = _replaced(old, id, step)
+            else:
+                entries[i] = _entry(step)
+        return self._edit(id, put)
+
+    def remove(self, id: str) -> AgentLoop:
+        """Leave the step ``id`` out of the loop."""
+        return self._edit(id, lambda entries, i: entries.pop(i))
+
+    def _edit(self, id: str, change: Callable[[list[Any], int], Any]) -> AgentLoop:
+        found = _locate(self.workflow, id)
+        if found is None:
+            raise WorkflowDefinitionError(
+                f"agent loop '{self.workflow.id}' has no step '{id}'; its steps: "
+                f"{self.step_ids()}", workflow_id=self.workflow.id, step_id=id)
+        wf, i = found
+        entries = list(wf.entries)
+        change(entries, i)
+        wf.entries = entries
+        wf.committed = False
+        wf.compiled = None
+        wf._graph = None
+        if not wf.entries:
+            raise WorkflowDefinitionError(
+                f"agent loop: removing '{id}' leaves '{wf.id}' empty; replace it instead",
+                workflow_id=wf.id, step_id=id)
+        if wf is not self.workflow:
+            wf.commit()
+        return self
+
+
+def _entry(step: Any) -> StepEntry:
+    if isinstance(step, Step | Workflow):
+        return StepEntry(step)
+    raise WorkflowDefinitionError(
+        f"agent loop: expected a step (create_step(...)/@step) or a workflow, got "
+        f"{type(step).__name__} {step!r}")
+
+
+def _replaced(entry: Any, id: str, step: Any) -> Any:
+    from dataclasses import replace as dc_replace
+
+    new = _entry(step).step
+    for name in ("step",):
+        if getattr(entry, name, None) is not None and entry.step.id == id:
+            return dc_replace(entry, step=new)
+    branches = getattr(entry, "branches", None)
+    if branches is not None:
+        return dc_replace(entry, branches=tuple((c, new if u.id == id else u)
+                                                for c, u in branches))
+    raise WorkflowDefinitionError(f"agent loop: step '{id}' cannot be replaced")
+
+
+def _locate(wf: Any, id: str) -> tuple[Any, int] | None:
+    """The (nested) workflow whose entries hold step ``id``, and the entry's index."""
+    for i, entry in enumerate(wf.entries):
+        units = entry.units()
+        if any(u.id == id for u in units):
+            return wf, i
+        for unit in units:
+            if hasattr(unit, "entries") and not isinstance(unit, ProcessorStage) \
+                    and unit.id != "tool-calls":
+                found = _locate(unit, id)
+                if found is not None:
+                    return found
+    return None
+

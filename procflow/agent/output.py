@@ -13,7 +13,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from procflow.messages import Chunk, Message, Part
 
-__all__ = ["AgentResponse", "FullOutput", "ModelOutput", "StepRecord", "UIMessage"]
+__all__ = ["AgentResponse", "FullOutput", "ModelOutput", "StepRecord", "SuspendedCall",
+           "UIMessage"]
 
 
 @dataclass(slots=True)
@@ -79,13 +80,30 @@ class AgentResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class SuspendedCall:
+    """A tool call the run is waiting on (an approval, or a tool that suspended).
+
+    Attributes:
+        tool_call_id: The call's id (what ``agent.resume(approve=[...])`` takes).
+        tool_name: The tool.
+        args: The model's arguments.
+        payload: What the tool passed to ``ctx.suspend()`` (``None`` for approvals).
+    """
+
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    payload: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class FullOutput:
     """The result of ``agent.generate()``.
 
     Attributes:
         text: The final answer's text, after output processors.
-        finish_reason: "stop", "length", "tool-calls", "content-filter", "error" or
-            "other" (a tripwire).
+        finish_reason: "stop", "length", "tool-calls", "content-filter", "error",
+            "other" (a tripwire) or "suspended" (waiting on ``suspended``).
         usage: Tokens summed over the model calls.
         steps: One ``StepRecord`` per model call.
         tool_calls: Every tool call of the run.
@@ -94,7 +112,8 @@ class FullOutput:
             aborted, else ``None``.
         messages: The whole conversation after processors (system messages excluded).
         response: The response messages and the UI messages.
-        run_id: The run of the agent's loop workflow.
+        run_id: The stored run of the agent's loop workflow.
+        suspended: The tool calls waiting on ``agent.resume(run_id, ...)``.
     """
 
     text: str
@@ -107,6 +126,7 @@ class FullOutput:
     messages: list[Message]
     response: AgentResponse
     run_id: str
+    suspended: list[SuspendedCall] = field(default_factory=list)
 
 
 Producer = Callable[[MemoryObjectSendStream[Chunk]], Awaitable[FullOutput]]

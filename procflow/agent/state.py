@@ -1,10 +1,16 @@
-"""``AgentRun``: the in-memory state one ``generate``/``stream`` call carries through the
-agent's loop workflow."""
+"""The agent loop's state and its dependencies, kept apart (state/deps split).
+
+``AgentState`` is what flows from step to step of the loop workflow and is stored with
+the run: the messages, the step records, usage, the finish reason, the pending tool
+calls. ``AgentDeps`` is what a call hands to its run and is never stored: the agent,
+the model, the tools, the processor runners, the stream to emit chunks on. A run
+resumed in another process gets fresh deps from its agent.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from procflow.errors import TripWire
@@ -19,73 +25,71 @@ if TYPE_CHECKING:
     from procflow.agent.output import StepRecord
     from procflow.agent.tools import Tool
 
-__all__ = ["AgentRun", "Emit"]
+__all__ = ["AgentDeps", "AgentState", "Emit", "as_state"]
 
 Emit = Callable[[Chunk], Awaitable[None]]
 
 
-@dataclass(eq=False)
-class AgentRun:
-    """Everything one agent call needs and produces; passed between the loop's steps.
+class AgentState:
+    """The state of one agent call, passed between (and stored with) the loop's steps.
+
+    A step of the loop (yours too) takes it as ``ctx.input_data`` and returns it. A
+    durable storage keeps it as JSON (``to_json``); ``as_state`` rebuilds it.
 
     Attributes:
-        done: The loop should stop (final answer, max steps, tripwire or error).
-        redo: The current step is being retried (a processor asked, with feedback);
-            the rest of this iteration is skipped.
+        messages: The conversation (a ``MessageList``).
+        steps: One ``StepRecord`` per model call so far.
+        step_number: The current model step (0-based).
+        usage: Tokens summed so far.
+        finish_reason: Why the last model call stopped.
+        pending_calls: The tool calls of the last model call, not yet run.
+        tripwire: The abort that stopped the call, as a dict, else ``None``.
+        error: The error that ended the call, else ``None``.
+        retrying: A processor asked for the current step to be retried.
+        decisions: Approval decisions by tool call id ("approve"/"deny"), from resume.
+        current: The current step's model/tools/tool choice overrides (not stored).
     """
 
-    agent: Agent
-    model: LanguageModel
-    tools: dict[str, Tool]
-    ml: MessageList
-    inputs: ProcessorRunner
-    outputs: ProcessorRunner
-    errors: ProcessorRunner
-    ctx: ProcessorContext
-    max_steps: int
-    tool_choice: Any
-    emit: Emit
-    api_retry_budget: int
-    steps: list[StepRecord] = field(default_factory=list)
-    step_number: int = 0
-    current: StepOverrides = field(default_factory=StepOverrides)
-    pending_calls: list[dict[str, Any]] = field(default_factory=list)
-    tripwire: TripWire | None = None
-    error: BaseException | None = None
-    finish_reason: str | None = None
-    usage: dict[str, int] = field(default_factory=lambda: {
-        "input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
-    done: bool = False
-    redo: bool = False
-    api_retries: int = 0
-    run_id: str = ""
-    streaming: bool = True  # False for generate(): chunks need not be emitted
+    __slots__ = ("current", "decisions", "error", "finish_reason", "messages",
+                 "pending_calls", "retrying", "step_number", "steps", "tripwire", "usage")
 
-    __procflow_untraced__ = True  # spans do not record this (mutable, internal) object
+    def __init__(self, messages: MessageList, *, steps: list[StepRecord] | None = None,
+                 step_number: int = 0, usage: dict[str, int] | None = None,
+                 finish_reason: str | None = None,
+                 pending_calls: list[dict[str, Any]] | None = None,
+                 tripwire: dict[str, Any] | None = None, error: BaseException | None = None,
+                 retrying: bool = False, decisions: dict[str, str] | None = None) -> None:
+        self.messages = messages
+        self.steps: list[StepRecord] = steps if steps is not None else []
+        self.step_number = step_number
+        self.usage: dict[str, int] = usage if usage else {
+            "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        self.finish_reason = finish_reason
+        self.pending_calls: list[dict[str, Any]] = pending_calls or []
+        self.tripwire = tripwire
+        self.error = error
+        self.retrying = retrying
+        self.decisions: dict[str, str] = decisions or {}
+        self.current = StepOverrides()
 
     def __repr__(self) -> str:
-        return f"AgentRun(agent={self.agent.id!r}, step={self.step_number}, done={self.done})"
+        return (f"AgentState(step={self.step_number}, messages={len(self.messages)}, "
+                f"finish_reason={self.finish_reason!r})")
+
+    @property
+    def ml(self) -> MessageList:
+        """Alias of ``messages``."""
+        return self.messages
+
+    @property
+    def finished(self) -> bool:
+        """The loop should end: a tripwire, an error, or a model step calling no tool."""
+        return (self.tripwire is not None or self.error is not None
+                or (not self.retrying and bool(self.steps) and not self.steps[-1].tool_calls))
 
     def info(self) -> StepInfo:
         """Where the loop is, for processor hooks."""
         return StepInfo(self.step_number, list(self.steps))
-
-    async def trip(self, trip: TripWire) -> None:
-        """End the loop on a processor's abort, telling the caller with a tripwire chunk."""
-        if self.tripwire is None:
-            self.tripwire = trip
-            await self.emit(Chunk.tripwire(trip.reason, trip.processor_id, trip.retry,
-                                           trip.metadata))
-        self.done = True
-
-    def feedback(self, trip: TripWire) -> None:
-        """Give a processor's retry reason to the model as a hidden reminder."""
-        pid = trip.processor_id or "processor"
-        msg = Message.user(f'<system-reminder type="processor-feedback" processor="{pid}">'
-                           f"{trip.reason}</system-reminder>")
-        msg.content.metadata["signal"] = {"type": "processor-feedback", "processor_id": pid,
-                                          "hidden": True, "transient": True}
-        self.ml.add(msg, source="input")
 
     def add_usage(self, usage: dict[str, Any] | None) -> dict[str, int]:
         """Add one call's usage to the total; returns it normalised."""
@@ -96,3 +100,123 @@ class AgentRun:
         for key, value in got.items():
             self.usage[key] += value
         return got
+
+    def feedback(self, trip: TripWire) -> None:
+        """Give a processor's retry reason to the model as a hidden reminder."""
+        pid = trip.processor_id or "processor"
+        msg = Message.user(f'<system-reminder type="processor-feedback" processor="{pid}">'
+                           f"{trip.reason}</system-reminder>")
+        msg.content.metadata["signal"] = {"type": "processor-feedback", "processor_id": pid,
+                                          "hidden": True, "transient": True}
+        self.messages.add(msg, source="input")
+
+    # -- storage ----------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as JSON-ready data (what a durable storage keeps)."""
+        ml = self.messages
+        return {
+            "__agent_state__": 1,
+            "system": [{"message": m.model_dump(mode="json"), "tag": ml._tags.get(m.id)}
+                       for m in ml.system()],
+            "messages": [{"message": m.model_dump(mode="json"), "source": ml.source_of(m.id)}
+                         for m in ml.all()],
+            "steps": [_record_json(s) for s in self.steps],
+            "step_number": self.step_number, "usage": dict(self.usage),
+            "finish_reason": self.finish_reason, "pending_calls": list(self.pending_calls),
+            "tripwire": self.tripwire,
+            "error": None if self.error is None else f"{type(self.error).__name__}: "
+                                                     f"{self.error}",
+            "retrying": self.retrying, "decisions": dict(self.decisions)}
+
+
+def _record_json(record: StepRecord) -> dict[str, Any]:
+    return {"step_number": record.step_number, "text": record.text,
+            "tool_calls": record.tool_calls, "tool_results": record.tool_results,
+            "finish_reason": record.finish_reason, "usage": record.usage,
+            "from_cache": record.from_cache}
+
+
+def as_state(value: Any) -> AgentState:
+    """The loop's state from a step input: the live object, or a stored one rebuilt.
+
+    Raises:
+        TypeError: ``value`` is not the loop's state.
+    """
+    if type(value) is AgentState:
+        return value
+    if isinstance(value, AgentState):
+        return value
+    if isinstance(value, Mapping) and "__agent_state__" in value:
+        return _from_json(value)
+    raise TypeError(f"an agent loop step takes the loop's AgentState as input, got "
+                    f"{type(value).__name__}; a step you add must return the state it got")
+
+
+def _from_json(data: Mapping[str, Any]) -> AgentState:
+    from procflow.agent.output import StepRecord
+    from procflow.errors import StepExecutionError
+
+    ml = MessageList()
+    for item in data.get("system") or []:
+        ml.add_system(Message.model_validate(item["message"]), tag=item.get("tag"))
+    for item in data.get("messages") or []:
+        ml.add(Message.model_validate(item["message"]), source=item["source"])
+    steps = [StepRecord(step_number=s["step_number"], text=s.get("text") or "",
+                        tool_calls=list(s.get("tool_calls") or []),
+                        tool_results=list(s.get("tool_results") or []),
+                        finish_reason=s.get("finish_reason"), usage=dict(s.get("usage") or {}),
+                        from_cache=bool(s.get("from_cache"))) for s in data.get("steps") or []]
+    error = data.get("error")
+    return AgentState(
+        messages=ml, steps=steps, step_number=int(data.get("step_number") or 0),
+        usage=dict(data.get("usage") or {}), finish_reason=data.get("finish_reason"),
+        pending_calls=list(data.get("pending_calls") or []), tripwire=data.get("tripwire"),
+        error=None if error is None else StepExecutionError(str(error)),
+        retrying=bool(data.get("retrying")), decisions=dict(data.get("decisions") or {}))
+
+
+@dataclass(eq=False)
+class AgentDeps:
+    """What one call hands to its run besides the state (never stored).
+
+    Attributes:
+        agent: The agent.
+        model: Its model.
+        tools: Its tools by name.
+        inputs: The input processor runner.
+        outputs: The output processor runner.
+        errors: The error processor runner.
+        ctx: The processors' request context (state, writer, tracer).
+        max_steps: Model calls allowed.
+        tool_choice: The call's tool choice.
+        emit: Where chunks go.
+        streaming: Whether anybody reads the chunks.
+        api_retry_budget: API-error retries allowed.
+    """
+
+    agent: Agent
+    model: LanguageModel
+    tools: dict[str, Tool]
+    inputs: ProcessorRunner
+    outputs: ProcessorRunner
+    errors: ProcessorRunner
+    ctx: ProcessorContext
+    max_steps: int
+    tool_choice: Any
+    emit: Emit
+    api_retry_budget: int
+    streaming: bool = True
+    api_retries: int = 0
+    state: AgentState | None = None  # the live state, for the caller at the end
+
+    def __repr__(self) -> str:
+        return f"AgentDeps(agent={self.agent.id!r})"
+
+    async def trip(self, state: AgentState, trip: TripWire) -> None:
+        """End the loop on a processor's abort, telling the caller with a tripwire chunk."""
+        if state.tripwire is None:
+            state.tripwire = {"reason": trip.reason, "processor_id": trip.processor_id,
+                              "retry": trip.retry, "metadata": dict(trip.metadata or {})}
+            await self.emit(Chunk.tripwire(trip.reason, trip.processor_id, trip.retry,
+                                           trip.metadata))

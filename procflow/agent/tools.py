@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, get_type_hints, overload
+from typing import Any, NoReturn, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -14,11 +14,19 @@ from procflow.models.base import ToolSpec
 from procflow.processors.args import ProcessorWriter
 from procflow.steps.schema import describe_validation_error
 
-__all__ = ["Tool", "ToolContext", "ToolInputError", "tool"]
+__all__ = ["Tool", "ToolContext", "ToolInputError", "ToolSuspended", "tool"]
 
 
 class ToolInputError(ValueError):
     """The model called a tool with arguments that do not fit its input schema."""
+
+
+class ToolSuspended(Exception):
+    """Raised by ``ToolContext.suspend``: the agent run suspends at this tool call."""
+
+    def __init__(self, payload: Any) -> None:
+        super().__init__("tool suspended")
+        self.payload = payload
 
 
 @dataclass(slots=True)
@@ -29,11 +37,23 @@ class ToolContext:
         tool_call_id: The id of this call.
         request_context: The request's context.
         writer: Sends custom "data-*" chunks to the caller's stream.
+        resume_data: What ``agent.resume(..., resume_data=...)`` handed back after this
+            tool suspended, else ``None``.
     """
 
     tool_call_id: str
     request_context: RequestContext
     writer: ProcessorWriter
+    resume_data: Any = None
+
+    def suspend(self, payload: Any = None) -> NoReturn:
+        """Suspend the agent run at this call; ``agent.resume(run_id, resume_data=...)``
+        runs the tool again with ``ctx.resume_data`` set.
+
+        Raises:
+            ToolSuspended: Always (the agent loop catches it).
+        """
+        raise ToolSuspended(payload)
 
 
 class Tool:
@@ -47,11 +67,14 @@ class Tool:
             async, where ``input`` is an ``input_schema`` instance.
         output_schema: Optional pydantic model the result is validated against.
         to_model_output: Optional function turning the result into what the model sees.
+        requires_approval: The agent run suspends before each call of this tool until
+            ``agent.resume(run_id, approve=[...] or deny=[...])`` decides it.
     """
 
     def __init__(self, id: str, description: str, input_schema: type[BaseModel],
                  execute: Callable[..., Any], *, output_schema: type[BaseModel] | None = None,
-                 to_model_output: Callable[[Any], Any] | None = None) -> None:
+                 to_model_output: Callable[[Any], Any] | None = None,
+                 requires_approval: bool = False) -> None:
         if not isinstance(id, str) or not id.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"tool id must be letters, digits, '_' or '-', got {id!r}")
         if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
@@ -63,6 +86,7 @@ class Tool:
         self.input_schema = input_schema
         self.output_schema = output_schema
         self.to_model_output = to_model_output
+        self.requires_approval = bool(requires_approval)
         self._execute = execute
         self._wants_ctx = len(inspect.signature(execute).parameters) >= 2
         self._spec: ToolSpec | None = None
@@ -109,14 +133,16 @@ class Tool:
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(*, name: str | None = None, description: str | None = None,
-         ) -> Callable[[Callable[..., Any]], Tool]: ...
+         requires_approval: bool = False) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
-         description: str | None = None) -> Tool | Callable[[Callable[..., Any]], Tool]:
+         description: str | None = None, requires_approval: bool = False,
+         ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a typed function: its name, its docstring as description,
     its parameters as the input schema. A parameter annotated ``ToolContext`` receives
-    the call's context instead of a model argument.
+    the call's context instead of a model argument. ``requires_approval=True``: the
+    agent run suspends before each call until a person approves or denies it.
 
     Example::
 
@@ -149,6 +175,6 @@ def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
             return await out if is_async else out
 
         return Tool(name or func.__name__, description or inspect.getdoc(func) or "",
-                    model, execute)
+                    model, execute, requires_approval=requires_approval)
 
     return make(fn) if fn is not None else make

@@ -331,6 +331,10 @@ def loop_node(unit: Unit, condition: Condition, mode: Literal["dowhile", "dounti
                     workflow_id=scope.wf.id, run_id=ex.run_id, step_id=path)
                 raise Failed(path, err)
             iteration += 1
+            if ex.replaying:  # a resumed loop: later iterations run anew, not from the
+                inner = (path + ".", path + "[")  # stored steps of the previous one
+                for stale in [p for p in ex.records if p.startswith(inner)]:
+                    del ex.records[stale]
             try:
                 out = await run_unit(ex, unit, out, scope, replay=False, iteration=iteration)
             except Failed:

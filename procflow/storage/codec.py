@@ -57,8 +57,12 @@ _MAX_CAUSE_DEPTH: Final = 3
 # --------------------------------------------------------------------------- encoding
 
 
-def _fallback(value: Any) -> str:
-    """Stand-in for a value pydantic cannot encode: its repr, or its type name."""
+def _fallback(value: Any) -> Any:
+    """Stand-in for a value pydantic cannot encode: its own ``to_json()`` when it has one
+    (e.g. the agent loop's state), else its repr, or its type name."""
+    to_json = getattr(type(value), "to_json", None)
+    if callable(to_json):
+        return to_json(value)
     try:
         return repr(value)
     except Exception:
@@ -292,7 +296,7 @@ class _StoredTrace(_StoredTraceHeader):
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    text = _fallback(value)
+    text = str(_fallback(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

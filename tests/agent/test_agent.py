@@ -335,7 +335,7 @@ async def test_agent_loop_is_a_workflow_and_agent_is_a_step() -> None:
     agent = Agent(id="a", model=ScriptedModel(["from agent"]))
     wf = agent.workflow
     assert wf.committed and wf.step_ids() == ["input-processors", "agent-step",
-                                              "output-processors", "memory-save"]
+                                              "output-processors"]
     outer = create_workflow(id="uses-agent").then(create_step(agent)).commit()
     result = await outer.create_run().start(input_data="question")
     assert result.result == {"text": "from agent"}

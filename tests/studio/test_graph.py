@@ -331,26 +331,61 @@ workflow agent:support  loop of agent support
 □ input-processors
 │
 ▼
-╔═ do … until done ═════════════════════╗
+╔═ do … until finished ═════════════════╗
 ║ ┌─ ▾ workflow agent-step (4 steps) ─┐ ║
-║ │ □ prepare-step                    │ ║
+║ │ ┏━ branch (1 lanes) ━┓            │ ║
+║ │ ┃ ╭─ if _open ───╮   ┃            │ ║
+║ │ ┃ │ □ input-step │   ┃            │ ║
+║ │ ┃ ╰──────────────╯   ┃            │ ║
+║ │ ┗━━━━━━━━━━━━━━━━━━━━┛            │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
-║ │ □ llm-call                        │ ║
+║ │ ƒ map input-step-done             │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
-║ │ □ output-step                     │ ║
+║ │ ┏━ branch (1 lanes) ━┓            │ ║
+║ │ ┃ ╭─ if _proceeds ─╮ ┃            │ ║
+║ │ ┃ │ □ llm-call     │ ┃            │ ║
+║ │ ┃ ╰────────────────╯ ┃            │ ║
+║ │ ┗━━━━━━━━━━━━━━━━━━━━┛            │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
-║ │ □ tool-calls                      │ ║
+║ │ ƒ map llm-call-done               │ ║
+║ │ │                                 │ ║
+║ │ ▼                                 │ ║
+║ │ ┏━ branch (1 lanes) ━┓            │ ║
+║ │ ┃ ╭─ if _proceeds ─╮ ┃            │ ║
+║ │ ┃ │ □ output-step  │ ┃            │ ║
+║ │ ┃ ╰────────────────╯ ┃            │ ║
+║ │ ┗━━━━━━━━━━━━━━━━━━━━┛            │ ║
+║ │ │                                 │ ║
+║ │ ▼                                 │ ║
+║ │ ƒ map output-step-done            │ ║
+║ │ │                                 │ ║
+║ │ ▼                                 │ ║
+║ │ ┏━ branch (1 lanes) ━━┓           │ ║
+║ │ ┃ ╭─ if _has_calls ─╮ ┃           │ ║
+║ │ ┃ │ □ tool-calls    │ ┃           │ ║
+║ │ ┃ ╰─────────────────╯ ┃           │ ║
+║ │ ┗━━━━━━━━━━━━━━━━━━━━━┛           │ ║
+║ │ │                                 │ ║
+║ │ ▼                                 │ ║
+║ │ ƒ map tool-calls-done             │ ║
 ║ └───────────────────────────────────┘ ║
 ╚═══════════════════════════════════════╝
 │
 ▼
-□ output-processors
+┏━ branch (1 lanes) ━━━━━━┓
+┃ ╭─ if _not_tripped ───╮ ┃
+┃ │ □ output-processors │ ┃
+┃ ╰─────────────────────╯ ┃
+┗━━━━━━━━━━━━━━━━━━━━━━━━━┛
 │
 ▼
-□ memory-save
+ƒ map output-processors-done
+│
+▼
+ƒ map outcome
 """
 
 
@@ -608,8 +643,8 @@ def test_dot_branch_and_loop_over_a_nested_workflow() -> None:
 
 def test_mermaid_of_the_agent_loop_shows_every_step() -> None:
     text = to_mermaid(Agent(id="support", model=ScriptedModel(["hi"])))
-    for step_id in ("input-processors", "prepare-step", "llm-call", "output-step",
-                    "tool-calls", "output-processors", "memory-save"):
+    for step_id in ("input-processors", "input-step", "llm-call", "output-step",
+                    "tool-calls", "output-processors"):
         assert f'["{step_id}"]' in text
     assert 'subgraph w0["do … until: workflow agent-step"]' in text
     assert "-. until .-> w0" in text
