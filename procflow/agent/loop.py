@@ -47,7 +47,7 @@ from procflow.workflows.workflow import Workflow, create_workflow
 
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
-    from procflow.runtime.executor import Execution, Scope
+    from procflow.runtime.execution import Execution, Scope
 
 __all__ = ["LOOP_STEPS", "AgentLoop", "ProcessorStage", "build_loop", "deps_of", "live_deps"]
 
