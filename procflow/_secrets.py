@@ -135,7 +135,7 @@ _URL_PASSWORD = re.compile(
 _ASSIGN = re.compile(
     r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]{0,63})[\"']?[ \t]{0,8}[:=][ \t]{0,8}"
     r"(?:\"(?P<dq>[^\"\r\n]{1,300})\"|'(?P<sq>[^'\r\n]{1,300})'"
-    r"|(?P<bare>[^\s\"'`,;<>&]{1,300}))")
+    r"|\[(?P<list>[^\]\r\n]{1,1000})\]|(?P<bare>[^\s\"'`,;<>&\[]{1,300}))")
 _HEADER = re.compile(
     r"(?im)^[ \t]{0,16}(?:proxy-)?(?:authorization|cookie|set-cookie)[ \t]{0,8}:[ \t]{0,8}"
     r"(?:(?:bearer|basic|digest|token)[ \t]{1,8})?(?P<value>[^\s][^\r\n]{0,4000})")
@@ -195,8 +195,10 @@ def _assignments(text: str) -> Iterator[SecretSpan]:
         key = m.group("key")
         if not is_secret_key(key):
             continue
-        group = "dq" if m.group("dq") is not None else "sq" if m.group("sq") is not None \
-            else "bare"
+        if m.group("list") is not None:  # "api_keys": ["...", "..."]: every item
+            yield SecretSpan(m.start("list"), m.end("list"), 0.8)
+            continue
+        group = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
         start, end = m.start(group), m.end(group)
         value = text[start:end]
         if group == "bare":
