@@ -104,25 +104,29 @@ def _password_like(name: str) -> bool:
 _B = r"(?<![A-Za-z0-9_-])"
 _E = r"(?![A-Za-z0-9_-])"
 
-_VENDOR: Final[tuple[tuple[re.Pattern[str], float], ...]] = tuple(
-    (re.compile(pattern), confidence) for pattern, confidence in (
-        (_B + r"sk-(?:proj-|svcacct-|admin-|live-|test-|ant-(?:api\d{2}-|admin\d{2}-)?)?"
+# (triggers, pattern, confidence): a pattern runs only on text containing one of its
+# triggers (plain substring tests), so text without a vendor prefix costs a few ``in``s.
+_VENDOR: Final[tuple[tuple[tuple[str, ...], re.Pattern[str], float], ...]] = tuple(
+    ((trigger,) if isinstance(trigger, str) else trigger, re.compile(pattern), confidence)
+    for trigger, pattern, confidence in (
+        ("sk-", _B + r"sk-(?:proj-|svcacct-|admin-|live-|test-|ant-(?:api\d{2}-|admin\d{2}-)?)?"
               r"[A-Za-z0-9_-]{20,}" + _E, 0.95),
-        (_B + r"(?:AKIA|ASIA)[0-9A-Z]{16}" + _E, 0.95),
-        (_B + r"gh[pousr]_[A-Za-z0-9]{36,255}" + _E, 0.97),
-        (_B + r"github_pat_[A-Za-z0-9_]{22,255}" + _E, 0.97),
-        (_B + r"xox[abeprs]-[A-Za-z0-9-]{10,}" + _E, 0.95),
-        (_B + r"AIza[0-9A-Za-z_-]{35}" + _E, 0.95),
-        (_B + r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{10,}" + _E, 0.97),
-        (_B + r"whsec_[0-9A-Za-z]{20,}" + _E, 0.95),
-        (_B + r"glpat-[A-Za-z0-9_-]{20,}" + _E, 0.95),
-        (_B + r"npm_[A-Za-z0-9]{36}" + _E, 0.95),
-        (_B + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}" + _E, 0.95),
-        (_B + r"hf_[A-Za-z0-9]{30,40}" + _E, 0.9),
-        (_B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _E, 0.9),
+        (("AKIA", "ASIA"), _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}" + _E, 0.95),
+        (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+         _B + r"gh[pousr]_[A-Za-z0-9]{36,255}" + _E, 0.97),
+        ("github_pat_", _B + r"github_pat_[A-Za-z0-9_]{22,255}" + _E, 0.97),
+        ("xox", _B + r"xox[abeprs]-[A-Za-z0-9-]{10,}" + _E, 0.95),
+        ("AIza", _B + r"AIza[0-9A-Za-z_-]{35}" + _E, 0.95),
+        (("_live_", "_test_"), _B + r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{10,}" + _E, 0.97),
+        ("whsec_", _B + r"whsec_[0-9A-Za-z]{20,}" + _E, 0.95),
+        ("glpat-", _B + r"glpat-[A-Za-z0-9_-]{20,}" + _E, 0.95),
+        ("npm_", _B + r"npm_[A-Za-z0-9]{36}" + _E, 0.95),
+        ("SG.", _B + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}" + _E, 0.95),
+        ("hf_", _B + r"hf_[A-Za-z0-9]{30,40}" + _E, 0.9),
+        ("eyJ", _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _E, 0.9),
         # A PEM private key: the header, its body (base64 lines, maybe "Proc-Type:"
         # headers) and the footer when present. Single-character steps only.
-        (r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+        ("-----BEGIN ", r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
          r"(?:[A-Za-z0-9+/=\s:,.]|-(?!----)){0,16000}"
          r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?", 0.99),
     ))
@@ -177,7 +181,9 @@ def _random_looking(value: str, *, min_entropy: float = 3.3) -> bool:
 
 
 def _vendor(text: str) -> Iterator[SecretSpan]:
-    for pattern, confidence in _VENDOR:
+    for triggers, pattern, confidence in _VENDOR:
+        if not any(trigger in text for trigger in triggers):
+            continue
         for m in pattern.finditer(text):
             yield SecretSpan(m.start(), m.end(), confidence)
 
@@ -190,7 +196,34 @@ def _url_passwords(text: str) -> Iterator[SecretSpan]:
             yield SecretSpan(m.start("value"), m.end("value"), 0.9)
 
 
-def _assignments(text: str) -> Iterator[SecretSpan]:
+def _has(lower: str, words: tuple[str, ...]) -> bool:
+    return any(word in lower for word in words)
+
+
+# Every secret key name (``is_secret_key``) contains one of these.
+_KEY_TRIGGERS: Final = ("pass", "pwd", "secret", "token", "auth", "cookie", "credential",
+                        "key", "bearer", "jwt", "session", "otp", "pin")
+
+
+def _assignments(text: str, lower: str) -> Iterator[SecretSpan]:
+    if ("=" in text or ":" in text) and _has(lower, _KEY_TRIGGERS):
+        yield from _key_values(text)
+    if _has(lower, ("authorization", "cookie")):
+        for m in _HEADER.finditer(text):
+            yield SecretSpan(m.start("value"), m.end("value"), 0.8)
+    if _has(lower, ("pass", "contrase")):
+        for m in _PROSE_PASSWORD.finditer(text):
+            value = m.group("value")
+            if not _is_placeholder(value) and _random_looking(value, min_entropy=2.5):
+                yield SecretSpan(m.start("value"), m.end("value"), 0.7)
+    if _has(lower, ("bearer", "token")):
+        for m in _BEARER.finditer(text):
+            value = m.group("value")
+            if not _is_placeholder(value) and _random_looking(value):
+                yield SecretSpan(m.start("value"), m.end("value"), 0.85)
+
+
+def _key_values(text: str) -> Iterator[SecretSpan]:
     for m in _ASSIGN.finditer(text):
         key = m.group("key")
         if not is_secret_key(key):
@@ -213,19 +246,11 @@ def _assignments(text: str) -> Iterator[SecretSpan]:
             yield SecretSpan(start, end, 0.8)
         elif len(value) >= 8 and _random_looking(value, min_entropy=3.0):
             yield SecretSpan(start, end, 0.85)
-    for m in _HEADER.finditer(text):
-        yield SecretSpan(m.start("value"), m.end("value"), 0.8)
-    for m in _PROSE_PASSWORD.finditer(text):
-        value = m.group("value")
-        if not _is_placeholder(value) and _random_looking(value, min_entropy=2.5):
-            yield SecretSpan(m.start("value"), m.end("value"), 0.7)
-    for m in _BEARER.finditer(text):
-        value = m.group("value")
-        if not _is_placeholder(value) and _random_looking(value):
-            yield SecretSpan(m.start("value"), m.end("value"), 0.85)
 
 
-def _contextual_tokens(text: str) -> Iterator[SecretSpan]:
+def _contextual_tokens(text: str, lower: str) -> Iterator[SecretSpan]:
+    if not _has(lower, ("key", "secret", "token", "credential", "aws", "password")):
+        return
     for word in _SECRET_WORD.finditer(text):
         if _PUBLIC_KEY.search(text[max(0, word.start() - 12):word.start()]):
             continue
@@ -244,10 +269,11 @@ def _contextual_tokens(text: str) -> Iterator[SecretSpan]:
 
 def find_secrets(text: str) -> Iterator[SecretSpan]:
     """The secrets in ``text`` (spans may overlap; callers merge or rank them)."""
+    lower = text.lower()
     yield from _vendor(text)
     yield from _url_passwords(text)
-    yield from _assignments(text)
-    yield from _contextual_tokens(text)
+    yield from _assignments(text, lower)
+    yield from _contextual_tokens(text, lower)
 
 
 # -- masking -----------------------------------------------------------------------
