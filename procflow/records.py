@@ -15,13 +15,14 @@ are stored as one ``TraceRecord`` through ``Storage.save_trace``.
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
+
+from procflow._secrets import mask_secrets
 
 __all__ = [
     "DEFAULT_TRUNCATE",
@@ -258,31 +259,15 @@ class TraceRecord:
                    SpanRows(spans, truncate=truncate, secrets=secrets))
 
 
-_SECRET_KEY = re.compile(r"key|token|secret|password|passwd|authorization|credential",
-                         re.IGNORECASE)
-_SECRET_VALUE = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{12,}|sk_(?:live|test)_[A-Za-z0-9]{10,}|AKIA[0-9A-Z]{16}|"
-    r"gh[pousr]_[A-Za-z0-9]{20,}|xox[baprs]-[A-Za-z0-9\-]{10,}|AIza[0-9A-Za-z_\-]{30,}|"
-    r"(?i:bearer)\s+[A-Za-z0-9._\-]{12,})")
-
-
 def redact_secrets(value: Any, secrets: tuple[str, ...] = ()) -> Any:
-    """A copy of JSON-ready ``value`` with secrets replaced by "***": string values of
-    keys named like key/token/secret/password/authorization (numbers such as token
-    counts stay), API-key-shaped strings anywhere, and the given literal ``secrets``."""
-    if isinstance(value, Mapping):
-        return {k: "***" if isinstance(v, str) and v and isinstance(k, str)
-                and _SECRET_KEY.search(k) else redact_secrets(v, secrets)
-                for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact_secrets(v, secrets) for v in value]
-    if isinstance(value, str):
-        text = _SECRET_VALUE.sub("***", value)
-        for secret in secrets:
-            if secret:
-                text = text.replace(secret, "***")
-        return text
-    return value
+    """A copy of JSON-ready ``value`` with secrets replaced by "***".
+
+    The rules are ``PIIDetector``'s "api-key" rules (``procflow._secrets``): every string
+    under a key named like a credential (``password``, ``auth``, ``cookie``, ``api_keys``,
+    ...; numbers such as token counts stay), every secret-shaped part of any other string
+    or mapping key, and the given literal ``secrets``.
+    """
+    return mask_secrets(value, secrets)
 
 
 def _jsonable(value: Any, truncate: int, secrets: tuple[str, ...]) -> Any:

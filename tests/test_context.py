@@ -62,3 +62,27 @@ def test_non_str_resource_id_is_an_error_not_a_silent_none() -> None:
     ctx = RequestContext({RESOURCE_ID_KEY: 42})
     with pytest.raises(TypeError, match=RESOURCE_ID_KEY):
         _ = ctx.resource_id
+
+
+def test_only_marked_entries_and_the_ids_persist() -> None:
+    ctx = RequestContext(api_key="sk-secret", nan=math.nan)
+    ctx.set("plan", "pro", persist=True)
+    ctx.set("broken", object(), persist=True)
+    ctx.resource_id, ctx.thread_id = "user-1", "t-1"
+
+    assert ctx.persisted() == {"plan": "pro", RESOURCE_ID_KEY: "user-1", THREAD_ID_KEY: "t-1"}
+    assert ctx.persisted_keys == {"plan", "broken"}
+
+
+def test_persistence_marks_travel_with_copies_and_stop_at_delete() -> None:
+    ctx = RequestContext()
+    ctx.set("plan", "pro", persist=True)
+    merged = RequestContext(token="x")
+    merged.update(ctx)
+
+    assert ctx.copy().persisted() == {"plan": "pro"} == RequestContext(ctx).persisted()
+    assert merged.persisted() == {"plan": "pro"}
+    ctx.delete("plan")
+    ctx["plan"] = "free"
+    assert ctx.persisted() == {}
+    assert RequestContext.restored({"plan": "pro"}).persisted() == {"plan": "pro"}

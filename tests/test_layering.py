@@ -19,7 +19,7 @@ import networkx as nx
 PACKAGE = Path(__file__).resolve().parent.parent / "procflow"
 
 LAYERS: list[set[str]] = [
-    {"errors", "context", "messages", "records", "_lazy"},  # L0: plain data and errors
+    {"errors", "context", "messages", "records", "_lazy", "_secrets"},  # L0: plain data and errors
     {"_backends"},  # L1: shared SQLite/Redis plumbing
     {"storage"},  # L2: where runs, traces and memory are kept
     {"runtime"},  # L3: the interpreter of compiled plans

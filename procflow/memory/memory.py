@@ -34,6 +34,11 @@ class Memory:
     already has one with that id): input = [WorkingMemory, MessageHistory,
     SemanticRecall] + yours; output = yours + [SemanticRecall, MessageHistory].
 
+    A thread belongs to the resource it was created with (or to none). A call naming
+    a stored thread with any other resource - or with none, for an owned thread - is
+    refused with a ``ProcessorError`` by every memory processor before anything is
+    read or saved; it is not silently treated as a new thread.
+
     Args:
         storage: A ``MemoryStore``, or a path for a ``SQLiteMemoryStore``; default
             ``SQLiteMemoryStore(".procflow/memory.db")``.
@@ -130,7 +135,10 @@ class Memory:
 
         Args:
             thread_id: The thread.
-            resource_id: When given, a thread of another resource reads as empty.
+            resource_id: When given, a thread that does not belong to exactly this
+                resource (another one's, or one created without a resource) reads as
+                empty. Without it nothing is checked: this is the application's own
+                view; requests through an agent are always checked.
             last: Only the last this many.
 
         Raises:
@@ -138,7 +146,7 @@ class Memory:
         """
         if resource_id is not None:
             thread = await self.storage.get_thread(thread_id)
-            if thread is not None and thread.resource_id not in (None, resource_id):
+            if thread is not None and thread.resource_id != resource_id:
                 return []
         return await self.storage.get_messages(thread_id, last=last)
 

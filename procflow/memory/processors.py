@@ -2,7 +2,11 @@
 
 They read the thread and resource ids from the request context (``THREAD_ID_KEY``,
 ``RESOURCE_ID_KEY``, set by the agent's ``memory=`` option) and do nothing for a
-request without a thread. On input they add remembered messages (source "memory")
+request without a thread. A thread belongs to the resource that created it (or to no
+resource, when it was created without one): a request naming a thread of another
+resource - or naming an owned thread without its resource id - is refused with a
+``ProcessorError`` before anything is read or written, on every path (history, recall,
+working memory and its tool). On input they add remembered messages (source "memory")
 before the conversation; on output ``MessageHistory`` saves the call's new messages
 and ``SemanticRecall`` indexes them. They run last on output, so an output guardrail's
 abort means nothing is saved.
@@ -40,7 +44,8 @@ from procflow.processors.args import (
 )
 from procflow.processors.base import Processor
 
-__all__ = ["MessageHistory", "SemanticRecall", "WorkingMemory", "call_messages"]
+__all__ = ["MessageHistory", "SemanticRecall", "WorkingMemory", "call_messages",
+           "check_owner"]
 
 
 def _ids(rc: RequestContext) -> tuple[str, str | None] | None:
@@ -156,20 +161,33 @@ class _Recording(Processor):
                          resource_id), thread_id, resource_id)
 
 
-async def check_owner(storage: MemoryStore, thread_id: str, resource_id: str | None) -> None:
-    """Refuse to use a thread of another resource.
+async def check_owner(storage: MemoryStore, thread_id: str, resource_id: str | None, *,
+                      processor_id: str = "message-history",
+                      hook: str = "process_input") -> None:
+    """Refuse to use a thread that does not belong to the request's resource.
+
+    A new thread is free; a stored one belongs to the resource it was created with
+    (``None``: to no resource) and is used only by requests naming exactly that one.
 
     Raises:
-        ProcessorError: The thread belongs to another resource.
+        ProcessorError: The thread belongs to another resource, to a resource the
+            request does not name, or to none while the request names one.
     """
-    if resource_id is None:
-        return
     thread = await storage.get_thread(thread_id)
-    if thread is not None and thread.resource_id not in (None, resource_id):
-        raise ProcessorError(
-            f"thread {thread_id!r} belongs to resource {thread.resource_id!r}, not "
-            f"{resource_id!r}; use another thread id for this resource",
-            processor_id="message-history", hook="process_input")
+    if thread is None or thread.resource_id == resource_id:
+        return
+    owner = thread.resource_id
+    if resource_id is None:
+        problem = (f"thread {thread_id!r} belongs to resource {owner!r} and this request "
+                   "names no resource; pass memory={'thread': ..., 'resource': ...} with "
+                   "its owner")
+    elif owner is None:
+        problem = (f"thread {thread_id!r} was created without a resource, so resource "
+                   f"{resource_id!r} cannot use it; use another thread id")
+    else:
+        problem = (f"thread {thread_id!r} belongs to resource {owner!r}, not "
+                   f"{resource_id!r}; use another thread id for this resource")
+    raise ProcessorError(problem, processor_id=processor_id, hook=hook)
 
 
 class MessageHistory(_Recording):
@@ -195,7 +213,7 @@ class MessageHistory(_Recording):
         ids = _ids(args.request_context)
         if ids is None or args.message_list is None:
             return
-        await check_owner(self.storage, *ids)
+        await check_owner(self.storage, *ids, processor_id=self.id)
         if self.last_messages == 0:
             return
         ml = args.message_list
@@ -208,6 +226,8 @@ class MessageHistory(_Recording):
         """Save what the call produced to the thread."""
         produced = self._produced(args)
         if produced is not None and produced[0]:
+            await check_owner(self.storage, produced[1], produced[2], processor_id=self.id,
+                              hook="process_output_result")
             await self.storage.save_messages(produced[0])
 
 
@@ -245,6 +265,7 @@ class SemanticRecall(_Recording):
         ml = args.message_list
         if ids is None or ml is None:
             return
+        await check_owner(self.storage, *ids, processor_id=self.id)
         query = next((m.text for m in reversed(args.messages)
                       if m.role == "user" and m.text and not is_hidden(m)), "")
         if not query:
@@ -272,7 +293,9 @@ class SemanticRecall(_Recording):
         produced = self._produced(args)
         if produced is None or not produced[0]:
             return
-        messages, _, _ = produced
+        messages, thread_id, resource_id = produced
+        await check_owner(self.storage, thread_id, resource_id, processor_id=self.id,
+                          hook="process_output_result")
         await self.storage.save_messages(messages)
         await index_messages(self.vector, self.embedder, messages)
 
@@ -315,6 +338,7 @@ class WorkingMemory(Processor):
 
     def __init__(self, *, storage: MemoryStore,
                  options: WorkingMemoryOptions | None = None) -> None:
+        self.storage = storage
         self.store = WorkingMemoryStore(storage, options if options is not None
                                         else WorkingMemoryOptions())
         self._tool: Any = None
@@ -324,6 +348,8 @@ class WorkingMemory(Processor):
         ids = _ids(args.request_context)
         if ids is None or args.message_list is None:
             return
+        await check_owner(self.storage, *ids, processor_id=self.id)
+        args.state["owner_checked"] = True
         msg = Message.system(self.store.instructions(await self.store.get(*ids)))
         args.message_list.add_system(msg, tag="memory")
         args.state["message_id"] = msg.id
@@ -333,6 +359,10 @@ class WorkingMemory(Processor):
         ids = _ids(args.request_context)
         if ids is None:
             return None
+        if not args.state.get("owner_checked"):
+            await check_owner(self.storage, *ids, processor_id=self.id,
+                              hook="process_input_step")
+            args.state["owner_checked"] = True
         ml, message_id = args.message_list, args.state.get("message_id")
         if args.step_number > 0 and ml is not None and message_id is not None \
                 and ml.get(message_id) is not None:
@@ -360,6 +390,8 @@ class WorkingMemory(Processor):
                 ids = _ids(ctx.request_context)
                 if ids is None:
                     return "Working memory is not available: this request has no thread."
+                await check_owner(self.storage, *ids, processor_id=self.id,
+                                  hook=f"tool {UPDATE_TOOL}")
                 try:
                     await self.store.update(*ids, parsed.memory)
                 except ValueError as exc:

@@ -254,7 +254,7 @@ class Execution:
         self.request_context = request_context
         self.storage = storage
         self.persistent: bool = getattr(storage, "persistent", True)
-        self.context_json = request_context.json_safe() if self.persistent else {}
+        self.context_json = request_context.persisted() if self.persistent else {}
         self.sync = sync and self.persistent
         self.send = send
         self.created_at = created_at
@@ -286,7 +286,7 @@ class Execution:
         if not self.persistent:
             return
         if status != "running":
-            self.context_json = self.request_context.json_safe()
+            self.context_json = self.request_context.persisted()
         snapshot = RunSnapshot(
             workflow_id=self.wf.id, run_id=self.run_id, status=status, input=self.input,
             state=self.top.state, result=result, error=error, suspended=suspended or [],

@@ -125,7 +125,7 @@ class Run:
         run.status = snap.status
         run._records = steps
         run._state = dict(snap.state)
-        run._context = RequestContext(snap.request_context)
+        run._context = RequestContext.restored(snap.request_context)
         run._created_at = snap.created_at
         run._suspended = [".".join(p) for p in snap.suspended]
         try:
@@ -187,7 +187,8 @@ class Run:
                 ("outer.inner") or a list of ids. Optional when one step is suspended.
             resume_data: Given to the step as ``ctx.resume_data`` (validated against its
                 ``resume_schema``).
-            request_context: Entries to add to the stored request context.
+            request_context: Entries to add to the stored request context (which holds
+                only the entries marked ``persist=True``: pass credentials again here).
 
         Raises:
             RunNotSuspendedError: The run, or the named step, is not suspended.
@@ -203,11 +204,16 @@ class Run:
         """Like ``resume``, streaming the run's events (see ``stream``)."""
         return RunStream(lambda send: self._resume(send, step, resume_data, request_context))
 
-    async def restart(self) -> WorkflowResult:
+    async def restart(self, *, request_context: RequestContext | Mapping[str, Any] | None = None,
+                      ) -> WorkflowResult:
         """Continue a run whose process stopped (or that failed or was canceled).
 
         Steps that completed are not run again; the rest run from the stored state.
         A run that already succeeded returns its stored result.
+
+        Args:
+            request_context: Entries to add to the stored request context (which holds
+                only the entries marked ``persist=True``: pass credentials again here).
 
         Raises:
             RunStateError: The run is running in this process, was never started, or is
@@ -224,6 +230,8 @@ class Run:
             raise RunStateError(
                 f"run '{self.run_id}' was never started; call start()",
                 workflow_id=self.workflow.id, run_id=self.run_id)
+        if request_context is not None:
+            self._context.update(_as_context(request_context))
         return await self._execute(None, frozenset(), None)
 
     async def replay_from(self, step: Any, *, run_id: str | None = None) -> Run:
@@ -261,7 +269,7 @@ class Run:
                   durability=self.durability, tracing=self.tracing)
         new._input = self._input
         new._state = dict(self._state)
-        new._context = RequestContext(self._context.to_dict())
+        new._context = self._context.copy()
         new._records = kept
         new._replay_of = (self.run_id, path)
         await new._execute(None, frozenset(), None)

@@ -25,6 +25,7 @@ from typing import Any, Final
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from procflow._secrets import mask_text
 from procflow.errors import SnapshotCorruptedError, StepExecutionError, StepTimeoutError
 from procflow.records import RunSnapshot, RunStatus, StepResult, StepStatus, TraceRecord
 
@@ -106,7 +107,8 @@ def _encode_error(exc: BaseException | None, depth: int = 0) -> dict[str, Any] |
         message = str(exc)
     except Exception:
         message = _fallback(exc)
-    stored: dict[str, Any] = {"type": _type_name(exc), "message": message}
+    # Error messages are for people, not for resuming: secrets in them never reach disk.
+    stored: dict[str, Any] = {"type": _type_name(exc), "message": mask_text(message)}
     step_id = getattr(exc, "step_id", None)
     if isinstance(step_id, str):
         stored["step_id"] = step_id

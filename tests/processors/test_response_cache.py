@@ -3,6 +3,7 @@ what is never cached, broken backends, TTLs and key stability."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,7 @@ from procflow.processors.builtin.response_cache import (
     DEFAULT_RESPONSE_CACHE_TTL_SECONDS,
     RESPONSE_CACHE_CONTEXT_KEY,
     ResponseCache,
+    ResponseCacheContextOptions,
     ResponseCacheKeyInputs,
     build_response_cache_key,
 )
@@ -115,6 +117,50 @@ async def test_different_resource_ids_do_not_share_entries() -> None:
 
     assert (alice.text, bob.text, alice_again.text) == ("for alice", "for bob", "for alice")
     assert len(model.requests) == 2 and alice_again.steps[0].from_cache
+
+
+def colliding_resource_ids(limit: int = 400_000) -> tuple[str, str]:
+    """Two resource ids whose SHA-256 digests share their first 8 hex digits (32 bits):
+    the scope digest keys carried before; a birthday search finds one in ~2**16 tries."""
+    seen: dict[str, str] = {}
+    for i in range(limit):
+        resource = f"user-{i}"
+        short = hashlib.sha256(resource.encode()).hexdigest()[:8]
+        if short in seen:
+            return seen[short], resource
+        seen[short] = resource
+    raise AssertionError(f"no 32-bit collision among {limit} ids")
+
+
+@pytest.mark.parametrize("key", [pytest.param("fixed", id="fixed-key"),
+                                 pytest.param(lambda inputs: "same", id="key-function")])
+async def test_resource_ids_with_colliding_short_digests_do_not_share_entries(
+        key: Any) -> None:
+    first, second = colliding_resource_ids()
+    model = ScriptedModel([f"private to {first}", f"private to {second}"])
+    agent = cached_agent(model, ResponseCache(InMemoryServerCache(), key=key))
+
+    await ask(agent, memory={"resource": first})
+    other = await ask(agent, memory={"resource": second})
+
+    assert other.text == f"private to {second}" and not other.steps[0].from_cache
+
+
+@pytest.mark.parametrize("forged", [
+    pytest.param({"scope": "alice"}, id="dict-from-request-data"),
+    pytest.param(ResponseCacheContextOptions(scope="alice"), id="options-built-by-hand"),
+])
+async def test_a_scope_not_written_by_the_helpers_is_ignored(
+        forged: Any, caplog: pytest.LogCaptureFixture) -> None:
+    model = ScriptedModel(["for alice", "for mallory"])
+    agent = cached_agent(model, ResponseCache(InMemoryServerCache()))
+    await ask(agent, memory={"resource": "alice"})
+
+    mallory = await ask(agent, request_context=RequestContext(
+        {RESOURCE_ID_KEY: "mallory", RESPONSE_CACHE_CONTEXT_KEY: forged}))
+
+    assert mallory.text == "for mallory" and not mallory.steps[0].from_cache
+    assert "only overrides written by ResponseCache.context()" in caplog.text
 
 
 async def test_scope_none_shares_entries_between_resources() -> None:
@@ -375,7 +421,7 @@ async def test_a_corrupted_entry_is_a_miss_and_gets_replaced(
     cache = InMemoryServerCache()
     model = ScriptedModel(["fresh"])
     agent = cached_agent(model, ResponseCache(cache, key=lambda inputs: "fixed"))
-    await cache.set("procflow:agent-response:procflow-response-cache:custom:fixed",
+    await cache.set("procflow:agent-response:procflow-response-cache:shared:custom:fixed",
                     {"format": 1, "chunks": [{"type": "no-such-chunk", "payload": {}}]})
 
     first = await ask(agent)
@@ -478,12 +524,12 @@ def test_every_input_changes_the_key(change: dict[str, Any]) -> None:
     assert build_response_cache_key(inputs(**change)) != build_response_cache_key(inputs())
 
 
-def test_scoped_keys_carry_a_scope_digest_and_shared_keys_none() -> None:
+def test_scoped_keys_carry_a_full_scope_digest_and_shared_keys_none() -> None:
     scoped = build_response_cache_key(inputs()).split(":")
     shared = build_response_cache_key(inputs(scope=None)).split(":")
 
-    assert len(scoped) == len(shared) + 1 and len(scoped[3]) == 8
-    assert "tenant-1" not in ":".join(scoped)
+    assert scoped[3] == "scope-" + hashlib.sha256(b"tenant-1").hexdigest()
+    assert shared[3] == "shared" and "tenant-1" not in ":".join(scoped)
 
 
 def test_inline_media_is_hashed_by_content() -> None:

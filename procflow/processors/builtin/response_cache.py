@@ -6,10 +6,14 @@ the agent loop: ``process_llm_request`` derives a key from the provider-facing p
 stored chunks, which the loop replays with ``from_cache=True``; ``process_llm_response``
 writes a finished call's chunks. Each step of a tool loop is cached on its own.
 
-Keys are ``procflow:agent-response:<agent_id>[:<sha256(scope)[:8]>]:<hash>`` where
-``hash`` is the first 32 hex digits of the SHA-256 of the key inputs as canonical JSON
-(sorted keys; bytes replaced by their digest). The scope defaults to the request's
-resource id, so one tenant never reads another's entries.
+Keys are ``procflow:agent-response:<agent_id>:<scope part>:<hash>`` where the scope
+part is ``shared`` or ``scope-<sha256(scope)>`` (all 64 hex digits: tenants are never
+told apart by a short digest), and ``hash`` is the first 32 hex digits of the SHA-256 of
+the key inputs as canonical JSON (sorted keys; bytes replaced by their digest), or
+``custom:<key>`` for a fixed key or key function. The scope defaults to the request's
+resource id, so one tenant never reads another's entries. Per-call overrides are read
+only from what ``ResponseCache.context()``/``apply_context()`` wrote: any other value
+under ``RESPONSE_CACHE_CONTEXT_KEY`` (a dict from user data, say) cannot set a scope.
 
 Cache trouble never fails a request: a backend error or a corrupted entry is logged
 as a warning and the call goes to the model; a key function that raises falls back
@@ -64,8 +68,10 @@ DEFAULT_RESPONSE_CACHE_AGENT_ID: Final = "procflow-response-cache"
 """The default ``agent_id``: the logical namespace of the keys a ``ResponseCache`` writes."""
 
 RESPONSE_CACHE_CONTEXT_KEY: Final = "procflow__responseCache"
-"""The ``RequestContext`` key holding per-call overrides. Prefer ``ResponseCache.context()``
-and ``ResponseCache.apply_context()``; delete the key to drop the overrides mid-pipeline."""
+"""The ``RequestContext`` key holding per-call overrides. Only values written by
+``ResponseCache.context()`` and ``ResponseCache.apply_context()`` count (anything else
+found there is ignored, with a warning); delete the key to drop the overrides
+mid-pipeline."""
 
 RESPONSE_CACHE_KEY_NAMESPACE: Final = "procflow:agent-response"
 """The first segment of every key a ``ResponseCache`` reads and writes."""
@@ -127,6 +133,12 @@ class ResponseCacheContextOptions:
         return dataclasses.replace(self, **changes)
 
 
+@dataclass(frozen=True, slots=True)
+class _IssuedOptions(ResponseCacheContextOptions):
+    """Overrides written by ``ResponseCache.apply_context`` (the only ones read back):
+    a scope cannot come from request data that merely looks like options."""
+
+
 def build_response_cache_key(inputs: ResponseCacheKeyInputs | Mapping[str, Any]) -> str:
     """The default, deterministic cache key of ``inputs``.
 
@@ -137,7 +149,8 @@ def build_response_cache_key(inputs: ResponseCacheKeyInputs | Mapping[str, Any])
         inputs: A ``ResponseCacheKeyInputs``, or a mapping with its five fields.
 
     Returns:
-        ``procflow:agent-response:<agent_id>[:<scope digest>]:<32 hex digits>``.
+        ``procflow:agent-response:<agent_id>:<shared | scope-<sha256 of scope>>:<32 hex
+        digits>``.
 
     Raises:
         ValueError: A mapping lacks one of the fields.
@@ -263,7 +276,7 @@ class ResponseCache(Processor):
             TypeError: An option has the wrong type.
         """
         newer = _checked_options(key=key, scope=scope, bust=bust)
-        current = _overrides_in(request_context) or ResponseCacheContextOptions()
+        current = _overrides_in(request_context) or _IssuedOptions()
         request_context[RESPONSE_CACHE_CONTEXT_KEY] = current.merged(newer)
         return request_context
 
@@ -364,19 +377,12 @@ def _checked_options(*, key: Any, scope: Any, bust: Any) -> ResponseCacheContext
 def _overrides_in(request_context: MutableMapping[str, Any]
                   ) -> ResponseCacheContextOptions | None:
     found = request_context.get(RESPONSE_CACHE_CONTEXT_KEY)
-    if found is None or isinstance(found, ResponseCacheContextOptions):
+    if found is None or type(found) is _IssuedOptions:
         return found
-    if isinstance(found, Mapping) and set(found) <= {"key", "scope", "bust"}:
-        try:
-            return _checked_options(key=found.get("key", _UNSET),
-                                    scope=found.get("scope", _UNSET),
-                                    bust=found.get("bust", _UNSET))
-        except (TypeError, ValueError) as exc:
-            logger.warning("ResponseCache: ignoring invalid overrides in the request "
-                           "context: %s", exc)
-            return None
-    logger.warning("ResponseCache: ignoring request context entry %r: expected "
-                   "ResponseCacheContextOptions (use ResponseCache.context()), got %s",
+    # A dict (request data copied into the context, a restored snapshot) or options
+    # built by hand: none may choose a tenant scope.
+    logger.warning("ResponseCache: ignoring request context entry %r: only overrides "
+                   "written by ResponseCache.context()/apply_context() count, got %s",
                    RESPONSE_CACHE_CONTEXT_KEY, type(found).__name__)
     return None
 
@@ -400,9 +406,9 @@ def _as_inputs(inputs: ResponseCacheKeyInputs | Mapping[str, Any]) -> ResponseCa
 
 def _namespace(agent_id: str, scope: str | None) -> str:
     if scope is None:
-        return f"{RESPONSE_CACHE_KEY_NAMESPACE}:{agent_id}:"
-    digest = hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return f"{RESPONSE_CACHE_KEY_NAMESPACE}:{agent_id}:{digest}:"
+        return f"{RESPONSE_CACHE_KEY_NAMESPACE}:{agent_id}:shared:"
+    digest = hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{RESPONSE_CACHE_KEY_NAMESPACE}:{agent_id}:scope-{digest}:"
 
 
 def _model_info(model: Any) -> dict[str, Any]:

@@ -1,0 +1,343 @@
+"""What counts as a secret: one set of rules for ``PIIDetector``'s "api-key" type and for
+the masking of everything procflow writes to disk (traces, stored errors).
+
+This module sits at the bottom of the package (it imports only the standard library),
+so the runtime, the storage backends and the processors share it.
+
+Keys by name (``is_secret_key``): a mapping key whose words name a credential -
+``password``, ``pwd``, ``passphrase``, ``secret``, ``token``, ``auth``, ``authorization``,
+``cookie``, ``credentials``, ``api_key(s)``, ``private_key``, ``access_token``... in any
+case and with any separator (``apiKey``, ``X-API-Key``, ``DB_PASSWORD``).
+
+Values by shape (``find_secrets``), in text of any kind (values, keys, error messages):
+
+1. Vendor formats with a fixed prefix: OpenAI/Anthropic ``sk-``/``sk-proj-``, AWS
+   ``AKIA``/``ASIA``, GitHub ``ghp_``/``gho_``/``github_pat_``, Slack ``xox?-``, Google
+   ``AIza``, Stripe ``sk_live_``/``rk_live_``, GitLab ``glpat-``, npm, SendGrid, Hugging
+   Face ``hf_``; JWTs; PEM private keys.
+2. Passwords inside URLs (``postgres://user:PASSWORD@host``: only the password).
+3. Assignments in config, headers or prose: ``password=...``, ``"api_key": "..."``,
+   ``Cookie: ...``, ``Authorization: Bearer ...`` - the value only, placeholders excluded.
+4. A long, random-looking token near a word such as "key", "token", "secret" or
+   "aws" (AWS secret keys, 32-hex keys).
+
+Every pattern is linear-time on Python's ``re``: no nested quantifiers, and every
+repetition that could meet a failing suffix is bounded.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Final
+
+__all__ = ["MASK", "SecretSpan", "find_secrets", "is_secret_key", "mask_secrets", "mask_text"]
+
+MASK: Final = "***"
+"""What a masked secret is replaced with."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretSpan:
+    """A secret found in a text.
+
+    Attributes:
+        start: Its first character.
+        end: One past its last character.
+        confidence: How sure the rule is (0..1).
+    """
+
+    start: int
+    end: int
+    confidence: float
+
+
+# -- keys by name ------------------------------------------------------------------
+
+_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_SECRET_WORDS: Final = frozenset({
+    "password", "passwd", "pwd", "passphrase", "passcode", "secret", "secrets", "token",
+    "auth", "authorization", "cookie", "cookies", "credential", "credentials", "apikey",
+    "apikeys", "bearer", "jwt", "privatekey", "sessionid", "otp", "pin",
+})
+_SECRET_SUFFIXES: Final = (
+    "apikey", "apikeys", "accesskey", "accesskeyid", "secretkey", "privatekey", "clientsecret",
+    "accesstoken", "refreshtoken", "sessiontoken", "authtoken", "idtoken", "apitoken",
+    "signingkey", "encryptionkey", "masterkey", "webhooksecret", "accesstokens",
+    "refreshtokens", "apitokens", "authtokens", "setcookie",
+)
+_PASSWORD_WORDS: Final = frozenset({"password", "passwd", "pwd", "passphrase", "passcode",
+                                    "pass", "cookie", "cookies", "auth", "authorization"})
+
+
+@lru_cache(maxsize=4096)
+def is_secret_key(name: str) -> bool:
+    """Whether a mapping key (or a ``key=value`` name) names a credential.
+
+    Case and separators do not matter: ``api_key``, ``apiKey``, ``X-API-Key`` and
+    ``APIKEY`` are all secret keys; ``max_tokens``, ``author`` and ``keys`` are not.
+    """
+    if len(name) > 80:
+        return False
+    words: list[str] = [w.lower() for w in _WORDS.findall(name)]
+    if not words:
+        return False
+    compact = "".join(words)
+    if compact in _SECRET_WORDS or compact.endswith(_SECRET_SUFFIXES):
+        return True
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    return words[-1] == "pass"  # "db_pass", but not "bypass" or "passenger"
+
+
+def _password_like(name: str) -> bool:
+    words: list[str] = [w.lower() for w in _WORDS.findall(name)]
+    return any(w in _PASSWORD_WORDS for w in words)
+
+
+# -- values by shape ---------------------------------------------------------------
+
+_B = r"(?<![A-Za-z0-9_-])"
+_E = r"(?![A-Za-z0-9_-])"
+
+# (triggers, pattern, confidence): a pattern runs only on text containing one of its
+# triggers (plain substring tests), so text without a vendor prefix costs a few ``in``s.
+_VENDOR: Final[tuple[tuple[tuple[str, ...], re.Pattern[str], float], ...]] = tuple(
+    ((trigger,) if isinstance(trigger, str) else trigger, re.compile(pattern), confidence)
+    for trigger, pattern, confidence in (
+        ("sk-", _B + r"sk-(?:proj-|svcacct-|admin-|live-|test-|ant-(?:api\d{2}-|admin\d{2}-)?)?"
+              r"[A-Za-z0-9_-]{20,}" + _E, 0.95),
+        (("AKIA", "ASIA"), _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}" + _E, 0.95),
+        (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+         _B + r"gh[pousr]_[A-Za-z0-9]{36,255}" + _E, 0.97),
+        ("github_pat_", _B + r"github_pat_[A-Za-z0-9_]{22,255}" + _E, 0.97),
+        ("xox", _B + r"xox[abeprs]-[A-Za-z0-9-]{10,}" + _E, 0.95),
+        ("AIza", _B + r"AIza[0-9A-Za-z_-]{35}" + _E, 0.95),
+        (("_live_", "_test_"), _B + r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{10,}" + _E, 0.97),
+        ("whsec_", _B + r"whsec_[0-9A-Za-z]{20,}" + _E, 0.95),
+        ("glpat-", _B + r"glpat-[A-Za-z0-9_-]{20,}" + _E, 0.95),
+        ("npm_", _B + r"npm_[A-Za-z0-9]{36}" + _E, 0.95),
+        ("SG.", _B + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}" + _E, 0.95),
+        ("hf_", _B + r"hf_[A-Za-z0-9]{30,40}" + _E, 0.9),
+        ("eyJ", _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _E, 0.9),
+        # A PEM private key: the header, its body (base64 lines, maybe "Proc-Type:"
+        # headers) and the footer when present. Single-character steps only.
+        ("-----BEGIN ", r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+         r"(?:[A-Za-z0-9+/=\s:,.]|-(?!----)){0,16000}"
+         r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?", 0.99),
+    ))
+
+# scheme://user:PASSWORD@host - only the password is a secret.
+_URL_PASSWORD = re.compile(
+    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/?#@\"'<>]{0,128}:"
+    r"(?P<value>[^\s/?#@\"'<>]{1,256})@")
+
+_ASSIGN = re.compile(
+    r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]{0,63})[\"']?[ \t]{0,8}[:=][ \t]{0,8}"
+    r"(?:\"(?P<dq>[^\"\r\n]{1,300})\"|'(?P<sq>[^'\r\n]{1,300})'"
+    r"|\[(?P<list>[^\]\r\n]{1,1000})\]|(?P<bare>[^\s\"'`,;<>&\[]{1,300}))")
+_HEADER = re.compile(
+    r"(?im)^[ \t]{0,16}(?:proxy-)?(?:authorization|cookie|set-cookie)[ \t]{0,8}:[ \t]{0,8}"
+    r"(?:(?:bearer|basic|digest|token)[ \t]{1,8})?(?P<value>[^\s][^\r\n]{0,4000})")
+_PROSE_PASSWORD = re.compile(
+    r"(?i)\b(?:password|passphrase|passcode|passwort|mot de passe|contraseña)"
+    r"(?:[ \t]{1,8}(?:is|was|will be))?(?:[ \t]{1,8}(?:set to|now|changed to|reset to))?"
+    r"[ \t]{1,8}(?P<value>[^\s\"'`,;<>()]{6,64})(?<![.!?])")
+_PUBLIC_KEY = re.compile(r"(?i)(?:public|ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S{1,40})[\s:]*$")
+_BEARER = re.compile(
+    r"(?i)\b(?:bearer|token)[ \t]{1,8}(?P<value>[A-Za-z0-9._~+/-]{16,4000}={0,3})"
+    r"(?![\w.~+/=-])")
+_SECRET_WORD = re.compile(
+    r"(?i)\b(?:api[ _-]?keys?|access[ _-]?keys?|secrets?|tokens?|credentials?|keys?|aws|"
+    r"passwords?)\b")
+_TOKEN = re.compile(r"(?<![\w/+=.-])[A-Za-z0-9_+/=-]{20,400}(?![\w/+=.-])")
+
+_PLACEHOLDER_WORDS: Final = frozenset({
+    "none", "null", "nil", "undefined", "true", "false", "redacted", "hidden", "masked",
+    "required", "optional", "string", "empty", "secret", "password", "token", "unset",
+    "yes", "no", "n/a", "na", "tbd", "todo", "bearer", "basic", "digest",
+})
+_PLACEHOLDER = re.compile(r"(?i)^(?:[*•x.#_-]+|[<\[{$%].*|.*(?:your|xxxx|_here|example).*|"
+                          r"[A-Za-z_][\w.]*\(.*)$")
+
+
+def _entropy(text: str) -> float:
+    size = len(text)
+    return -sum(n / size * math.log2(n / size) for n in Counter(text).values())
+
+
+def _is_placeholder(value: str) -> bool:
+    return value.lower() in _PLACEHOLDER_WORDS or _PLACEHOLDER.match(value) is not None
+
+
+def _random_looking(value: str, *, min_entropy: float = 3.3) -> bool:
+    has_digit = any(ch.isdigit() for ch in value)
+    has_alpha = any(ch.isalpha() for ch in value)
+    return has_digit and has_alpha and _entropy(value) >= min_entropy
+
+
+def _vendor(text: str) -> Iterator[SecretSpan]:
+    for triggers, pattern, confidence in _VENDOR:
+        if not any(trigger in text for trigger in triggers):
+            continue
+        for m in pattern.finditer(text):
+            yield SecretSpan(m.start(), m.end(), confidence)
+
+
+def _url_passwords(text: str) -> Iterator[SecretSpan]:
+    if "://" not in text:
+        return
+    for m in _URL_PASSWORD.finditer(text):
+        if not _is_placeholder(m.group("value")):
+            yield SecretSpan(m.start("value"), m.end("value"), 0.9)
+
+
+def _has(lower: str, words: tuple[str, ...]) -> bool:
+    return any(word in lower for word in words)
+
+
+# Every secret key name (``is_secret_key``) contains one of these.
+_KEY_TRIGGERS: Final = ("pass", "pwd", "secret", "token", "auth", "cookie", "credential",
+                        "key", "bearer", "jwt", "session", "otp", "pin")
+
+
+def _assignments(text: str, lower: str) -> Iterator[SecretSpan]:
+    if ("=" in text or ":" in text) and _has(lower, _KEY_TRIGGERS):
+        yield from _key_values(text)
+    if _has(lower, ("authorization", "cookie")):
+        for m in _HEADER.finditer(text):
+            yield SecretSpan(m.start("value"), m.end("value"), 0.8)
+    if _has(lower, ("pass", "contrase")):
+        for m in _PROSE_PASSWORD.finditer(text):
+            value = m.group("value")
+            if not _is_placeholder(value) and _random_looking(value, min_entropy=2.5):
+                yield SecretSpan(m.start("value"), m.end("value"), 0.7)
+    if _has(lower, ("bearer", "token")):
+        for m in _BEARER.finditer(text):
+            value = m.group("value")
+            if not _is_placeholder(value) and _random_looking(value):
+                yield SecretSpan(m.start("value"), m.end("value"), 0.85)
+
+
+def _key_values(text: str) -> Iterator[SecretSpan]:
+    for m in _ASSIGN.finditer(text):
+        key = m.group("key")
+        if not is_secret_key(key):
+            continue
+        if m.group("list") is not None:  # "api_keys": ["...", "..."]: every item
+            yield SecretSpan(m.start("list"), m.end("list"), 0.8)
+            continue
+        group = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
+        start, end = m.start(group), m.end(group)
+        value = text[start:end]
+        if group == "bare":
+            stripped = value.rstrip(").!?")
+            end -= len(value) - len(stripped)
+            value = stripped
+        if len(value) < 4 or _is_placeholder(value) or "://" in value:
+            continue
+        if _password_like(key):
+            if key.lower().endswith("pass") and not _random_looking(value):
+                continue
+            yield SecretSpan(start, end, 0.8)
+        elif len(value) >= 8 and _random_looking(value, min_entropy=3.0):
+            yield SecretSpan(start, end, 0.85)
+
+
+def _contextual_tokens(text: str, lower: str) -> Iterator[SecretSpan]:
+    if not _has(lower, ("key", "secret", "token", "credential", "aws", "password")):
+        return
+    for word in _SECRET_WORD.finditer(text):
+        if _PUBLIC_KEY.search(text[max(0, word.start() - 12):word.start()]):
+            continue
+        line_end = text.find("\n", word.end())
+        window_end = min(len(text) if line_end < 0 else line_end, word.end() + 64)
+        for m in _TOKEN.finditer(text, word.end(), window_end):
+            value = m.group()
+            if value.count("/") > 3 or not _random_looking(value) or _is_placeholder(value):
+                continue
+            if _PUBLIC_KEY.search(text[max(0, m.start() - 24):m.start()]):
+                continue
+            if _entropy(value) < 3.5 or sum(ch.isdigit() for ch in value) < 2:
+                continue
+            yield SecretSpan(m.start(), m.end(), 0.75)
+
+
+def find_secrets(text: str) -> Iterator[SecretSpan]:
+    """The secrets in ``text`` (spans may overlap; callers merge or rank them)."""
+    lower = text.lower()
+    yield from _vendor(text)
+    yield from _url_passwords(text)
+    yield from _assignments(text, lower)
+    yield from _contextual_tokens(text, lower)
+
+
+# -- masking -----------------------------------------------------------------------
+
+_MIN_SECRET: Final = 8  # no rule finds a secret in a shorter text ("pwd=abcd" is 8)
+
+
+def mask_text(text: str, literals: Iterable[str] = ()) -> str:
+    """``text`` with every secret (and every given literal) replaced by ``MASK``."""
+    for literal in literals:
+        if literal:
+            text = text.replace(literal, MASK)
+    if len(text) < _MIN_SECRET:
+        return text
+    spans = sorted((s.start, s.end) for s in find_secrets(text))
+    if not spans:
+        return text
+    out: list[str] = []
+    done = 0
+    for start, end in spans:
+        if end <= done:
+            continue
+        out.append(text[done:max(start, done)])
+        if start >= done:
+            out.append(MASK)
+        done = end
+    out.append(text[done:])
+    return "".join(out)
+
+
+def mask_secrets(value: Any, literals: tuple[str, ...] = ()) -> Any:
+    """A copy of JSON-ready ``value`` with its secrets masked.
+
+    Strings under a secret key (``is_secret_key``) are replaced by ``MASK`` whole, at
+    any depth below it (a list under ``api_keys``, a dict under ``credentials``);
+    numbers and booleans stay (``token_count: 12``). Every other string - values and
+    mapping keys alike - has its secret-shaped parts masked (``mask_text``).
+
+    Args:
+        value: JSON-ready data (dicts, lists, tuples, strings, numbers).
+        literals: Exact secrets to mask wherever they appear (e.g. a configured API key).
+    """
+    if isinstance(value, str):
+        return mask_text(value, literals)
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str):
+                masked_key = mask_text(key, literals)
+                out[masked_key] = (_mask_all(item) if is_secret_key(key)
+                                   else mask_secrets(item, literals))
+            else:
+                out[key] = mask_secrets(item, literals)
+        return out
+    if isinstance(value, list | tuple):
+        return [mask_secrets(item, literals) for item in value]
+    return value
+
+
+def _mask_all(value: Any) -> Any:
+    if isinstance(value, str):
+        return MASK if value else value
+    if isinstance(value, Mapping):
+        return {k: _mask_all(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_mask_all(v) for v in value]
+    return value
