@@ -18,9 +18,9 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, Self, final
+from typing import Any, Final, final
 
+from procflow._backends import AsyncResource
 from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.memory.base import Thread
 from procflow.memory.codec import (
@@ -88,7 +88,7 @@ _THREAD_COLUMNS: Final = "id, resource_id, title, metadata, created_at, updated_
 
 
 @final
-class SQLiteMemoryStore:
+class SQLiteMemoryStore(AsyncResource):
     """A ``MemoryStore`` in one SQLite file (created, with its directories, on first use).
 
     Args:
@@ -111,13 +111,6 @@ class SQLiteMemoryStore:
 
     def __repr__(self) -> str:
         return f"SQLiteMemoryStore({str(self._file.path)!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
     # ------------------------------------------------------------------ threads
 

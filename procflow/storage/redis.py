@@ -23,13 +23,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Final, Self, final
+from typing import Final, final
 
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
+from procflow._backends import AsyncResource
 from procflow._backends.redis import RedisConnection, escape_key
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
@@ -51,7 +51,7 @@ _MAX_TRACE_SAVE_ATTEMPTS: Final = 100
 
 
 @final
-class RedisStorage:
+class RedisStorage(AsyncResource):
     """A ``Storage`` on a Redis server (``redis.asyncio``; asyncio event loops only).
 
     Args:
@@ -80,13 +80,6 @@ class RedisStorage:
 
     def __repr__(self) -> str:
         return f"RedisStorage({self._redis.display!r}, prefix={self._prefix!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
     # ------------------------------------------------------------------ keys
 

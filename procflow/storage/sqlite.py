@@ -21,9 +21,9 @@ import os
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, Self, final
+from typing import Any, Final, final
 
+from procflow._backends import AsyncResource
 from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.errors import SnapshotCorruptedError
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
@@ -107,7 +107,7 @@ _CLAIM: Final = """
 
 
 @final
-class SQLiteStorage:
+class SQLiteStorage(AsyncResource):
     """A ``Storage`` in one SQLite file, safe to share between processes.
 
     The file, its parent directories and the schema are created on first use.
@@ -134,13 +134,6 @@ class SQLiteStorage:
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({str(self._file.path)!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
     # ------------------------------------------------------------------ Storage
 

@@ -12,12 +12,12 @@ at or after ``since``. This module imports ``redis``.
 from __future__ import annotations
 
 import math
-from types import TracebackType
-from typing import Final, Self, final
+from typing import Final, final
 from uuid import uuid4
 
 import redis.asyncio as aioredis
 
+from procflow._backends import AsyncResource
 from procflow._backends.redis import CONNECT_TIMEOUT, RedisConnection, escape_key
 
 __all__ = ["RedisCostLedger"]
@@ -40,7 +40,7 @@ def _member_cost(member: object) -> float:
 
 
 @final
-class RedisCostLedger:
+class RedisCostLedger(AsyncResource):
     """A ``CostLedger`` over ``redis.asyncio``: one sorted set per key, with expiry.
 
     Args:
@@ -77,13 +77,6 @@ class RedisCostLedger:
 
     def __repr__(self) -> str:
         return f"RedisCostLedger({self._redis.display!r}, prefix={self._prefix!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
     def key(self, key: str) -> str:
         """The Redis key holding ledger key ``key``."""
