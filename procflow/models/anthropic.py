@@ -12,7 +12,7 @@ import httpx
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 from procflow.models.base import ModelRequest, ToolSpec
-from procflow.models.hosted import HostedModel
+from procflow.models.hosted import HostedModel, StreamDecoder
 from procflow.models.http import (
     base64_text,
     image_media_type,
@@ -238,11 +238,9 @@ class _Block:
 
 
 @dataclass(slots=True)
-class _StreamState:
+class _StreamState(StreamDecoder):
     """What a Messages API stream has said so far."""
 
-    secrets: list[str]
-    done: bool = False
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0

@@ -12,7 +12,8 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from typing import Any, ClassVar, Protocol
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import httpx
 
@@ -29,26 +30,29 @@ from procflow.models.http import (
 __all__ = ["HostedModel", "StreamDecoder"]
 
 
-class StreamDecoder(Protocol):
+@dataclass(slots=True)
+class StreamDecoder(ABC):
     """What a provider's stream has said so far; one per call.
 
     Attributes:
+        secrets: Values to redact from the errors it raises (the API key).
         done: Whether the answer is complete (what follows is read and dropped).
     """
 
-    done: bool
+    secrets: list[str]
+    done: bool = False
 
+    @abstractmethod
     def feed(self, data: Mapping[str, Any]) -> list[Chunk]:
         """Take one event's JSON; return the chunks it yields now."""
-        ...
 
+    @abstractmethod
     def finish(self) -> list[Chunk]:
         """The chunks left at the end, the "finish" chunk last.
 
         Raises:
             APICallError: The stream ended before the answer did.
         """
-        ...
 
 
 class HostedModel(ABC):

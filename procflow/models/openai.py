@@ -9,7 +9,7 @@ from typing import Any, Final, final
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 from procflow.models.base import ModelRequest, ToolSpec
-from procflow.models.hosted import HostedModel
+from procflow.models.hosted import HostedModel, StreamDecoder
 from procflow.models.http import (
     base64_text,
     image_media_type,
@@ -202,11 +202,9 @@ class _PendingCall:
 
 
 @dataclass(slots=True)
-class _StreamState:
+class _StreamState(StreamDecoder):
     """What a chat-completion stream has said so far."""
 
-    secrets: list[str]
-    done: bool = False
     finish_reason: str | None = None
     usage: dict[str, int] = field(default_factory=lambda: {
         "input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
