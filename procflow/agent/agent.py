@@ -320,9 +320,7 @@ def _full_output(run: AgentRun) -> FullOutput:
         for msg in reversed(response):
             if msg.role == "assistant" and (text := msg.text):
                 break
-    tripwire = None if trip is None else {"reason": trip.reason,
-                                          "processor_id": trip.processor_id,
-                                          "retry": trip.retry, "metadata": dict(trip.metadata)}
+    tripwire = None if trip is None else trip.to_dict()
     calls = [c for s in run.steps for c in s.tool_calls]
     results = [r for s in run.steps for r in s.tool_results]
     ui = [UIMessage.from_message(m) for m in messages if not _hidden(m)]

@@ -74,8 +74,7 @@ class AgentRun:
         """End the loop on a processor's abort, telling the caller with a tripwire chunk."""
         if self.tripwire is None:
             self.tripwire = trip
-            await self.emit(Chunk.tripwire(trip.reason, trip.processor_id, trip.retry,
-                                           trip.metadata))
+            await self.emit(Chunk("tripwire", trip.to_dict()))
         self.done = True
 
     def feedback(self, trip: TripWire) -> None:

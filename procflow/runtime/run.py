@@ -456,9 +456,7 @@ async def _outcome(ex: Execution) -> _Outcome:
             return "failed", None, exc, [], None
         return "success", out, None, [], None
     except TripWire as trip:
-        details = {"reason": trip.reason, "retry": trip.retry, "metadata": trip.metadata,
-                   "processor_id": trip.processor_id}
-        return "tripwire", None, trip, [], details
+        return "tripwire", None, trip, [], trip.to_dict()
     except Exception as exc:  # an error outside any step: report it, never crash the caller
         return "failed", None, exc, [], None
 
