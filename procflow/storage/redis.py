@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
-from typing import Final, final
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import aclosing
+from typing import Any, Final, TypeVar, final
 
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
@@ -44,6 +45,8 @@ from procflow.storage.codec import (
 )
 
 __all__ = ["RedisStorage"]
+
+_K = TypeVar("_K")
 
 _LIST_BATCH: Final = 200
 _MAX_CLAIM_ATTEMPTS: Final = 100
@@ -173,24 +176,16 @@ class RedisStorage(AsyncResource):
             return []
         index = self._index_key(workflow_id)
         runs: list[RunSnapshot] = []
-        start = 0
-        while True:
-            with self._redis.translate("listing runs"):
-                members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
-                ids = [self._member_ids(member) for member in members]
-                headers = (await self._client.mget([self._run_key(*key) for key in ids])
-                           if ids else [])
-            for (wf, run), header in zip(ids, headers, strict=True):
-                if header is None:  # deleted since the index was read
-                    continue
+        rows = self._scan(index, "listing runs", self._member_ids,
+                          lambda ids: self._run_key(*ids))
+        async with aclosing(rows):
+            async for (wf, run), header in rows:
                 snapshot = load_snapshot_json(header, workflow_id=wf, run_id=run)
                 if status is None or snapshot.status == status:
                     runs.append(snapshot)
                     if limit is not None and len(runs) >= limit:
-                        return runs
-            if len(members) < _LIST_BATCH:
-                return runs
-            start += len(members)
+                        break
+        return runs
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
         """Delete the header, the step results and the index entries (no error if unknown)."""
@@ -308,32 +303,42 @@ class RedisStorage(AsyncResource):
             return []
         index = self._trace_index_key(workflow_id)
         traces: list[TraceRecord] = []
-        start = 0
-        while True:
-            with self._redis.translate("listing traces"):
-                members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
-                run_ids = [self._trace_member(member, index) for member in members]
-                heads = (await self._client.mget([self._trace_head_key(run_id)
-                                                  for run_id in run_ids])
-                         if run_ids else [])
-            for run_id, head in zip(run_ids, heads, strict=True):
-                if head is None:  # written without a header, or gone since the index read
-                    continue
+        rows = self._scan(index, "listing traces", lambda m: self._trace_member(m, index),
+                          self._trace_head_key)
+        async with aclosing(rows):
+            async for run_id, head in rows:
                 trace = load_trace_json(head, run_id=run_id)
                 if ((workflow_id is None or trace.workflow_id == workflow_id)
                         and (status is None or trace.status == status)):
                     traces.append(dataclasses.replace(trace, spans=[]))
                     if limit is not None and len(traces) >= limit:
-                        return traces
-            if len(members) < _LIST_BATCH:
-                return traces
-            start += len(members)
+                        break
+        return traces
 
     async def aclose(self) -> None:
         """Close the connection pool (unless the client was given by the caller)."""
         await self._redis.aclose()
 
     # ------------------------------------------------------------------ helpers
+
+    async def _scan(self, index: str, operation: str, member_key: Callable[[object], _K],
+                    document_key: Callable[[_K], str]) -> AsyncGenerator[tuple[_K, Any]]:
+        """``(key, document)`` for the members of the ``index`` zset, highest score first,
+        read in batches; a document missing (deleted since the index was read, or a
+        trace written without its header) is skipped."""
+        start = 0
+        while True:
+            with self._redis.translate(operation):
+                members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
+                keys = [member_key(member) for member in members]
+                documents = (await self._client.mget([document_key(k) for k in keys])
+                             if keys else [])
+            for key, document in zip(keys, documents, strict=True):
+                if document is not None:
+                    yield key, document
+            if len(members) < _LIST_BATCH:
+                return
+            start += len(members)
 
     def _member_ids(self, member: object) -> tuple[str, str]:
         if isinstance(member, str | bytes):

@@ -213,16 +213,7 @@ class SQLiteStorage(AsyncResource):
         """
         if limit is not None and limit <= 0:
             return []
-        clauses: list[str] = []
-        params: list[Any] = []
-        if workflow_id is not None:
-            clauses.append("workflow_id = ?")
-            params.append(workflow_id)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        params.append(-1 if limit is None else limit)
+        where, params = _filters(workflow_id, status, limit)
         query = (f"SELECT workflow_id, run_id, snapshot FROM runs {where} "
                  "ORDER BY updated_at DESC, rowid DESC LIMIT ?")
 
@@ -326,16 +317,7 @@ class SQLiteStorage(AsyncResource):
         """
         if limit is not None and limit <= 0:
             return []
-        clauses: list[str] = []
-        params: list[Any] = []
-        if workflow_id is not None:
-            clauses.append("workflow_id = ?")
-            params.append(workflow_id)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        params.append(-1 if limit is None else limit)
+        where, params = _filters(workflow_id, status, limit)
         query = (f"SELECT {', '.join(_TRACE_HEADER)} FROM traces {where} "
                  "ORDER BY started_at DESC, rowid DESC LIMIT ?")
 
@@ -351,6 +333,19 @@ class SQLiteStorage(AsyncResource):
         """Close the connection; later calls raise ``StorageError``."""
         await self._file.aclose()
 
+
+
+def _filters(workflow_id: str | None, status: str | None,
+             limit: int | None) -> tuple[str, list[Any]]:
+    """A listing's WHERE clause and its parameters, the LIMIT's last (-1: no limit)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (("workflow_id", workflow_id), ("status", status)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    params.append(-1 if limit is None else limit)
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
 
 
 def _text_id(value: object) -> str:
