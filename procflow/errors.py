@@ -197,6 +197,18 @@ class TripWire(ProcflowError):
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.processor_id = processor_id
 
+    def to_dict(self) -> dict[str, Any]:
+        """``{"reason", "processor_id", "retry", "metadata"}``, as traces, results and
+        stream chunks carry it (``metadata`` copied)."""
+        return {"reason": self.reason, "processor_id": self.processor_id,
+                "retry": self.retry, "metadata": dict(self.metadata)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TripWire:
+        """The inverse of ``to_dict()`` (a missing reason reads "blocked")."""
+        return cls(str(data.get("reason", "blocked")), retry=bool(data.get("retry")),
+                   metadata=data.get("metadata"), processor_id=data.get("processor_id"))
+
 
 class APICallError(ProcflowError):
     """A model provider rejected or failed a call.

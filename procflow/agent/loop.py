@@ -545,9 +545,7 @@ def _outcome(ctx: StepContext) -> AgentState:
     """The run's status from the state: a tripwire ends it "tripwire", an error "failed"."""
     state = as_state(ctx.input_data)
     if state.tripwire is not None:
-        t = state.tripwire
-        raise TripWire(t["reason"], retry=bool(t.get("retry")), metadata=t.get("metadata"),
-                       processor_id=t.get("processor_id"))
+        raise TripWire.from_dict(state.tripwire)
     if state.error is not None:
         raise state.error
     return state

@@ -216,7 +216,6 @@ class AgentDeps:
     async def trip(self, state: AgentState, trip: TripWire) -> None:
         """End the loop on a processor's abort, telling the caller with a tripwire chunk."""
         if state.tripwire is None:
-            state.tripwire = {"reason": trip.reason, "processor_id": trip.processor_id,
-                              "retry": trip.retry, "metadata": dict(trip.metadata or {})}
+            state.tripwire = trip.to_dict()
             await self.emit(Chunk.tripwire(trip.reason, trip.processor_id, trip.retry,
                                            trip.metadata))

@@ -11,18 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Final, final
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
 
+from procflow._backends.redis import RedisConnection
 from procflow.cache.base import ServerCache, check_ttl, dump_value
-from procflow.errors import StorageError
 
 __all__ = ["DEFAULT_REDIS_CACHE_PREFIX", "DEFAULT_REDIS_CACHE_URL", "RedisCache"]
 
@@ -68,21 +62,9 @@ class RedisCache(ServerCache):
                              f"every key starting with it), got {prefix!r}")
         self._prefix = prefix
         self._default_ttl = check_ttl(default_ttl, "RedisCache: default_ttl")
-        self._secrets = _secrets(url)
-        if client is None:
-            self._display = _redact_url(url)
-            try:
-                client = aioredis.Redis.from_url(
-                    url, socket_connect_timeout=_TIMEOUT, socket_timeout=_TIMEOUT,
-                    retry=Retry(NoBackoff(), 1))
-            except ValueError as exc:
-                raise StorageError(f"Invalid Redis URL {self._display!r}: "
-                                   f"{self._scrub(str(exc))}") from None
-            self._owns_client = True
-        else:
-            self._display = "a caller-provided Redis client"
-            self._owns_client = False
-        self._client = client
+        self._redis = RedisConnection(url, client=client, name="Redis cache",
+                                      connect_timeout=_TIMEOUT, timeout=_TIMEOUT, retries=1)
+        self._client = self._redis.client
 
     @property
     def prefix(self) -> str:
@@ -90,7 +72,7 @@ class RedisCache(ServerCache):
         return self._prefix
 
     def __repr__(self) -> str:
-        return f"RedisCache({self._display!r}, prefix={self._prefix!r})"
+        return f"RedisCache({self._redis.display!r}, prefix={self._prefix!r})"
 
     async def get(self, key: str) -> Any | None:
         """The value under ``key``, or ``None`` when missing, expired or not valid JSON
@@ -99,7 +81,7 @@ class RedisCache(ServerCache):
         Raises:
             StorageError: The server could not be reached.
         """
-        with self._translate(f"reading key {key!r}"):
+        with self._redis.translate(f"reading key {key!r}"):
             raw = await self._client.get(self._prefix + key)
         if raw is None:
             return None
@@ -108,7 +90,7 @@ class RedisCache(ServerCache):
             return json.loads(text)
         except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
             logger.warning("Redis cache at %s: the value of key %r is not valid JSON (%s); "
-                           "treated as a miss", self._display, self._prefix + key, exc)
+                           "treated as a miss", self._redis.display, self._prefix + key, exc)
             return None
 
     async def set(self, key: str, value: Any, ttl_seconds: float | None = None) -> None:
@@ -125,7 +107,7 @@ class RedisCache(ServerCache):
             ttl = self._default_ttl
         text = dump_value(key, value)
         px = None if ttl is None else max(1, math.ceil(ttl * 1000))
-        with self._translate(f"writing key {key!r}"):
+        with self._redis.translate(f"writing key {key!r}"):
             await self._client.set(self._prefix + key, text, px=px)
 
     async def delete(self, key: str) -> None:
@@ -134,7 +116,7 @@ class RedisCache(ServerCache):
         Raises:
             StorageError: The server could not be reached.
         """
-        with self._translate(f"deleting key {key!r}"):
+        with self._redis.translate(f"deleting key {key!r}"):
             await self._client.delete(self._prefix + key)
 
     async def clear(self) -> None:
@@ -144,7 +126,7 @@ class RedisCache(ServerCache):
             StorageError: The server could not be reached.
         """
         pattern = _glob_escape(self._prefix) + "*"
-        with self._translate(f"clearing prefix {self._prefix!r}"):
+        with self._redis.translate(f"clearing prefix {self._prefix!r}"):
             batch: list[Any] = []
             async for found in self._client.scan_iter(match=pattern, count=_SCAN_BATCH):
                 batch.append(found)
@@ -156,48 +138,8 @@ class RedisCache(ServerCache):
 
     async def aclose(self) -> None:
         """Close the connection pool (unless the client was given by the caller)."""
-        if self._owns_client:
-            with self._translate("closing"):
-                await self._client.aclose()
-
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    @contextmanager
-    def _translate(self, operation: str) -> Iterator[None]:
-        try:
-            yield
-        except (RedisError, OSError) as exc:
-            detail = self._scrub(str(exc)) or type(exc).__name__
-            raise StorageError(f"Redis cache at {self._display}: {operation} failed: "
-                               f"{detail}") from exc
+        await self._redis.aclose()
 
 
 def _glob_escape(text: str) -> str:
     return "".join(f"\\{c}" if c in _GLOB_SPECIALS else c for c in text)
-
-
-def _redact_url(url: str) -> str:
-    """``url`` without user name, password or query string, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid Redis URL>"
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _secrets(url: str) -> list[str]:
-    """The password forms in ``url`` (raw and unquoted), to scrub from messages."""
-    try:
-        parts = urlsplit(url)
-    except (ValueError, TypeError):
-        return []
-    found = [parts.password or ""]
-    for item in parts.query.split("&"):
-        name, _, value = item.partition("=")
-        if name == "password":
-            found.append(value)
-    return [form for secret in found if secret for form in {secret, unquote(secret)}]

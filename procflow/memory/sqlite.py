@@ -15,17 +15,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, Self, TypeVar, final
+from typing import Any, Final, final
 
-import anyio.to_thread
-
-from procflow.errors import StorageError
+from procflow._backends import AsyncResource
+from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.memory.base import Thread
 from procflow.memory.codec import (
     dump_message,
@@ -42,8 +38,6 @@ __all__ = ["DEFAULT_MEMORY_PATH", "SQLiteMemoryStore"]
 DEFAULT_MEMORY_PATH: Final = ".procflow/memory.db"
 """Where ``Memory()`` keeps its SQLite file when given no store (relative to the cwd)."""
 
-_T = TypeVar("_T")
-_BUSY_TIMEOUT_MS: Final = 10_000
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS threads (
@@ -94,7 +88,7 @@ _THREAD_COLUMNS: Final = "id, resource_id, title, metadata, created_at, updated_
 
 
 @final
-class SQLiteMemoryStore:
+class SQLiteMemoryStore(AsyncResource):
     """A ``MemoryStore`` in one SQLite file (created, with its directories, on first use).
 
     Args:
@@ -107,75 +101,16 @@ class SQLiteMemoryStore:
     """
 
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_MEMORY_PATH) -> None:
-        self._path = Path(path)
-        self._lock = threading.Lock()
-        self._connection: sqlite3.Connection | None = None
-        self._closed = False
+        self._file = SQLiteFile(path, schema=_SCHEMA, name="SQLite memory store",
+                                reopen="create a new SQLiteMemoryStore to use the file again")
 
     @property
     def path(self) -> Path:
         """The database file."""
-        return self._path
+        return self._file.path
 
     def __repr__(self) -> str:
-        return f"SQLiteMemoryStore({str(self._path)!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
-
-    # ------------------------------------------------------------------ plumbing
-
-    def _connect(self) -> sqlite3.Connection:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self._path, timeout=_BUSY_TIMEOUT_MS / 1000,
-                                     isolation_level=None, check_same_thread=False)
-        try:
-            connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
-            with _transaction(connection):
-                for statement in _SCHEMA:
-                    connection.execute(statement)
-        except BaseException:
-            connection.close()
-            raise
-        return connection
-
-    def _call(self, operation: str, function: Callable[[sqlite3.Connection], _T]) -> _T:
-        with self._lock:
-            if self._closed:
-                raise StorageError(f"SQLite memory store {str(self._path)!r} is closed; "
-                                   "create a new SQLiteMemoryStore to use the file again.")
-            deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-            delay = 0.005
-            while True:
-                try:
-                    if self._connection is None:
-                        self._connection = self._connect()
-                    return function(self._connection)
-                except sqlite3.OperationalError as exc:
-                    # "locked" without waiting happens in a few WAL cases; the
-                    # transaction was rolled back, so trying again is safe.
-                    text = str(exc).lower()
-                    if ("locked" in text or "busy" in text) and time.monotonic() < deadline:
-                        time.sleep(delay)
-                        delay = min(delay * 2, 0.2)
-                        continue
-                    raise StorageError(f"SQLite memory store {str(self._path)!r}: "
-                                       f"{operation} failed: {exc}") from exc
-                except sqlite3.Error as exc:
-                    raise StorageError(f"SQLite memory store {str(self._path)!r}: "
-                                       f"{operation} failed: {exc}") from exc
-                except OSError as exc:
-                    raise StorageError(f"SQLite memory store {str(self._path)!r}: cannot "
-                                       f"open the database file: {exc}") from exc
-
-    async def _run(self, operation: str, function: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await anyio.to_thread.run_sync(self._call, operation, function)
+        return f"SQLiteMemoryStore({str(self._file.path)!r})"
 
     # ------------------------------------------------------------------ threads
 
@@ -185,10 +120,10 @@ class SQLiteMemoryStore:
                timestamp(thread.created_at), timestamp(thread.updated_at))
 
         def save(connection: sqlite3.Connection) -> None:
-            with _transaction(connection):
+            with transaction(connection):
                 connection.execute(_UPSERT_THREAD, row)
 
-        await self._run(f"saving thread {thread.id!r}", save)
+        await self._file.run(f"saving thread {thread.id!r}", save)
 
     async def get_thread(self, thread_id: str) -> Thread | None:
         """The thread, or ``None`` if unknown.
@@ -201,7 +136,7 @@ class SQLiteMemoryStore:
                 f"SELECT {_THREAD_COLUMNS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
             return row
 
-        row = await self._run(f"loading thread {thread_id!r}", select)
+        row = await self._file.run(f"loading thread {thread_id!r}", select)
         return None if row is None else _thread(row)
 
     async def list_threads(self, resource_id: str | None = None) -> list[Thread]:
@@ -213,7 +148,7 @@ class SQLiteMemoryStore:
         def select(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return connection.execute(query, params).fetchall()
 
-        return [_thread(row) for row in await self._run("listing threads", select)]
+        return [_thread(row) for row in await self._file.run("listing threads", select)]
 
     # ------------------------------------------------------------------ messages
 
@@ -234,12 +169,12 @@ class SQLiteMemoryStore:
         threads = {(m.thread_id, m.resource_id): None for m in messages}
 
         def save(connection: sqlite3.Connection) -> None:
-            with _transaction(connection):
+            with transaction(connection):
                 connection.executemany(_UPSERT_MESSAGE, rows)
                 connection.executemany(_NEW_THREAD, [(t, r, now, now) for t, r in threads])
 
         if rows:
-            await self._run(f"saving {len(rows)} message(s)", save)
+            await self._file.run(f"saving {len(rows)} message(s)", save)
 
     async def get_messages(self, thread_id: str, *, last: int | None = None,
                            include_hidden: bool = True) -> list[Message]:
@@ -258,7 +193,7 @@ class SQLiteMemoryStore:
         def select(connection: sqlite3.Connection) -> list[tuple[Any, Any]]:
             return connection.execute(query, params).fetchall()
 
-        rows = await self._run(f"loading messages of thread {thread_id!r}", select)
+        rows = await self._file.run(f"loading messages of thread {thread_id!r}", select)
         return [load_message(data, thread_id=thread_id, row_id=str(row_id))
                 for row_id, data in reversed(rows)]
 
@@ -286,7 +221,7 @@ class SQLiteMemoryStore:
                     found[row[0]] = row
             return [found[seq] for seq in sorted(found)]
 
-        rows = await self._run("loading recalled messages", select)
+        rows = await self._file.run("loading recalled messages", select)
         order = list(dict.fromkeys(row[1] for row in rows))
         rows.sort(key=lambda row: order.index(row[1]))
         return [load_message(data, thread_id=thread, row_id=str(row_id))
@@ -301,7 +236,7 @@ class SQLiteMemoryStore:
                 "SELECT value FROM working_memory WHERE key = ?", (key,)).fetchone()
             return row
 
-        row = await self._run(f"loading working memory {key!r}", select)
+        row = await self._file.run(f"loading working memory {key!r}", select)
         return None if row is None else str(row[0])
 
     async def set_working_memory(self, key: str, value: str) -> None:
@@ -309,24 +244,17 @@ class SQLiteMemoryStore:
         row = (key, value, time.time())
 
         def save(connection: sqlite3.Connection) -> None:
-            with _transaction(connection):
+            with transaction(connection):
                 connection.execute(
                     "INSERT INTO working_memory (key, value, updated_at) VALUES (?, ?, ?) "
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
                     "updated_at = excluded.updated_at", row)
 
-        await self._run(f"saving working memory {key!r}", save)
+        await self._file.run(f"saving working memory {key!r}", save)
 
     async def aclose(self) -> None:
         """Close the connection; later calls raise ``StorageError``."""
-        def close() -> None:
-            with self._lock:
-                self._closed = True
-                connection, self._connection = self._connection, None
-            if connection is not None:
-                connection.close()
-
-        await anyio.to_thread.run_sync(close)
+        await self._file.aclose()
 
 
 def _thread(row: tuple[Any, ...]) -> Thread:
@@ -335,14 +263,3 @@ def _thread(row: tuple[Any, ...]) -> Thread:
                   metadata=load_metadata(metadata, thread_id=str(thread_id)),
                   created_at=to_datetime(float(created)), updated_at=to_datetime(float(updated)))
 
-
-@contextmanager
-def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.rollback()
-        raise

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
@@ -13,16 +12,13 @@ import httpx
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 from procflow.models.base import ModelRequest, ToolSpec
-from procflow.models.hosted import HostedModel
+from procflow.models.hosted import HostedModel, StreamDecoder
 from procflow.models.http import (
     base64_text,
     image_media_type,
-    parse_json_event,
+    joined_text,
     parse_tool_args,
-    post_event_stream,
     redact,
-    secret_header_values,
-    shared_client,
     to_text,
 )
 
@@ -71,6 +67,7 @@ class AnthropicModel(HostedModel):
     URL_ENV = "ANTHROPIC_BASE_URL"
     DEFAULT_URL = DEFAULT_BASE_URL
     EXAMPLE_ID = "claude-sonnet-4-5"
+    ENDPOINT = "/v1/messages"
     __slots__ = ("_max_tokens",)
 
     def __init__(self, model_id: str, *, api_key: str | None = None,
@@ -83,39 +80,14 @@ class AnthropicModel(HostedModel):
                          timeout=timeout, headers=headers)
         self._max_tokens = max_tokens
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        """Stream the answer to ``request`` as chunks ending with one "finish" chunk.
+    def _auth_headers(self, key: str) -> dict[str, str]:
+        return {"x-api-key": key, "anthropic-version": API_VERSION}
 
-        Raises:
-            APICallError: The key is missing, the provider rejected the call or sent
-                an error event, the connection failed or the stream was malformed or
-                cut short.
-            ValueError: ``tool_choice`` or a setting is invalid.
-        """
-        key = self._key()
-        secrets = [key, *secret_header_values(self._headers)]
-        payload = build_payload(self._model_id, request, max_tokens=self._max_tokens)
-        headers = {"x-api-key": key, "anthropic-version": API_VERSION,
-                   "accept": "text/event-stream", **self._headers}
-        state = _StreamState(secrets)
-        events = post_event_stream(
-            self._client or shared_client(), f"{self.base_url}/v1/messages",
-            provider=_PROVIDER, headers=headers, payload=payload, secrets=secrets,
-            request_timeout=self._timeout)
-        async with aclosing(events):
-            try:
-                async for event in events:
-                    # After message_stop the rest is read and dropped, so the
-                    # connection can be reused.
-                    if state.done:
-                        continue
-                    data = parse_json_event(event, provider=_PROVIDER, secrets=secrets)
-                    for chunk in state.feed(data):
-                        yield chunk
-            except APICallError:
-                if not state.done:
-                    raise
-        yield state.finish()
+    def _payload(self, request: ModelRequest) -> dict[str, Any]:
+        return build_payload(self._model_id, request, max_tokens=self._max_tokens)
+
+    def _decoder(self, secrets: list[str]) -> _StreamState:
+        return _StreamState(secrets)
 
 
 # -- request ------------------------------------------------------------------------
@@ -199,7 +171,7 @@ def convert_prompt(
     for entry in prompt:
         role, content = entry["role"], entry["content"]
         if role == "system":
-            system.append(_joined_text(content))
+            system.append(joined_text(content))
             continue
         parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
         blocks = [b for b in (_block(role, p) for p in parts) if b is not None]
@@ -211,12 +183,6 @@ def convert_prompt(
         else:
             messages.append({"role": api_role, "content": blocks})
     return "\n\n".join(s for s in system if s) or None, messages
-
-
-def _joined_text(content: str | Sequence[Mapping[str, Any]]) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(p["text"] for p in content if p.get("type") == "text")
 
 
 def _block(role: str, part: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -272,11 +238,9 @@ class _Block:
 
 
 @dataclass(slots=True)
-class _StreamState:
+class _StreamState(StreamDecoder):
     """What a Messages API stream has said so far."""
 
-    secrets: list[str]
-    done: bool = False
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
@@ -349,7 +313,7 @@ class _StreamState:
                             body=redact(to_text(data), self.secrets),
                             is_retryable=kind in _RETRYABLE_STREAM_ERRORS)
 
-    def finish(self) -> Chunk:
+    def finish(self) -> list[Chunk]:
         """The final "finish" chunk.
 
         Raises:
@@ -360,4 +324,4 @@ class _StreamState:
                                "(no message_stop)", is_retryable=True)
         usage = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                  "total_tokens": self.input_tokens + self.output_tokens}
-        return Chunk.finish(_STOP_REASONS.get(self.stop_reason or "", "other"), usage)
+        return [Chunk.finish(_STOP_REASONS.get(self.stop_reason or "", "other"), usage)]

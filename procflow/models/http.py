@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +29,7 @@ __all__ = [
     "base64_text",
     "image_media_type",
     "iter_sse",
+    "joined_text",
     "parse_json_event",
     "parse_tool_args",
     "post_event_stream",
@@ -343,6 +344,13 @@ def parse_tool_args(text: str, *, tool_name: str, provider: str,
             f"{provider} sent arguments for tool {tool_name!r} that are not a JSON object: "
             f"{redact(_excerpt(text, 200), secrets)!r}", body=redact(text, secrets))
     return value
+
+
+def joined_text(content: str | Sequence[Mapping[str, Any]]) -> str:
+    """The text of a prompt entry's content: a str as is, else its text parts joined."""
+    if isinstance(content, str):
+        return content
+    return "".join(p["text"] for p in content if p.get("type") == "text")
 
 
 def to_text(value: Any) -> str:

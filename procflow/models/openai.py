@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 from procflow.models.base import ModelRequest, ToolSpec
-from procflow.models.hosted import HostedModel
+from procflow.models.hosted import HostedModel, StreamDecoder
 from procflow.models.http import (
     base64_text,
     image_media_type,
-    parse_json_event,
+    joined_text,
     parse_tool_args,
-    post_event_stream,
     redact,
-    secret_header_values,
-    shared_client,
     to_text,
 )
 
@@ -66,44 +62,18 @@ class OpenAIChatModel(HostedModel):
     URL_ENV = "OPENAI_BASE_URL"
     DEFAULT_URL = DEFAULT_BASE_URL
     EXAMPLE_ID = "gpt-4o"
+    ENDPOINT = "/chat/completions"
+    DONE_SENTINEL = "[DONE]"
     __slots__ = ()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        """Stream the answer to ``request`` as chunks ending with one "finish" chunk.
+    def _auth_headers(self, key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"}
 
-        Raises:
-            APICallError: The key is missing, the provider rejected the call, the
-                connection failed or the stream was malformed or cut short.
-            ValueError: ``tool_choice`` or a setting is invalid.
-        """
-        key = self._key()
-        secrets = [key, *secret_header_values(self._headers)]
-        payload = build_payload(self._model_id, request)
-        headers = {"authorization": f"Bearer {key}", "accept": "text/event-stream",
-                   **self._headers}
-        state = _StreamState(secrets)
-        events = post_event_stream(
-            self._client or shared_client(), f"{self.base_url}/chat/completions",
-            provider=_PROVIDER, headers=headers, payload=payload, secrets=secrets,
-            request_timeout=self._timeout)
-        async with aclosing(events):
-            try:
-                async for event in events:
-                    # After [DONE] the rest is read and dropped, so the connection can
-                    # be reused (as OpenAI's SDK does).
-                    if state.done:
-                        continue
-                    if event.data.strip() == "[DONE]":
-                        state.done = True
-                        continue
-                    for chunk in state.feed(parse_json_event(event, provider=_PROVIDER,
-                                                             secrets=secrets)):
-                        yield chunk
-            except APICallError:
-                if not state.done:
-                    raise
-        for chunk in state.finish():
-            yield chunk
+    def _payload(self, request: ModelRequest) -> dict[str, Any]:
+        return build_payload(self._model_id, request)
+
+    def _decoder(self, secrets: list[str]) -> _StreamState:
+        return _StreamState(secrets)
 
 
 # -- request ------------------------------------------------------------------------
@@ -172,7 +142,7 @@ def convert_prompt(prompt: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         elif role == "assistant":
             messages.append(_assistant(content))
         elif role == "system":
-            messages.append({"role": "system", "content": _joined_text(content)})
+            messages.append({"role": "system", "content": joined_text(content)})
         else:
             user = content if isinstance(content, str) else [_user_part(p) for p in content
                                                              if p.get("type") != "reasoning"]
@@ -180,16 +150,10 @@ def convert_prompt(prompt: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def _joined_text(content: str | Sequence[Mapping[str, Any]]) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(p["text"] for p in content if p.get("type") == "text")
-
-
 def _assistant(content: str | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
-    text = _joined_text(content)
+    text = joined_text(content)
     calls = [{"id": p["tool_call_id"], "type": "function",
               "function": {"name": p["tool_name"], "arguments": to_text(p.get("args") or {})}}
              for p in content if p.get("type") == "tool-call"]
@@ -238,11 +202,9 @@ class _PendingCall:
 
 
 @dataclass(slots=True)
-class _StreamState:
+class _StreamState(StreamDecoder):
     """What a chat-completion stream has said so far."""
 
-    secrets: list[str]
-    done: bool = False
     finish_reason: str | None = None
     usage: dict[str, int] = field(default_factory=lambda: {
         "input_tokens": 0, "output_tokens": 0, "total_tokens": 0})

@@ -126,17 +126,7 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
             trip.processor_id = p.id
         p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)), args.context)
         if span is not None:
-            Tracer.end(
-                span,
-                "tripwire",
-                error=trip.reason,
-                tripwire={
-                    "reason": trip.reason,
-                    "processor_id": trip.processor_id,
-                    "retry": trip.retry,
-                    "metadata": trip.metadata,
-                },
-            )
+            Tracer.end(span, "tripwire", error=trip.reason, tripwire=trip.to_dict())
         raise
     except BaseException as exc:
         span = _failed_span(tracer, ctx.span, p.id, hook, started)

@@ -107,9 +107,7 @@ async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,
         error = result.error
         if isinstance(error, TripWire):
             raise error
-        details = result.tripwire or {}
-        raise TripWire(str(details.get("reason", "blocked")), retry=bool(details.get("retry")),
-                       metadata=details.get("metadata"), processor_id=details.get("processor_id"))
+        raise TripWire.from_dict(result.tripwire or {})
     if (result.status == "failed" and isinstance(result.error, StepValidationError)
             and result.error.step_id is None):
         raise ProcessorError(

@@ -145,4 +145,4 @@ class StreamPipeline:
         p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
                            self._ctx)
         self.tripwire = trip
-        return Chunk.tripwire(trip.reason, trip.processor_id, trip.retry, trip.metadata)
+        return Chunk("tripwire", trip.to_dict())

@@ -191,9 +191,7 @@ def close_span(span: Span, exc: BaseException, attempt: int = 0) -> None:
     elif isinstance(exc, BailSignal):
         Tracer.end(span, "success", output=exc.result, bailed=True)
     elif isinstance(exc, TripWire):
-        Tracer.end(span, "tripwire", error=exc.reason, tripwire={
-            "reason": exc.reason, "processor_id": exc.processor_id, "retry": exc.retry,
-            "metadata": exc.metadata})
+        Tracer.end(span, "tripwire", error=exc.reason, tripwire=exc.to_dict())
     elif isinstance(exc, Failed):
         Tracer.end(span, "failed", error=exc.error, attempts=attempt + 1)
     elif isinstance(exc, Exception):

@@ -493,9 +493,7 @@ async def _outcome(ex: Execution) -> _Outcome:
             return _Outcome("failed", error=exc)
         return _Outcome("success", out)
     except TripWire as trip:
-        details = {"reason": trip.reason, "retry": trip.retry, "metadata": trip.metadata,
-                   "processor_id": trip.processor_id}
-        return _Outcome("tripwire", error=trip, tripwire=details)
+        return _Outcome("tripwire", error=trip, tripwire=trip.to_dict())
     except Exception as exc:  # an error outside any step: report it, never crash the caller
         return _Outcome("failed", error=exc)
 

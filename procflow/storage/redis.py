@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from types import TracebackType
-from typing import Final, Self, final
-from urllib.parse import unquote, urlsplit, urlunsplit
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import aclosing
+from typing import Any, Final, TypeVar, final
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
+from procflow._backends import AsyncResource
+from procflow._backends.redis import RedisConnection, escape_key
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
@@ -45,44 +45,15 @@ from procflow.storage.codec import (
 
 __all__ = ["RedisStorage"]
 
+_K = TypeVar("_K")
+
 _LIST_BATCH: Final = 200
 _MAX_CLAIM_ATTEMPTS: Final = 100
 _MAX_TRACE_SAVE_ATTEMPTS: Final = 100
-_CONNECT_TIMEOUT: Final = 5.0
-
-
-def _escape(identifier: str) -> str:
-    return identifier.replace("%", "%25").replace(":", "%3A")
-
-
-def _redact_url(url: str) -> str:
-    """``url`` without user name, password or query string, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid Redis URL>"
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _secrets(url: str) -> list[str]:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return []
-    found = [parts.password or ""]
-    found += [value for key, value in _query_items(parts.query) if key == "password"]
-    return [form for secret in found if secret for form in {secret, unquote(secret)}]
-
-
-def _query_items(query: str) -> Iterator[tuple[str, str]]:
-    for item in query.split("&"):
-        key, _, value = item.partition("=")
-        yield key, value
 
 
 @final
-class RedisStorage:
+class RedisStorage(AsyncResource):
     """A ``Storage`` on a Redis server (``redis.asyncio``; asyncio event loops only).
 
     Args:
@@ -101,20 +72,8 @@ class RedisStorage:
     def __init__(self, url: str = "redis://127.0.0.1:6379", *, prefix: str = "procflow",
                  client: aioredis.Redis | None = None) -> None:
         self._prefix = prefix
-        self._secrets = _secrets(url)
-        if client is None:
-            self._display = _redact_url(url)
-            try:
-                client = aioredis.Redis.from_url(
-                    url, socket_connect_timeout=_CONNECT_TIMEOUT)
-            except ValueError as exc:
-                raise StorageError(f"Invalid Redis URL {self._display!r}: "
-                                   f"{self._scrub(str(exc))}") from None
-            self._owns_client = True
-        else:
-            self._display = _describe_client(client)
-            self._owns_client = False
-        self._client = client
+        self._redis = RedisConnection(url, client=client, name="Redis storage")
+        self._client = self._redis.client
 
     @property
     def prefix(self) -> str:
@@ -122,54 +81,31 @@ class RedisStorage:
         return self._prefix
 
     def __repr__(self) -> str:
-        return f"RedisStorage({self._display!r}, prefix={self._prefix!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
+        return f"RedisStorage({self._redis.display!r}, prefix={self._prefix!r})"
 
     # ------------------------------------------------------------------ keys
 
     def _run_key(self, workflow_id: str, run_id: str) -> str:
-        return f"{self._prefix}:run:{_escape(workflow_id)}:{_escape(run_id)}"
+        return f"{self._prefix}:run:{escape_key(workflow_id)}:{escape_key(run_id)}"
 
     def _steps_key(self, workflow_id: str, run_id: str) -> str:
-        return f"{self._prefix}:steps:{_escape(workflow_id)}:{_escape(run_id)}"
+        return f"{self._prefix}:steps:{escape_key(workflow_id)}:{escape_key(run_id)}"
 
     def _index_key(self, workflow_id: str | None) -> str:
         if workflow_id is None:
             return f"{self._prefix}:runs"
-        return f"{self._prefix}:wfruns:{_escape(workflow_id)}"
+        return f"{self._prefix}:wfruns:{escape_key(workflow_id)}"
 
     def _trace_key(self, run_id: str) -> str:
-        return f"{self._prefix}:trace:{_escape(run_id)}"
+        return f"{self._prefix}:trace:{escape_key(run_id)}"
 
     def _trace_head_key(self, run_id: str) -> str:
-        return f"{self._prefix}:tracehead:{_escape(run_id)}"
+        return f"{self._prefix}:tracehead:{escape_key(run_id)}"
 
     def _trace_index_key(self, workflow_id: str | None) -> str:
         if workflow_id is None:
             return f"{self._prefix}:traces"
-        return f"{self._prefix}:wftraces:{_escape(workflow_id)}"
-
-    # ------------------------------------------------------------------ errors
-
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    @contextmanager
-    def _translate(self, operation: str) -> Iterator[None]:
-        try:
-            yield
-        except (RedisError, OSError) as exc:
-            detail = self._scrub(str(exc)) or type(exc).__name__
-            raise StorageError(f"Redis storage at {self._display}: {operation} failed: "
-                               f"{detail}") from exc
+        return f"{self._prefix}:wftraces:{escape_key(workflow_id)}"
 
     # ------------------------------------------------------------------ Storage
 
@@ -189,7 +125,7 @@ class RedisStorage:
         fields: dict[FieldT, EncodableT] = {path: dump_step(result)
                                              for path, result in steps.items()}
         member = json.dumps([workflow_id, run_id])
-        with self._translate(f"saving run {run_id!r} of workflow {workflow_id!r}"):
+        with self._redis.translate(f"saving run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.set(self._run_key(workflow_id, run_id), header)
                 if fields:
@@ -206,7 +142,7 @@ class RedisStorage:
             SnapshotCorruptedError: A stored value cannot be decoded (it is left as is).
             StorageError: The server could not be reached.
         """
-        with self._translate(f"loading run {run_id!r} of workflow {workflow_id!r}"):
+        with self._redis.translate(f"loading run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.get(self._run_key(workflow_id, run_id))
                 pipe.hgetall(self._steps_key(workflow_id, run_id))
@@ -239,29 +175,21 @@ class RedisStorage:
             return []
         index = self._index_key(workflow_id)
         runs: list[RunSnapshot] = []
-        start = 0
-        while True:
-            with self._translate("listing runs"):
-                members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
-                ids = [self._member_ids(member) for member in members]
-                headers = (await self._client.mget([self._run_key(*key) for key in ids])
-                           if ids else [])
-            for (wf, run), header in zip(ids, headers, strict=True):
-                if header is None:  # deleted since the index was read
-                    continue
+        rows = self._scan(index, "listing runs", self._member_ids,
+                          lambda ids: self._run_key(*ids))
+        async with aclosing(rows):
+            async for (wf, run), header in rows:
                 snapshot = load_snapshot_json(header, workflow_id=wf, run_id=run)
                 if status is None or snapshot.status == status:
                     runs.append(snapshot)
                     if limit is not None and len(runs) >= limit:
-                        return runs
-            if len(members) < _LIST_BATCH:
-                return runs
-            start += len(members)
+                        break
+        return runs
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
         """Delete the header, the step results and the index entries (no error if unknown)."""
         member = json.dumps([workflow_id, run_id])
-        with self._translate(f"deleting run {run_id!r} of workflow {workflow_id!r}"):
+        with self._redis.translate(f"deleting run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.delete(self._run_key(workflow_id, run_id),
                             self._steps_key(workflow_id, run_id))
@@ -281,7 +209,7 @@ class RedisStorage:
             StorageError: The server could not be reached, or the key kept changing.
         """
         key = self._run_key(workflow_id, run_id)
-        with self._translate(f"claiming run {run_id!r} of workflow {workflow_id!r}"):
+        with self._redis.translate(f"claiming run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
                 for _ in range(_MAX_CLAIM_ATTEMPTS):
                     await pipe.watch(key)
@@ -304,7 +232,7 @@ class RedisStorage:
                     except WatchError:
                         continue
                     return True
-        raise StorageError(f"Redis storage at {self._display}: claiming run {run_id!r} of "
+        raise StorageError(f"Redis storage at {self._redis.display}: claiming run {run_id!r} of "
                            f"workflow {workflow_id!r} failed: the run kept changing "
                            f"({_MAX_CLAIM_ATTEMPTS} attempts)")
 
@@ -321,7 +249,7 @@ class RedisStorage:
         document = dump_trace(trace)
         head = dump_trace(dataclasses.replace(trace, spans=[]))
         head_key = self._trace_head_key(run_id)
-        with self._translate(f"saving the trace of run {run_id!r}"):
+        with self._redis.translate(f"saving the trace of run {run_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
                 for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
                     await pipe.watch(head_key)
@@ -339,7 +267,7 @@ class RedisStorage:
                     except WatchError:
                         continue
                     return
-        raise StorageError(f"Redis storage at {self._display}: saving the trace of run "
+        raise StorageError(f"Redis storage at {self._redis.display}: saving the trace of run "
                            f"{run_id!r} failed: the trace kept changing "
                            f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
 
@@ -350,7 +278,7 @@ class RedisStorage:
             SnapshotCorruptedError: The stored trace cannot be decoded (it is left as is).
             StorageError: The server could not be reached.
         """
-        with self._translate(f"loading the trace of run {run_id!r}"):
+        with self._redis.translate(f"loading the trace of run {run_id!r}"):
             document = await self._client.get(self._trace_key(run_id))
         if document is None:
             return None
@@ -374,34 +302,42 @@ class RedisStorage:
             return []
         index = self._trace_index_key(workflow_id)
         traces: list[TraceRecord] = []
-        start = 0
-        while True:
-            with self._translate("listing traces"):
-                members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
-                run_ids = [self._trace_member(member, index) for member in members]
-                heads = (await self._client.mget([self._trace_head_key(run_id)
-                                                  for run_id in run_ids])
-                         if run_ids else [])
-            for run_id, head in zip(run_ids, heads, strict=True):
-                if head is None:  # written without a header, or gone since the index read
-                    continue
+        rows = self._scan(index, "listing traces", lambda m: self._trace_member(m, index),
+                          self._trace_head_key)
+        async with aclosing(rows):
+            async for run_id, head in rows:
                 trace = load_trace_json(head, run_id=run_id)
                 if ((workflow_id is None or trace.workflow_id == workflow_id)
                         and (status is None or trace.status == status)):
                     traces.append(dataclasses.replace(trace, spans=[]))
                     if limit is not None and len(traces) >= limit:
-                        return traces
-            if len(members) < _LIST_BATCH:
-                return traces
-            start += len(members)
+                        break
+        return traces
 
     async def aclose(self) -> None:
         """Close the connection pool (unless the client was given by the caller)."""
-        if self._owns_client:
-            with self._translate("closing"):
-                await self._client.aclose()
+        await self._redis.aclose()
 
     # ------------------------------------------------------------------ helpers
+
+    async def _scan(self, index: str, operation: str, member_key: Callable[[object], _K],
+                    document_key: Callable[[_K], str]) -> AsyncGenerator[tuple[_K, Any]]:
+        """``(key, document)`` for the members of the ``index`` zset, highest score first,
+        read in batches; a document missing (deleted since the index was read, or a
+        trace written without its header) is skipped."""
+        start = 0
+        while True:
+            with self._redis.translate(operation):
+                members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
+                keys = [member_key(member) for member in members]
+                documents = (await self._client.mget([document_key(k) for k in keys])
+                             if keys else [])
+            for key, document in zip(keys, documents, strict=True):
+                if document is not None:
+                    yield key, document
+            if len(members) < _LIST_BATCH:
+                return
+            start += len(members)
 
     def _member_ids(self, member: object) -> tuple[str, str]:
         if isinstance(member, str | bytes):
@@ -413,7 +349,7 @@ class RedisStorage:
                 if isinstance(workflow_id, str) and isinstance(run_id, str):
                     return workflow_id, run_id
         raise SnapshotCorruptedError(
-            f"Redis storage at {self._display}: the run index {self._index_key(None)!r} "
+            f"Redis storage at {self._redis.display}: the run index {self._index_key(None)!r} "
             f"holds a member that is not [workflow_id, run_id]: {member!r}")
 
 
@@ -426,7 +362,7 @@ class RedisStorage:
             except UnicodeDecodeError:
                 pass
         raise SnapshotCorruptedError(
-            f"Redis storage at {self._display}: the trace index {index!r} holds a member "
+            f"Redis storage at {self._redis.display}: the trace index {index!r} holds a member "
             f"that is not a run id: {member!r}")
 
 
@@ -452,12 +388,3 @@ def _field_name(raw: bytes | str, *, workflow_id: str, run_id: str) -> str:
             f"Stored step results of run {run_id!r} of workflow {workflow_id!r} are "
             f"corrupted: a step path is not UTF-8 ({raw!r})",
             workflow_id=workflow_id, run_id=run_id) from exc
-
-
-def _describe_client(client: aioredis.Redis) -> str:
-    try:
-        options = client.connection_pool.connection_kwargs
-        host = options.get("path") or f"{options.get('host', '?')}:{options.get('port', '?')}"
-        return f"redis://{host}/{options.get('db', 0)}"
-    except Exception:
-        return "a caller-provided Redis client"

@@ -19,17 +19,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, Self, TypeVar, final
+from typing import Any, Final, final
 
-import anyio.to_thread
-
-from procflow.errors import SnapshotCorruptedError, StorageError
+from procflow._backends import AsyncResource
+from procflow._backends.sqlite import SQLiteFile, transaction
+from procflow.errors import SnapshotCorruptedError
 from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
     dump_snapshot,
@@ -43,9 +39,7 @@ from procflow.storage.codec import (
 
 __all__ = ["SQLiteStorage"]
 
-_T = TypeVar("_T")
 
-_BUSY_TIMEOUT_MS: Final = 10_000
 
 _TRACE_HEADER: Final = ("run_id", "workflow_id", "status", "started_at", "ended_at")
 
@@ -112,7 +106,7 @@ _CLAIM: Final = """
 
 
 @final
-class SQLiteStorage:
+class SQLiteStorage(AsyncResource):
     """A ``Storage`` in one SQLite file, safe to share between processes.
 
     The file, its parent directories and the schema are created on first use.
@@ -129,76 +123,16 @@ class SQLiteStorage:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._path = Path(path)
-        self._lock = threading.Lock()
-        self._connection: sqlite3.Connection | None = None
-        self._closed = False
+        self._file = SQLiteFile(path, schema=_SCHEMA, name="SQLite storage",
+                                reopen="create a new SQLiteStorage to use the file again")
 
     @property
     def path(self) -> Path:
         """The database file."""
-        return self._path
+        return self._file.path
 
     def __repr__(self) -> str:
-        return f"SQLiteStorage({str(self._path)!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
-
-    # ------------------------------------------------------------------ plumbing
-
-    def _connect(self) -> sqlite3.Connection:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self._path, timeout=_BUSY_TIMEOUT_MS / 1000,
-                                     isolation_level=None, check_same_thread=False)
-        try:
-            connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
-            with _transaction(connection):
-                for statement in _SCHEMA:
-                    connection.execute(statement)
-        except BaseException:
-            connection.close()
-            raise
-        return connection
-
-    def _call(self, operation: str, function: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run ``function`` on the connection under the lock (in a worker thread)."""
-        with self._lock:
-            if self._closed:
-                raise StorageError(f"SQLite storage {str(self._path)!r} is closed; "
-                                   "create a new SQLiteStorage to use the file again.")
-            deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-            delay = 0.005
-            while True:
-                try:
-                    if self._connection is None:
-                        self._connection = self._connect()
-                    return function(self._connection)
-                except sqlite3.OperationalError as exc:
-                    # SQLite answers "locked" without waiting in a few WAL cases (another
-                    # process switching the journal mode or recovering the WAL index);
-                    # the transaction was rolled back, so trying again is safe.
-                    if _busy(exc) and time.monotonic() < deadline:
-                        time.sleep(delay)
-                        delay = min(delay * 2, 0.2)
-                        continue
-                    raise StorageError(f"SQLite storage {str(self._path)!r}: {operation} "
-                                       f"failed: {exc}") from exc
-                except sqlite3.Error as exc:
-                    raise StorageError(f"SQLite storage {str(self._path)!r}: {operation} "
-                                       f"failed: {exc}") from exc
-                except OSError as exc:
-                    raise StorageError(f"SQLite storage {str(self._path)!r}: cannot open the "
-                                       f"database file: {exc}") from exc
-
-    async def _run(self, operation: str, function: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await anyio.to_thread.run_sync(self._call, operation, function)
+        return f"SQLiteStorage({str(self._file.path)!r})"
 
     # ------------------------------------------------------------------ Storage
 
@@ -221,12 +155,12 @@ class SQLiteStorage:
                      for path, result in steps.items()]
 
         def save(connection: sqlite3.Connection) -> None:
-            with _transaction(connection):
+            with transaction(connection):
                 connection.execute(_UPSERT_RUN, run_row)
                 if step_rows:
                     connection.executemany(_UPSERT_STEP, step_rows)
 
-        await self._run(f"saving run {run_id!r} of workflow {workflow_id!r}", save)
+        await self._file.run(f"saving run {run_id!r} of workflow {workflow_id!r}", save)
 
     async def load_snapshot(self, workflow_id: str, run_id: str,
                             ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
@@ -239,7 +173,7 @@ class SQLiteStorage:
         key = (workflow_id, run_id)
 
         def load(connection: sqlite3.Connection) -> tuple[str, list[tuple[str, str]]] | None:
-            with _transaction(connection, "BEGIN"):  # one consistent read snapshot
+            with transaction(connection, "BEGIN"):  # one consistent read snapshot
                 row = connection.execute(
                     "SELECT snapshot FROM runs WHERE workflow_id = ? AND run_id = ?", key,
                 ).fetchone()
@@ -250,7 +184,7 @@ class SQLiteStorage:
                 ).fetchall()
             return row[0], steps
 
-        rows = await self._run(f"loading run {run_id!r} of workflow {workflow_id!r}", load)
+        rows = await self._file.run(f"loading run {run_id!r} of workflow {workflow_id!r}", load)
         if rows is None:
             return None
         header, step_rows = rows
@@ -278,23 +212,14 @@ class SQLiteStorage:
         """
         if limit is not None and limit <= 0:
             return []
-        clauses: list[str] = []
-        params: list[Any] = []
-        if workflow_id is not None:
-            clauses.append("workflow_id = ?")
-            params.append(workflow_id)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        params.append(-1 if limit is None else limit)
+        where, params = _filters(workflow_id, status, limit)
         query = (f"SELECT workflow_id, run_id, snapshot FROM runs {where} "
                  "ORDER BY updated_at DESC, rowid DESC LIMIT ?")
 
         def select(connection: sqlite3.Connection) -> list[tuple[str, str, str]]:
             return connection.execute(query, params).fetchall()
 
-        rows = await self._run("listing runs", select)
+        rows = await self._file.run("listing runs", select)
         return [load_snapshot_json(_text(header), workflow_id=wf, run_id=run)
                 for wf, run, header in rows]
 
@@ -303,13 +228,13 @@ class SQLiteStorage:
         key = (workflow_id, run_id)
 
         def delete(connection: sqlite3.Connection) -> None:
-            with _transaction(connection):
+            with transaction(connection):
                 connection.execute("DELETE FROM steps WHERE workflow_id = ? AND run_id = ?",
                                    key)
                 connection.execute("DELETE FROM runs WHERE workflow_id = ? AND run_id = ?",
                                    key)
 
-        await self._run(f"deleting run {run_id!r} of workflow {workflow_id!r}", delete)
+        await self._file.run(f"deleting run {run_id!r} of workflow {workflow_id!r}", delete)
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
@@ -326,7 +251,7 @@ class SQLiteStorage:
                   "new": new}
 
         def claim(connection: sqlite3.Connection) -> bool:
-            with _transaction(connection):
+            with transaction(connection):
                 try:
                     cursor = connection.execute(_CLAIM, params)
                 except sqlite3.OperationalError as exc:
@@ -339,7 +264,7 @@ class SQLiteStorage:
                         workflow_id=workflow_id, run_id=run_id) from exc
                 return cursor.rowcount > 0
 
-        return await self._run(f"claiming run {run_id!r} of workflow {workflow_id!r}", claim)
+        return await self._file.run(f"claiming run {run_id!r} of workflow {workflow_id!r}", claim)
 
     async def save_trace(self, trace: TraceRecord) -> None:
         """Upsert the trace row (header columns and the JSON document with the spans).
@@ -351,10 +276,10 @@ class SQLiteStorage:
                trace.ended_at, dump_trace(trace))
 
         def save(connection: sqlite3.Connection) -> None:
-            with _transaction(connection):
+            with transaction(connection):
                 connection.execute(_UPSERT_TRACE, row)
 
-        await self._run(f"saving the trace of run {trace.run_id!r}", save)
+        await self._file.run(f"saving the trace of run {trace.run_id!r}", save)
 
     async def load_trace(self, run_id: str) -> TraceRecord | None:
         """The trace of the run, spans included, or ``None`` if none is stored.
@@ -370,7 +295,7 @@ class SQLiteStorage:
                 "SELECT data FROM traces WHERE run_id = ?", (run_id,)).fetchone()
             return row
 
-        row = await self._run(f"loading the trace of run {run_id!r}", load)
+        row = await self._file.run(f"loading the trace of run {run_id!r}", load)
         if row is None:
             return None
         return load_trace_json(_text(row[0]), run_id=run_id)
@@ -391,57 +316,35 @@ class SQLiteStorage:
         """
         if limit is not None and limit <= 0:
             return []
-        clauses: list[str] = []
-        params: list[Any] = []
-        if workflow_id is not None:
-            clauses.append("workflow_id = ?")
-            params.append(workflow_id)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        params.append(-1 if limit is None else limit)
+        where, params = _filters(workflow_id, status, limit)
         query = (f"SELECT {', '.join(_TRACE_HEADER)} FROM traces {where} "
                  "ORDER BY started_at DESC, rowid DESC LIMIT ?")
 
         def select(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return connection.execute(query, params).fetchall()
 
-        rows = await self._run("listing traces", select)
+        rows = await self._file.run("listing traces", select)
         return [load_trace_header(dict(zip(_TRACE_HEADER, row, strict=True)),
                                   run_id=_text_id(row[0]))
                 for row in rows]
 
     async def aclose(self) -> None:
         """Close the connection; later calls raise ``StorageError``."""
-
-        def close() -> None:
-            with self._lock:
-                self._closed = True
-                connection, self._connection = self._connection, None
-            if connection is not None:
-                connection.close()
-
-        await anyio.to_thread.run_sync(close)
+        await self._file.aclose()
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
 
-
-@contextmanager
-def _transaction(connection: sqlite3.Connection,
-                 begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` (or the given BEGIN) ... ``COMMIT``, rolled back on any error."""
-    connection.execute(begin)
-    try:
-        yield
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.rollback()
-        raise
+def _filters(workflow_id: str | None, status: str | None,
+             limit: int | None) -> tuple[str, list[Any]]:
+    """A listing's WHERE clause and its parameters, the LIMIT's last (-1: no limit)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (("workflow_id", workflow_id), ("status", status)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    params.append(-1 if limit is None else limit)
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
 
 
 def _text_id(value: object) -> str:
