@@ -17,11 +17,24 @@ import pytest
 from procflow.memory import InMemoryMemoryStore, MemoryStore, SQLiteMemoryStore
 
 
-@pytest.fixture(params=["sqlite", "in-memory"])
+def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> MemoryStore:
+    """A new store of ``kind`` on the test's file or database (a second call opens the
+    same data again, as a restarted process would)."""
+    if kind == "sqlite":
+        return SQLiteMemoryStore(tmp_path / "memory.db")
+    if kind == "postgres":
+        from procflow.memory.postgres import PostgresMemoryStore
+
+        return PostgresMemoryStore(request.getfixturevalue("postgres_dsn"),
+                                   schema=request.getfixturevalue("postgres_schema"))
+    return InMemoryMemoryStore()
+
+
+@pytest.fixture(params=["sqlite", "in-memory", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    """Each MemoryStore backend (the contract tests run against both)."""
-    made: MemoryStore = (SQLiteMemoryStore(tmp_path / "memory.db") if request.param == "sqlite"
-                         else InMemoryMemoryStore())
+    """Each MemoryStore backend (the contract tests run against all of them)."""
+    made = make_store(request.param, request, tmp_path)
     try:
         yield made
     finally:
