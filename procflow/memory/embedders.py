@@ -37,7 +37,14 @@ class HashEmbedder:
 
     Args:
         dimensions: The vector size (default 256).
+
+    Attributes:
+        name: Names its embedding space (with the size) where vectors are stored.
+        cacheable: ``False``: embedding is cheaper than a cache lookup.
     """
+
+    name: Final = "procflow-hash-v1"
+    cacheable: Final = False
 
     def __init__(self, *, dimensions: int = 256) -> None:
         if not isinstance(dimensions, int) or dimensions < 8:

@@ -86,8 +86,9 @@ async def test_agent_recall_with_the_http_embedder(embedding_server: EmbeddingSe
     from procflow.memory import InMemoryMemoryStore, Memory, SemanticRecallOptions
     from procflow.models import ScriptedModel
 
-    for vectors in ([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[0.9, 0.1]],
-                    [[0.0, 1.0], [0.0, 1.0]]):
+    # Query "I ate cake"; index "noted" (the query's embedding is cached); query "what
+    # did I eat?" (cached for indexing too); index "it was cake".
+    for vectors in ([[1.0, 0.0]], [[0.0, 1.0]], [[0.9, 0.1]], [[0.0, 1.0]]):
         embedding_server.reply(200, {"data": [{"index": i, "embedding": v}
                                               for i, v in enumerate(vectors)]})
     memory = Memory(storage=InMemoryMemoryStore(), last_messages=0,
