@@ -180,8 +180,7 @@ class Memory:
         if (thread_id is None) == (resource_id is None):
             raise ValueError("reindex() takes thread_id= or resource_id= (one of them)")
         scope = f"thread:{thread_id}" if thread_id is not None else f"resource:{resource_id}"
-        probe = await index.embed(["reindex"])
-        return await index.catch_up(index.space(int(probe.shape[1])), scope)
+        return await index.catch_up(await index.current_space(), scope)
 
     # -- working memory ------------------------------------------------------------
 

@@ -223,6 +223,7 @@ class MessageIndex:
         self.catch_up_limit = catch_up_limit
         self._scopes: dict[tuple[str, str], _Scope] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self._dimensions: int | None = None
 
     def __repr__(self) -> str:
         return f"MessageIndex(store={self.store!r}, embedder={self.name!r})"
@@ -230,6 +231,21 @@ class MessageIndex:
     def space(self, dimensions: int) -> str:
         """The embedding space of this embedder's vectors of ``dimensions`` values."""
         return f"{self.name}/{dimensions}"
+
+    async def current_space(self) -> str:
+        """The embedder's space: its size from the last embedding, else from its
+        ``dimensions`` attribute, else from embedding one probe text (cached).
+
+        Raises:
+            APICallError: The embedder failed.
+        """
+        if self._dimensions is None:
+            declared = getattr(self.embedder, "dimensions", None)
+            if isinstance(declared, int) and not isinstance(declared, bool):
+                self._dimensions = declared
+            else:
+                return self.space(int((await self.embed(["dimensions probe"])).shape[1]))
+        return self.space(self._dimensions)
 
     # -- embedding -------------------------------------------------------------------
 
@@ -255,7 +271,7 @@ class MessageIndex:
             await self.store.cache_embeddings(self.name, new)
             found.update(new)
         rows = [np.frombuffer(found[h], dtype=np.float32) for h in hashes]
-        return _unit(rows)
+        return self._sized(_unit(rows))
 
     async def _embed_all(self, texts: list[str]) -> Vector:
         rows: list[list[float]] = []
@@ -266,7 +282,11 @@ class MessageIndex:
                 raise ValueError(f"embedder {self.name!r} returned {len(got)} vectors for "
                                  f"{len(chunk)} texts")
             rows += got
-        return _unit(rows)
+        return self._sized(_unit(rows))
+
+    def _sized(self, vectors: Vector) -> Vector:
+        self._dimensions = int(vectors.shape[1])
+        return vectors
 
     # -- writing ---------------------------------------------------------------------
 
