@@ -152,12 +152,20 @@ class InMemoryMemoryStore:
                            ) -> AsyncIterator[VectorBatch]:
         """The scope's vectors written after ``after``, in write order, in batches."""
         table = self._vectors.get((space, scope), {})
-        rows = sorted((seq, message_id, thread, vector)
-                      for message_id, (seq, thread, vector) in table.items() if seq > after)
-        for start in range(0, len(rows), _BATCH):
-            chunk = rows[start:start + _BATCH]
-            yield VectorBatch(ids=[r[1] for r in chunk], threads=[r[2] for r in chunk],
-                              seqs=[r[0] for r in chunk], vectors=[r[3] for r in chunk])
+        # A table's order is its write order: a rewritten vector is popped and re-added.
+        batch = VectorBatch(ids=[], threads=[], seqs=[], vectors=[])
+        for message_id, (seq, thread, vector) in table.items():
+            if seq <= after:
+                continue
+            batch.ids.append(message_id)
+            batch.threads.append(thread)
+            batch.seqs.append(seq)
+            batch.vectors.append(vector)
+            if len(batch.ids) == _BATCH:
+                yield batch
+                batch = VectorBatch(ids=[], threads=[], seqs=[], vectors=[])
+        if batch.ids:
+            yield batch
 
     async def unindexed_messages(self, space: str, scope: str, *,
                                  limit: int) -> list[Message]:

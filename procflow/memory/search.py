@@ -113,7 +113,8 @@ class _Scope:
     def apply(self, batch: VectorBatch) -> None:
         np = _numpy()
         with self.lock:
-            fresh: list[int] = []
+            rows: list[int] = []
+            blobs: list[bytes] = []
             for message_id, thread, vector in zip(batch.ids, batch.threads, batch.vectors,
                                                   strict=True):
                 row = self.rows.get(message_id)
@@ -124,18 +125,20 @@ class _Scope:
                 if vector is None:
                     self.dead.add(row)
                     continue
-                values = np.frombuffer(vector, dtype=np.float32)
-                if values.shape[0] != self.dimensions:
+                if len(vector) != 4 * self.dimensions:
                     raise ValueError(f"stored vector of message {message_id!r} has "
-                                     f"{values.shape[0]} values, not {self.dimensions}")
-                self.matrix[row] = values
+                                     f"{len(vector) // 4} values, not {self.dimensions}")
                 self.threads[row] = thread
                 self.dead.discard(row)
-                fresh.append(row)
+                rows.append(row)
+                blobs.append(vector)
+            if rows:
+                block = np.frombuffer(b"".join(blobs), dtype=np.float32)
+                self.matrix[rows] = block.reshape(len(rows), self.dimensions)
             if batch.seqs:
                 self.last_seq = max(self.last_seq, batch.seqs[-1])
-            if self.ann is not None and fresh:
-                self._ann_add(fresh)
+            if self.ann is not None and rows:
+                self._ann_add(rows)
 
     def _append(self, message_id: str, thread: str) -> int:
         row = len(self.ids)
