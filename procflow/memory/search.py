@@ -169,7 +169,9 @@ class _Scope:
                 return []
             if approximate_above is not None and count > approximate_above:
                 return self._search_ann(query, top_k)
-            scores = self.matrix[:count] @ query
+            # einsum, not matmul: a BLAS gemv may fan out to threads whose hand-offs
+            # cost more than the product itself on a busy machine (20 ms for 10k rows).
+            scores = np.einsum("ij,j->i", self.matrix[:count], query)
             if self.dead:
                 scores[list(self.dead)] = -np.inf
             k = min(top_k, count)
