@@ -78,7 +78,7 @@ def _numpy() -> Any:
 
 def _unit(rows: Sequence[Sequence[float]]) -> Vector:
     np = _numpy()
-    matrix = np.asarray(rows, dtype=np.float32)
+    matrix = np.asarray(rows, dtype=np.float64)  # float32 squares of tiny values underflow
     if matrix.ndim != 2:
         raise ValueError(f"the embedder returned vectors of different sizes "
                          f"({sorted({len(r) for r in rows})}); one embedder must give one size")
