@@ -1,4 +1,5 @@
-"""Fixtures shared by the whole test suite: the anyio backend and a Redis server."""
+"""Fixtures shared by the whole test suite: the anyio backend, a Redis server and a
+PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from uuid import uuid4
 
 import pytest
 
-__all__ = ["anyio_backend", "redis_prefix", "redis_url"]
+__all__ = ["anyio_backend", "postgres_dsn", "postgres_schema", "redis_prefix", "redis_url"]
 
 _DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
+_DEFAULT_POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 _PROBE_TIMEOUT = 0.5
 _START_TIMEOUT = 10.0
 
@@ -105,3 +107,47 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
         keys = list(client.scan_iter(match=f"{prefix}:*", count=500))
         if keys:
             client.delete(*keys)
+
+
+def _postgres_unavailable(reason: str) -> NoReturn:
+    if os.environ.get("PROCFLOW_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"PostgreSQL is required (PROCFLOW_REQUIRE_POSTGRES=1) but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A fresh database ``procflow_test_<random>`` on ``$PROCFLOW_POSTGRES_DSN`` (default
+    the local server's ``test`` database), dropped at the end of the session.
+
+    Skips the test when no server answers (fails instead under
+    ``PROCFLOW_REQUIRE_POSTGRES=1``).
+    """
+    try:
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+    except ImportError:
+        _postgres_unavailable("psycopg is not installed (pip install 'procflow[postgres]')")
+    admin = os.environ.get("PROCFLOW_POSTGRES_DSN", _DEFAULT_POSTGRES_DSN)
+    name = f"procflow_test_{uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=3) as connection:
+            connection.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        _postgres_unavailable(f"no PostgreSQL answers at {admin}: {exc}")
+    try:
+        yield make_conninfo(admin, dbname=name)
+    finally:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=3) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_schema(postgres_dsn: str) -> Iterator[str]:
+    """A schema name unique to the test, in the session's database; dropped afterwards."""
+    import psycopg
+
+    schema = f"t_{uuid4().hex[:16]}"
+    yield schema
+    with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

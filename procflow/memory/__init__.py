@@ -10,9 +10,12 @@ from procflow.memory.base import (
     Embedder,
     MemoryScope,
     MemoryStore,
+    StoredVector,
     Thread,
+    VectorBatch,
     VectorIndex,
     VectorMatch,
+    VectorStore,
 )
 from procflow.memory.embedders import HashEmbedder, OpenAIEmbedder
 from procflow.memory.inmemory import InMemoryMemoryStore
@@ -22,11 +25,14 @@ from procflow.memory.options import (
     SemanticRecallOptions,
     WorkingMemoryOptions,
 )
+from procflow.memory.postgres import PostgresMemoryStore
 from procflow.memory.processors import MessageHistory, SemanticRecall, WorkingMemory
+from procflow.memory.search import APPROXIMATE_ABOVE, MessageIndex
 from procflow.memory.sqlite import DEFAULT_MEMORY_PATH, SQLiteMemoryStore
 from procflow.memory.vector import InMemoryVectorIndex
 
 __all__ = [
+    "APPROXIMATE_ABOVE",
     "DEFAULT_MEMORY_PATH",
     "DEFAULT_WORKING_MEMORY_TEMPLATE",
     "Embedder",
@@ -37,13 +43,18 @@ __all__ = [
     "MemoryScope",
     "MemoryStore",
     "MessageHistory",
+    "MessageIndex",
     "OpenAIEmbedder",
+    "PostgresMemoryStore",
     "SQLiteMemoryStore",
     "SemanticRecall",
     "SemanticRecallOptions",
+    "StoredVector",
     "Thread",
+    "VectorBatch",
     "VectorIndex",
     "VectorMatch",
+    "VectorStore",
     "WorkingMemory",
     "WorkingMemoryOptions",
 ]

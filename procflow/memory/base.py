@@ -1,20 +1,26 @@
 """The memory contracts: where threads, messages and working memory live (``MemoryStore``),
 how text becomes a vector (``Embedder``), and where vectors are searched (``VectorIndex``).
 
-Backends: ``SQLiteMemoryStore`` (the embedded default) and ``InMemoryMemoryStore``;
-``InMemoryVectorIndex``; ``HashEmbedder`` (local, deterministic) and ``OpenAIEmbedder``.
+Backends: ``SQLiteMemoryStore`` (the embedded default), ``PostgresMemoryStore`` and
+``InMemoryMemoryStore``; ``InMemoryVectorIndex``; ``HashEmbedder`` (local, deterministic)
+and ``OpenAIEmbedder``.
+
+A store that is also a ``VectorStore`` keeps message vectors beside the messages, per
+embedding space (the embedder's name and the vectors' size), so a restarted process
+recalls what was stored before it and vectors of two embedders are never compared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from procflow.messages import Message
 
-__all__ = ["Embedder", "MemoryScope", "MemoryStore", "Thread", "VectorIndex", "VectorMatch"]
+__all__ = ["Embedder", "MemoryScope", "MemoryStore", "StoredVector", "Thread", "VectorBatch",
+           "VectorIndex", "VectorMatch", "VectorStore"]
 
 MemoryScope: TypeAlias = Literal["thread", "resource"]
 """What a recall or a working memory is shared by: one thread, or every thread of a resource."""
@@ -132,4 +138,78 @@ class VectorIndex(Protocol):
                     where: Mapping[str, Any] | None = None) -> list[VectorMatch]:
         """The ``top_k`` most similar vectors whose metadata matches every ``where``
         entry, best first."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVector:
+    """A message's vector in one embedding space, as a ``VectorStore`` keeps it.
+
+    Attributes:
+        message_id: The message.
+        thread_id: Its thread.
+        resource_id: Its resource, if any.
+        vector: Unit-length float32 values, little-endian bytes; ``None`` when the
+            message has nothing to embed (so it is not offered for indexing again).
+    """
+
+    message_id: str
+    thread_id: str
+    resource_id: str | None
+    vector: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class VectorBatch:
+    """Consecutive stored vectors of one scope, in write order (parallel lists).
+
+    Attributes:
+        ids: Message ids.
+        threads: Their thread ids.
+        seqs: Their write sequence numbers (increasing).
+        vectors: Their float32 bytes (``None``: nothing to embed).
+    """
+
+    ids: list[str]
+    threads: list[str]
+    seqs: list[int]
+    vectors: list[bytes | None]
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Keeps message vectors beside the messages, and embeddings cached by content hash.
+
+    A scope is ``"thread:<id>"`` or ``"resource:<id>"``; a space names the embedder and
+    the vectors' size (``"openai:text-embedding-3-small/1536"``). Each write bumps the
+    version of every scope it touches, so a cached copy of a scope knows when to read
+    the rows written after it.
+    """
+
+    async def save_vectors(self, space: str, vectors: Sequence[StoredVector]) -> None:
+        """Upsert vectors by message id and bump their scopes' versions, atomically."""
+        ...
+
+    async def vector_version(self, space: str, scope: str) -> int:
+        """The scope's version in the space (0 before any write)."""
+        ...
+
+    def load_vectors(self, space: str, scope: str, *, after: int = 0,
+                     ) -> AsyncIterator[VectorBatch]:
+        """The scope's vectors written after sequence number ``after``, in write order."""
+        ...
+
+    async def unindexed_messages(self, space: str, scope: str, *,
+                                 limit: int) -> list[Message]:
+        """Up to ``limit`` messages of the scope that have no vector in the space,
+        oldest first."""
+        ...
+
+    async def get_cached_embeddings(self, model: str, hashes: Sequence[str],
+                                    ) -> dict[str, bytes]:
+        """Cached embeddings of ``model`` by content hash (only those found)."""
+        ...
+
+    async def cache_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
+        """Remember embeddings of ``model`` by content hash."""
         ...

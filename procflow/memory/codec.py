@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
 from procflow.errors import MemoryCorruptedError
+from procflow.memory.base import StoredVector
 from procflow.messages import Message
 
-__all__ = ["dump_message", "is_hidden", "load_message", "load_metadata", "timestamp",
-           "to_datetime"]
+__all__ = ["dump_message", "is_hidden", "load_message", "load_metadata", "scope_column",
+           "timestamp", "to_datetime", "vector_scopes"]
+
+_SCOPE_COLUMNS: Final = {"thread": "thread_id", "resource": "resource_id"}
 
 
 def dump_message(message: Message) -> str:
@@ -70,3 +73,24 @@ def timestamp(moment: datetime) -> float:
 def to_datetime(seconds: float) -> datetime:
     """An aware UTC datetime from seconds since the epoch."""
     return datetime.fromtimestamp(seconds, UTC)
+
+
+def vector_scopes(vector: StoredVector) -> list[str]:
+    """The scopes a stored vector belongs to: its thread's, and its resource's if any."""
+    scopes = [f"thread:{vector.thread_id}"]
+    if vector.resource_id is not None:
+        scopes.append(f"resource:{vector.resource_id}")
+    return scopes
+
+
+def scope_column(scope: str) -> tuple[str, str]:
+    """The column and value a scope (``"thread:<id>"``, ``"resource:<id>"``) selects on.
+
+    Raises:
+        ValueError: Another kind of scope.
+    """
+    kind, _, key = scope.partition(":")
+    column = _SCOPE_COLUMNS.get(kind)
+    if column is None:
+        raise ValueError(f"a vector scope is 'thread:<id>' or 'resource:<id>', got {scope!r}")
+    return column, key

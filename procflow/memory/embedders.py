@@ -6,16 +6,21 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import random
 import re
+import time
 from collections.abc import Sequence
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Final, final
+
+import anyio
 
 from procflow.errors import APICallError
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["HashEmbedder", "OpenAIEmbedder"]
+__all__ = ["HashEmbedder", "OpenAIEmbedder", "retry_after"]
 
 _WORDS: Final = re.compile(r"\w+", re.UNICODE)
 _STOPWORDS: Final = frozenset({
@@ -37,7 +42,14 @@ class HashEmbedder:
 
     Args:
         dimensions: The vector size (default 256).
+
+    Attributes:
+        name: Names its embedding space (with the size) where vectors are stored.
+        cacheable: ``False``: embedding is cheaper than a cache lookup.
     """
+
+    name: Final = "procflow-hash-v1"
+    cacheable: Final = False
 
     def __init__(self, *, dimensions: int = 256) -> None:
         if not isinstance(dimensions, int) or dimensions < 8:
@@ -77,13 +89,25 @@ class OpenAIEmbedder:
     ``OPENAI_BASE_URL`` (default ``https://api.openai.com/v1``), read at call time. No
     error message contains the key.
 
+    Texts are sent ``batch_size`` at a time. A request that fails with 408, 409, 429 or
+    5xx, a timeout or a connection error is retried up to ``max_retries`` times, with
+    exponential backoff and full jitter, waiting at least what a ``Retry-After`` header
+    asks (capped at ``max_delay``). Under ``Memory``, embeddings are also cached in the
+    store by content hash, so re-indexing costs one request per distinct text.
+
     Args:
         model: The embedding model, e.g. ``"text-embedding-3-small"``.
         api_key: The API key (else ``OPENAI_API_KEY``).
         base_url: The API root, e.g. ``"http://localhost:8000/v1"``.
         dimensions: Ask the provider for vectors of this size (when it supports it).
         batch_size: Texts per request.
+        max_retries: Retries of one request after a retryable failure.
+        backoff: The first retry's delay bound, in seconds (doubling each time).
+        max_delay: The longest wait between two attempts, in seconds.
         client: An ``httpx.AsyncClient`` to send with (default: procflow's shared one).
+
+    Attributes:
+        name: Names its embedding space (``"openai:<model>"``, plus the requested size).
     """
 
     KEY_ENV: Final = "OPENAI_API_KEY"
@@ -92,12 +116,20 @@ class OpenAIEmbedder:
 
     def __init__(self, model: str = "text-embedding-3-small", *, api_key: str | None = None,
                  base_url: str | None = None, dimensions: int | None = None,
-                 batch_size: int = 256, client: httpx.AsyncClient | None = None) -> None:
+                 batch_size: int = 256, max_retries: int = 4, backoff: float = 0.5,
+                 max_delay: float = 30.0, client: httpx.AsyncClient | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_retries < 0 or backoff < 0 or max_delay < 0:
+            raise ValueError(f"max_retries, backoff and max_delay must be >= 0, got "
+                             f"{max_retries}, {backoff}, {max_delay}")
         self.model = model
         self.dimensions = dimensions
         self.batch_size = batch_size
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_delay = max_delay
+        self.name = f"openai:{model}" + ("" if dimensions is None else f":{dimensions}")
         self._api_key = api_key
         self._base_url = base_url
         self._client = client
@@ -120,8 +152,21 @@ class OpenAIEmbedder:
         """
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            out += await self._batch(list(texts[start:start + self.batch_size]))
+            out += await self._retrying(list(texts[start:start + self.batch_size]))
         return out
+
+    async def _retrying(self, texts: list[str]) -> list[list[float]]:
+        attempt = 0
+        while True:
+            try:
+                return await self._batch(texts)
+            except _Retry as retry:
+                if attempt >= self.max_retries:
+                    raise retry.error from None
+                bound = min(self.max_delay, self.backoff * 2 ** attempt)
+                wait = max(random.uniform(0, bound), min(retry.after, self.max_delay))
+                attempt += 1
+                await anyio.sleep(wait)
 
     async def _batch(self, texts: list[str]) -> list[list[float]]:
         import httpx
@@ -147,10 +192,17 @@ class OpenAIEmbedder:
             response = await client.post(url, json=payload,
                                          headers={"authorization": f"Bearer {key}"})
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise translate_error(exc, provider="openai embeddings", secrets=[key],
-                                  timeout=DEFAULT_TIMEOUT) from None
+            error = translate_error(exc, provider="openai embeddings", secrets=[key],
+                                    timeout=DEFAULT_TIMEOUT)
+            if error.is_retryable:
+                raise _Retry(error, 0.0) from None
+            raise error from None
         if response.status_code >= 400:
-            raise status_error("openai embeddings", response.status_code, response.text, [key])
+            error = status_error("openai embeddings", response.status_code, response.text,
+                                 [key])
+            if error.is_retryable:
+                raise _Retry(error, retry_after(response.headers.get("retry-after")))
+            raise error
         try:
             data = response.json()["data"]
             vectors = [[float(x) for x in item["embedding"]]
@@ -163,3 +215,29 @@ class OpenAIEmbedder:
             raise APICallError(f"openai embeddings returned {len(vectors)} vectors for "
                                f"{len(texts)} texts")
         return vectors
+
+
+class _Retry(Exception):
+    """A retryable failure of one request, with the server's requested wait."""
+
+    def __init__(self, error: APICallError, after: float) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.after = after
+
+
+def retry_after(value: str | None) -> float:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date; 0.0
+    when absent or unreadable)."""
+    if not value:
+        return 0.0
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return max(0.0, moment.timestamp() - time.time())

@@ -1,29 +1,47 @@
-"""``InMemoryMemoryStore``: a ``MemoryStore`` in process memory, for tests and scripts."""
+"""``InMemoryMemoryStore``: a ``MemoryStore`` (and ``VectorStore``) in process memory, for
+tests and scripts."""
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
-from typing import final
+from typing import Final, final
 
-from procflow.memory.base import Thread
-from procflow.memory.codec import dump_message, is_hidden, load_message, to_datetime
+from procflow.memory.base import StoredVector, Thread, VectorBatch
+from procflow.memory.codec import (
+    dump_message,
+    is_hidden,
+    load_message,
+    scope_column,
+    to_datetime,
+    vector_scopes,
+)
 from procflow.messages import Message
 
 __all__ = ["InMemoryMemoryStore"]
 
+_BATCH: Final = 10_000
+
 
 @final
 class InMemoryMemoryStore:
-    """A ``MemoryStore`` kept in dicts; messages are stored as JSON, as on disk, so a
-    stored message is a copy and never changes under the caller."""
+    """A ``MemoryStore`` and ``VectorStore`` kept in dicts; messages are stored as JSON,
+    as on disk, so a stored message is a copy and never changes under the caller."""
 
     def __init__(self) -> None:
         self._threads: dict[str, Thread] = {}
         self._rows: dict[str, tuple[str, str]] = {}  # message id -> (thread id, JSON)
+        self._resources: dict[str, str | None] = {}  # message id -> resource id
         self._order: dict[str, list[str]] = {}  # thread id -> message ids in save order
         self._working: dict[str, str] = {}
+        # (space, scope) -> message id -> (seq, thread id, vector)
+        self._vectors: dict[tuple[str, str], dict[str, tuple[int, str, bytes | None]]] = {}
+        self._versions: dict[tuple[str, str], int] = {}
+        self._scopes: dict[tuple[str, str], list[str]] = {}  # (space, message id) -> scopes
+        self._seq = itertools.count(1)
+        self._embedding_cache: dict[tuple[str, str], bytes] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryMemoryStore(threads={len(self._threads)}, messages={len(self._rows)})"
@@ -63,6 +81,7 @@ class InMemoryMemoryStore:
             if previous is None:
                 self._order.setdefault(thread_id, []).append(msg.id)
             self._rows[msg.id] = (thread_id, dump_message(msg))
+            self._resources[msg.id] = msg.resource_id
             thread = self._threads.get(thread_id)
             self._threads[thread_id] = (
                 Thread(id=thread_id, resource_id=msg.resource_id, created_at=now,
@@ -108,6 +127,70 @@ class InMemoryMemoryStore:
     async def set_working_memory(self, key: str, value: str) -> None:
         """Replace the working memory stored under ``key``."""
         self._working[key] = value
+
+    # -- vectors ----------------------------------------------------------------------
+
+    async def save_vectors(self, space: str, vectors: Sequence[StoredVector]) -> None:
+        """Upsert vectors by message id and bump their scopes' versions."""
+        for item in vectors:
+            scopes = vector_scopes(item)
+            for old in self._scopes.pop((space, item.message_id), ()):  # a moved message
+                self._vectors[(space, old)].pop(item.message_id, None)
+            self._scopes[(space, item.message_id)] = scopes
+            seq = next(self._seq)
+            for scope in scopes:
+                key = (space, scope)
+                self._vectors.setdefault(key, {})[item.message_id] = (
+                    seq, item.thread_id, item.vector)
+                self._versions[key] = self._versions.get(key, 0) + 1
+
+    async def vector_version(self, space: str, scope: str) -> int:
+        """The scope's version in the space (0 before any write)."""
+        return self._versions.get((space, scope), 0)
+
+    async def load_vectors(self, space: str, scope: str, *, after: int = 0,
+                           ) -> AsyncIterator[VectorBatch]:
+        """The scope's vectors written after ``after``, in write order, in batches."""
+        table = self._vectors.get((space, scope), {})
+        # A table's order is its write order: a rewritten vector is popped and re-added.
+        batch = VectorBatch(ids=[], threads=[], seqs=[], vectors=[])
+        for message_id, (seq, thread, vector) in table.items():
+            if seq <= after:
+                continue
+            batch.ids.append(message_id)
+            batch.threads.append(thread)
+            batch.seqs.append(seq)
+            batch.vectors.append(vector)
+            if len(batch.ids) == _BATCH:
+                yield batch
+                batch = VectorBatch(ids=[], threads=[], seqs=[], vectors=[])
+        if batch.ids:
+            yield batch
+
+    async def unindexed_messages(self, space: str, scope: str, *,
+                                 limit: int) -> list[Message]:
+        """Messages of the scope without a vector in the space, oldest first."""
+        column, key = scope_column(scope)
+        indexed = self._vectors.get((space, scope), {})
+        if column == "thread_id":
+            ids = self._order.get(key, [])
+        else:
+            ids = [i for order in self._order.values() for i in order
+                   if self._resources.get(i) == key]
+        missing = [i for i in ids if i not in indexed][:max(limit, 0)]
+        return [load_message(self._rows[i][1], thread_id=self._rows[i][0], row_id=i)
+                for i in missing]
+
+    async def get_cached_embeddings(self, model: str, hashes: Sequence[str],
+                                    ) -> dict[str, bytes]:
+        """Cached embeddings of ``model`` by content hash (only those found)."""
+        found = ((h, self._embedding_cache.get((model, h))) for h in hashes)
+        return {h: v for h, v in found if v is not None}
+
+    async def cache_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
+        """Remember embeddings of ``model`` by content hash."""
+        for content_hash, vector in vectors.items():
+            self._embedding_cache[(model, content_hash)] = vector
 
     def corrupt(self, message_id: str, data: str) -> None:
         """Overwrite a stored message's JSON (to test how corrupted rows are reported)."""

@@ -11,17 +11,13 @@ from typing import Any, Literal, Self
 from procflow.memory.base import Embedder, MemoryStore, Thread, VectorIndex
 from procflow.memory.embedders import HashEmbedder
 from procflow.memory.options import SemanticRecallOptions, WorkingMemoryOptions
-from procflow.memory.processors import (
-    MessageHistory,
-    SemanticRecall,
-    WorkingMemory,
-    index_messages,
-)
+from procflow.memory.postgres import PostgresMemoryStore
+from procflow.memory.processors import MessageHistory, SemanticRecall, WorkingMemory
 from procflow.memory.sqlite import DEFAULT_MEMORY_PATH, SQLiteMemoryStore
-from procflow.memory.vector import InMemoryVectorIndex
 from procflow.memory.working import WorkingMemoryStore
 from procflow.messages import Message, MessageInput, new_id
 from procflow.processors.base import Processor
+from procflow.storage.postgres import PostgresStorage
 
 __all__ = ["Memory"]
 
@@ -40,7 +36,8 @@ class Memory:
     read or saved; it is not silently treated as a new thread.
 
     Args:
-        storage: A ``MemoryStore``, or a path for a ``SQLiteMemoryStore``; default
+        storage: A ``MemoryStore``, a ``PostgresStorage`` (memory then lives in the
+            same database as the runs), or a path for a ``SQLiteMemoryStore``; default
             ``SQLiteMemoryStore(".procflow/memory.db")``.
         last_messages: How many recent messages of the thread the model sees (0 or
             ``False``: none; messages are still saved).
@@ -48,8 +45,13 @@ class Memory:
             messages.
         working_memory: ``True`` or ``WorkingMemoryOptions`` to keep a working memory
             the model updates with the ``update_working_memory`` tool.
-        vector: The vector index for semantic recall (default ``InMemoryVectorIndex``).
+        vector: A vector index for semantic recall instead of the default: vectors kept
+            in ``storage`` beside their messages (they survive restarts), searched with
+            numpy (``procflow[vector]``).
         embedder: The embedder for semantic recall (default ``HashEmbedder``, local).
+            Vectors are stored per embedder name and size; after a change of embedder,
+            each scope's messages are embedded again at its first recall (or with
+            ``reindex()``), never compared with the old vectors.
 
     Example:
         ```python
@@ -59,7 +61,8 @@ class Memory:
         ```
     """
 
-    def __init__(self, *, storage: MemoryStore | str | os.PathLike[str] | None = None,
+    def __init__(self, *,
+                 storage: MemoryStore | PostgresStorage | str | os.PathLike[str] | None = None,
                  last_messages: int | Literal[False] = 10,
                  semantic_recall: bool | SemanticRecallOptions = False,
                  working_memory: bool | WorkingMemoryOptions = False,
@@ -71,12 +74,13 @@ class Memory:
         self.semantic_recall = _option(semantic_recall, SemanticRecallOptions,
                                        "semantic_recall")
         self.working_memory = _option(working_memory, WorkingMemoryOptions, "working_memory")
-        self.vector = vector if vector is not None else InMemoryVectorIndex()
         self.embedder = embedder if embedder is not None else HashEmbedder()
         self._history = MessageHistory(storage=self.storage, last_messages=last_messages)
         self._recall = None if self.semantic_recall is None else SemanticRecall(
-            storage=self.storage, vector=self.vector, embedder=self.embedder,
+            storage=self.storage, vector=vector, embedder=self.embedder,
             options=self.semantic_recall)
+        self.vector = None if self._recall is None or self._recall.index is not None \
+            else self._recall.vector
         self._working = None if self.working_memory is None else WorkingMemory(
             storage=self.storage, options=self.working_memory)
 
@@ -160,9 +164,31 @@ class Memory:
         stamped = [Message.from_input(m).model_copy(
             update={"thread_id": thread_id, "resource_id": resource_id}) for m in messages]
         await self.storage.save_messages(stamped)
-        if self.semantic_recall is not None:
-            await index_messages(self.vector, self.embedder, stamped)
+        if self._recall is not None:
+            await self._recall.index_messages(stamped)
         return stamped
+
+    async def reindex(self, *, thread_id: str | None = None,
+                      resource_id: str | None = None) -> int:
+        """Embed every message of a thread or resource that has no vector from the
+        current embedder (after a change of embedder, or failed indexing).
+
+        Returns:
+            How many messages were indexed.
+
+        Raises:
+            ValueError: Semantic recall is off, its vectors are not kept in the store,
+                or neither (or both) of ``thread_id`` and ``resource_id`` is given.
+            APICallError: The embedder failed (what was indexed before stays).
+        """
+        index = None if self._recall is None else self._recall.index
+        if index is None:
+            raise ValueError("reindex() needs semantic recall with vectors kept in the "
+                             "store (Memory(semantic_recall=True) without vector=)")
+        if (thread_id is None) == (resource_id is None):
+            raise ValueError("reindex() takes thread_id= or resource_id= (one of them)")
+        scope = f"thread:{thread_id}" if thread_id is not None else f"resource:{resource_id}"
+        return await index.catch_up(await index.current_space(), scope)
 
     # -- working memory ------------------------------------------------------------
 
@@ -198,15 +224,19 @@ class Memory:
         await self.storage.aclose()
 
 
-def _store(storage: MemoryStore | str | os.PathLike[str] | None) -> MemoryStore:
+def _store(storage: MemoryStore | PostgresStorage | str | os.PathLike[str] | None,
+           ) -> MemoryStore:
     if storage is None:
         return SQLiteMemoryStore(DEFAULT_MEMORY_PATH)
+    if isinstance(storage, PostgresStorage):
+        return PostgresMemoryStore(storage)
     if isinstance(storage, str | os.PathLike):
         return SQLiteMemoryStore(storage)
     if isinstance(storage, MemoryStore):
         return storage
     raise TypeError(f"Memory(storage=...) takes a MemoryStore (SQLiteMemoryStore, "
-                    f"InMemoryMemoryStore) or a file path, got {type(storage).__name__}")
+                    f"InMemoryMemoryStore, PostgresMemoryStore), a PostgresStorage or a "
+                    f"file path, got {type(storage).__name__}")
 
 
 def _option(value: Any, kind: type[Any], name: str) -> Any:

@@ -21,7 +21,8 @@ processors keep the first version of every message they see (``process_input_ste
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from datetime import UTC
 from typing import Any
 
@@ -29,9 +30,11 @@ from pydantic import BaseModel, Field, create_model
 
 from procflow.context import RequestContext
 from procflow.errors import ProcessorError
-from procflow.memory.base import Embedder, MemoryStore, VectorIndex
+from procflow.memory.base import Embedder, MemoryStore, VectorIndex, VectorMatch, VectorStore
 from procflow.memory.codec import is_hidden
 from procflow.memory.options import SemanticRecallOptions, WorkingMemoryOptions
+from procflow.memory.search import MessageIndex
+from procflow.memory.vector import InMemoryVectorIndex
 from procflow.memory.working import UPDATE_TOOL, WorkingMemoryStore
 from procflow.messages import Message, MessageList, ToolCallPart, ToolResultPart
 from procflow.processors.args import (
@@ -46,6 +49,8 @@ from procflow.processors.base import Processor
 
 __all__ = ["MessageHistory", "SemanticRecall", "WorkingMemory", "call_messages",
            "check_owner"]
+
+logger = logging.getLogger("procflow.memory")
 
 
 def _ids(rc: RequestContext) -> tuple[str, str | None] | None:
@@ -238,29 +243,51 @@ class SemanticRecall(_Recording):
     Hits from the current thread are added as memory messages; hits from the
     resource's other threads go into one system message, each line dated.
 
+    Vectors are kept in ``storage`` beside the messages when it is a ``VectorStore``
+    (every built-in store is), so they outlive the process; a ``vector`` index given
+    explicitly is used instead. An embedder or index that fails never fails the call:
+    recall is skipped with a warning (in the processor's violations, so in the trace),
+    and messages that could not be indexed are indexed at a later recall.
+
     Args:
         storage: Where messages live (recalled messages are read from it).
-        vector: The vector index.
+        vector: A vector index to use instead of the store's persisted vectors.
         embedder: Turns text into vectors.
         options: ``top_k``, ``message_range``, ``scope``, ``threshold``.
+        index: A ready ``MessageIndex`` (to share one between processors and ``Memory``).
     """
 
     id = "semantic-recall"
 
-    def __init__(self, *, storage: MemoryStore, vector: VectorIndex, embedder: Embedder,
-                 options: SemanticRecallOptions | None = None) -> None:
+    def __init__(self, *, storage: MemoryStore, vector: VectorIndex | None = None,
+                 embedder: Embedder, options: SemanticRecallOptions | None = None,
+                 index: MessageIndex | None = None) -> None:
         self.storage = storage
-        self.vector = vector
         self.embedder = embedder
         self.options = options if options is not None else SemanticRecallOptions()
+        if index is None and vector is None and isinstance(storage, VectorStore):
+            index = MessageIndex(storage, embedder)
+        self.index = index
+        # Used only without an index (a store that keeps no vectors, or vector= given).
+        self.vector: VectorIndex = vector if vector is not None else InMemoryVectorIndex()
 
-    def _where(self, thread_id: str, resource_id: str | None) -> dict[str, str]:
+    def _scope(self, thread_id: str, resource_id: str | None) -> dict[str, str]:
         if self.options.scope == "resource" and resource_id is not None:
             return {"resource_id": resource_id}
         return {"thread_id": thread_id}
 
+    async def _search(self, query: str, top_k: int, where: dict[str, str],
+                      ) -> list[VectorMatch]:
+        if self.index is not None:
+            ((column, key),) = where.items()
+            scope = f"{column.removesuffix('_id')}:{key}"
+            return await self.index.search(query, scope=scope, top_k=top_k)
+        vector = (await self.embedder.embed([query]))[0]
+        return await self.vector.query(vector, top_k=top_k, where=where)
+
     async def process_input(self, args: ProcessInputArgs) -> None:
-        """Search the index with the latest user message and add what it finds."""
+        """Search with the latest user message and add what it finds (skipped, with a
+        warning, when the embedder or the index fails)."""
         ids = _ids(args.request_context)
         ml = args.message_list
         if ids is None or ml is None:
@@ -271,9 +298,12 @@ class SemanticRecall(_Recording):
         if not query:
             return
         present = {m.id for m in ml.all()}
-        vector = (await self.embedder.embed([query]))[0]
-        matches = await self.vector.query(vector, top_k=self.options.top_k + len(present),
-                                          where=self._where(*ids))
+        try:
+            matches = await self._search(query, self.options.top_k + len(present),
+                                         self._scope(*ids))
+        except Exception as exc:
+            _warn(args, "semantic recall skipped", exc)
+            return
         threshold = self.options.threshold
         hits = [m.id for m in matches if m.id not in present
                 and (threshold is None or m.score >= threshold)][:self.options.top_k]
@@ -289,7 +319,8 @@ class SemanticRecall(_Recording):
             ml.add_system(Message.system(_other_threads(others)), tag="memory")
 
     async def process_output_result(self, args: ProcessOutputResultArgs) -> None:
-        """Save (so recall can read them) and index the call's new messages."""
+        """Save (so recall can read them) and index the call's new messages (indexing
+        that fails is retried at a later recall, with a warning now)."""
         produced = self._produced(args)
         if produced is None or not produced[0]:
             return
@@ -297,12 +328,41 @@ class SemanticRecall(_Recording):
         await check_owner(self.storage, thread_id, resource_id, processor_id=self.id,
                           hook="process_output_result")
         await self.storage.save_messages(messages)
-        await index_messages(self.vector, self.embedder, messages)
+        try:
+            await self.index_messages(messages)
+        except Exception as exc:
+            _warn(args, "messages not indexed yet (they are indexed at a later recall)", exc)
+
+    async def index_messages(self, messages: Sequence[Message]) -> None:
+        """Index stored messages for recall.
+
+        Raises:
+            APICallError: The embedder failed (with a persisted index, the messages are
+                indexed at a later recall of their scope).
+        """
+        if self.index is not None:
+            try:
+                await self.index.index(messages)
+            except Exception:
+                self.index.forget_checks(sorted({
+                    scope for m in messages
+                    for scope in (f"thread:{m.thread_id}", f"resource:{m.resource_id}")}))
+                raise
+            return
+        await index_messages(self.vector, self.embedder, list(messages))
+
+
+def _warn(args: ProcessorArgs, what: str, exc: Exception) -> None:
+    detail = str(exc) or type(exc).__name__
+    logger.warning("%s: %s", what, detail)
+    args.warn(f"{what}: {type(exc).__name__}: {detail}",
+              {"error_type": type(exc).__name__})
 
 
 async def index_messages(vector: VectorIndex, embedder: Embedder,
                          messages: list[Message]) -> None:
-    """Embed and index the user and assistant messages that have text (not hidden)."""
+    """Embed and add to ``vector`` the user and assistant messages that have text (not
+    hidden); for indexes that are not kept in a store."""
     wanted = [m for m in messages if m.role in ("user", "assistant") and m.text.strip()
               and not is_hidden(m)]
     if not wanted:

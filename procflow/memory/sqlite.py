@@ -5,6 +5,9 @@
     threads(id, resource_id, title, metadata, created_at, updated_at)
     messages(seq, id, thread_id, resource_id, hidden, data)   -- seq: the save order
     working_memory(key, value, updated_at)
+    embeddings(seq, space, message_id, thread_id, resource_id, vector)  -- float32 blobs
+    embedding_scopes(space, scope, version)       -- bumped by every write to the scope
+    embedding_cache(model, hash, vector)          -- embeddings by content hash
 
 WAL mode with a busy timeout, one ``BEGIN IMMEDIATE`` transaction per write; blocking
 calls run in a worker thread on one connection guarded by a lock (as ``SQLiteStorage``).
@@ -16,20 +19,22 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, final
 
 from procflow._backends import AsyncResource
 from procflow._backends.sqlite import SQLiteFile, transaction
-from procflow.memory.base import Thread
+from procflow.memory.base import StoredVector, Thread, VectorBatch
 from procflow.memory.codec import (
     dump_message,
     is_hidden,
     load_message,
     load_metadata,
+    scope_column,
     timestamp,
     to_datetime,
+    vector_scopes,
 )
 from procflow.messages import Message
 
@@ -37,6 +42,8 @@ __all__ = ["DEFAULT_MEMORY_PATH", "SQLiteMemoryStore"]
 
 DEFAULT_MEMORY_PATH: Final = ".procflow/memory.db"
 """Where ``Memory()`` keeps its SQLite file when given no store (relative to the cwd)."""
+
+_BATCH: Final = 10_000
 
 
 _SCHEMA: Final = (
@@ -63,7 +70,44 @@ _SCHEMA: Final = (
         value      TEXT NOT NULL,
         updated_at REAL NOT NULL
     )""",
+    # Vectors (added after the first release: every statement here only adds what is
+    # missing, so an older file is upgraded in place when it is opened).
+    "CREATE INDEX IF NOT EXISTS messages_by_resource ON messages (resource_id, seq)",
+    """CREATE TABLE IF NOT EXISTS embeddings (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        space       TEXT NOT NULL,
+        message_id  TEXT NOT NULL,
+        thread_id   TEXT NOT NULL,
+        resource_id TEXT,
+        vector      BLOB,
+        UNIQUE (space, message_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS embeddings_by_thread ON embeddings (space, thread_id, seq)",
+    """CREATE INDEX IF NOT EXISTS embeddings_by_resource
+        ON embeddings (space, resource_id, seq)""",
+    """CREATE TABLE IF NOT EXISTS embedding_scopes (
+        space   TEXT NOT NULL,
+        scope   TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        PRIMARY KEY (space, scope)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS embedding_cache (
+        model  TEXT NOT NULL,
+        hash   TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (model, hash)
+    ) WITHOUT ROWID""",
 )
+# A replaced vector gets a new seq, so readers of the scope see it as written after.
+_REPLACE_VECTOR: Final = """
+    INSERT OR REPLACE INTO embeddings (space, message_id, thread_id, resource_id, vector)
+    VALUES (?, ?, ?, ?, ?)
+"""
+_BUMP_SCOPE: Final = """
+    INSERT INTO embedding_scopes (space, scope, version) VALUES (?, ?, 1)
+    ON CONFLICT (space, scope) DO UPDATE SET version = version + 1
+"""
+
 
 _UPSERT_THREAD: Final = """
     INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at)
@@ -251,6 +295,99 @@ class SQLiteMemoryStore(AsyncResource):
                     "updated_at = excluded.updated_at", row)
 
         await self._file.run(f"saving working memory {key!r}", save)
+
+    # ------------------------------------------------------------------ vectors
+
+    async def save_vectors(self, space: str, vectors: Sequence[StoredVector]) -> None:
+        """Upsert vectors by message id and bump their scopes' versions, in one
+        transaction."""
+        rows = [(space, v.message_id, v.thread_id, v.resource_id, v.vector) for v in vectors]
+        scopes = {(space, scope) for v in vectors for scope in vector_scopes(v)}
+
+        def save(connection: sqlite3.Connection) -> None:
+            with transaction(connection):
+                connection.executemany(_REPLACE_VECTOR, rows)
+                connection.executemany(_BUMP_SCOPE, sorted(scopes))
+
+        if rows:
+            await self._file.run(f"saving {len(rows)} vector(s)", save)
+
+    async def vector_version(self, space: str, scope: str) -> int:
+        """The scope's version in the space (0 before any write)."""
+        def select(connection: sqlite3.Connection) -> int:
+            row = connection.execute("SELECT version FROM embedding_scopes WHERE space = ? "
+                                     "AND scope = ?", (space, scope)).fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._file.run(f"reading the vector version of {scope!r}", select)
+
+    async def load_vectors(self, space: str, scope: str, *, after: int = 0,
+                           ) -> AsyncIterator[VectorBatch]:
+        """The scope's vectors written after ``after``, in write order, in batches."""
+        column, key = scope_column(scope)
+        query = (f"SELECT seq, message_id, thread_id, vector FROM embeddings WHERE space = ? "
+                 f"AND {column} = ? AND seq > ? ORDER BY seq LIMIT {_BATCH}")
+
+        last = after
+        while True:
+            params = (space, key, last)
+
+            def select(connection: sqlite3.Connection,
+                       params: tuple[str, str, int] = params) -> list[tuple[Any, ...]]:
+                return connection.execute(query, params).fetchall()
+
+            rows = await self._file.run(f"loading vectors of {scope!r}", select)
+            if not rows:
+                return
+            yield VectorBatch(ids=[r[1] for r in rows], threads=[r[2] for r in rows],
+                              seqs=[r[0] for r in rows], vectors=[r[3] for r in rows])
+            if len(rows) < _BATCH:
+                return
+            last = rows[-1][0]
+
+    async def unindexed_messages(self, space: str, scope: str, *,
+                                 limit: int) -> list[Message]:
+        """Messages of the scope without a vector in the space, oldest first."""
+        column, key = scope_column(scope)
+        query = (f"SELECT m.id, m.thread_id, m.data FROM messages m WHERE m.{column} = ? "
+                 "AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.space = ? AND "
+                 "e.message_id = m.id) ORDER BY m.seq LIMIT ?")
+
+        def select(connection: sqlite3.Connection) -> list[tuple[Any, Any, Any]]:
+            return connection.execute(query, (key, space, max(limit, 0))).fetchall()
+
+        rows = await self._file.run(f"finding unindexed messages of {scope!r}", select)
+        return [load_message(data, thread_id=thread, row_id=str(row_id))
+                for row_id, thread, data in rows]
+
+    async def get_cached_embeddings(self, model: str, hashes: Sequence[str],
+                                    ) -> dict[str, bytes]:
+        """Cached embeddings of ``model`` by content hash (only those found)."""
+        wanted = list(dict.fromkeys(hashes))
+
+        def select(connection: sqlite3.Connection) -> dict[str, bytes]:
+            found: dict[str, bytes] = {}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ", ".join("?" * len(chunk))
+                found.update(connection.execute(
+                    f"SELECT hash, vector FROM embedding_cache WHERE model = ? AND hash IN "
+                    f"({marks})", (model, *chunk)).fetchall())
+            return found
+
+        return await self._file.run("reading cached embeddings", select) if wanted else {}
+
+    async def cache_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
+        """Remember embeddings of ``model`` by content hash."""
+        rows = [(model, h, v) for h, v in vectors.items()]
+
+        def save(connection: sqlite3.Connection) -> None:
+            with transaction(connection):
+                connection.executemany("INSERT OR REPLACE INTO embedding_cache (model, hash, "
+                                       "vector) VALUES (?, ?, ?)", rows)
+
+        if rows:
+            await self._file.run(f"caching {len(rows)} embedding(s)", save)
 
     async def aclose(self) -> None:
         """Close the connection; later calls raise ``StorageError``."""

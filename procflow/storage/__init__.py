@@ -1,8 +1,9 @@
 """Where workflow runs are persisted: the ``Storage`` contract and its backends.
 
-``InMemoryStorage`` (tests, benchmarks), ``SQLiteStorage`` (the embedded default) and
-``RedisStorage`` (several processes sharing state). ``RedisStorage`` is imported on first
-access, so importing this package never imports ``redis``.
+``InMemoryStorage`` (tests, benchmarks), ``SQLiteStorage`` (the embedded default),
+``RedisStorage`` (several processes sharing state) and ``PostgresStorage`` (the durable
+system of record). ``RedisStorage`` and ``PostgresStorage`` are imported on first access,
+so importing this package never imports ``redis`` or ``psycopg``.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from procflow.storage.null import NullStorage
 from procflow.storage.sqlite import SQLiteStorage
 
 if TYPE_CHECKING:
+    from procflow.storage.postgres import PostgresStorage
     from procflow.storage.redis import RedisStorage
 
-__all__ = ["InMemoryStorage", "NullStorage", "RedisStorage", "SQLiteStorage", "Storage"]
+__all__ = ["InMemoryStorage", "NullStorage", "PostgresStorage", "RedisStorage",
+           "SQLiteStorage", "Storage"]
+
+_LAZY = ("PostgresStorage", "RedisStorage")
 
 
 def __getattr__(name: str) -> Any:
@@ -25,8 +30,12 @@ def __getattr__(name: str) -> Any:
         from procflow.storage.redis import RedisStorage
 
         return RedisStorage
+    if name == "PostgresStorage":
+        from procflow.storage.postgres import PostgresStorage
+
+        return PostgresStorage
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), "RedisStorage"])
+    return sorted([*globals(), *_LAZY])

@@ -17,11 +17,24 @@ import pytest
 from procflow.memory import InMemoryMemoryStore, MemoryStore, SQLiteMemoryStore
 
 
-@pytest.fixture(params=["sqlite", "in-memory"])
+def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> MemoryStore:
+    """A new store of ``kind`` on the test's file or database (a second call opens the
+    same data again, as a restarted process would)."""
+    if kind == "sqlite":
+        return SQLiteMemoryStore(tmp_path / "memory.db")
+    if kind == "postgres":
+        from procflow.memory.postgres import PostgresMemoryStore
+
+        return PostgresMemoryStore(request.getfixturevalue("postgres_dsn"),
+                                   schema=request.getfixturevalue("postgres_schema"))
+    return InMemoryMemoryStore()
+
+
+@pytest.fixture(params=["sqlite", "in-memory", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    """Each MemoryStore backend (the contract tests run against both)."""
-    made: MemoryStore = (SQLiteMemoryStore(tmp_path / "memory.db") if request.param == "sqlite"
-                         else InMemoryMemoryStore())
+    """Each MemoryStore backend (the contract tests run against all of them)."""
+    made = make_store(request.param, request, tmp_path)
     try:
         yield made
     finally:
@@ -40,7 +53,7 @@ class EmbeddingServer:
 
     def __init__(self) -> None:
         self.requests: list[Received] = []
-        self._replies: deque[tuple[int, str]] = deque()
+        self._replies: deque[tuple[int, str, dict[str, str]]] = deque()
         self._lock = threading.Lock()
         owner = self
 
@@ -55,10 +68,12 @@ class EmbeddingServer:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 with owner._lock:
                     owner.requests.append(Received(self.path, headers, json.loads(raw)))
-                    status, body = (owner._replies.popleft() if owner._replies
-                                    else (500, "no scripted reply left"))
+                    status, body, extra = (owner._replies.popleft() if owner._replies
+                                           else (500, "no scripted reply left", {}))
                 data = body.encode()
                 self.send_response(status)
+                for name, value in extra.items():
+                    self.send_header(name, value)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.send_header("connection", "close")
@@ -72,9 +87,10 @@ class EmbeddingServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": 0.01}, daemon=True)
 
-    def reply(self, status: int, body: Any) -> None:
+    def reply(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         with self._lock:
-            self._replies.append((status, body if isinstance(body, str) else json.dumps(body)))
+            self._replies.append((status, body if isinstance(body, str) else json.dumps(body),
+                                  headers or {}))
 
     def start(self) -> None:
         self._thread.start()

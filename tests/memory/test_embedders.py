@@ -53,7 +53,8 @@ async def test_openai_embedder_posts_and_orders(embedding_server: EmbeddingServe
 
 async def test_openai_embedder_error_hides_the_key(embedding_server: EmbeddingServer) -> None:
     embedding_server.reply(500, {"error": {"message": "boom for key sk-secret-999"}})
-    embedder = OpenAIEmbedder(api_key="sk-secret-999", base_url=embedding_server.url)
+    embedder = OpenAIEmbedder(api_key="sk-secret-999", base_url=embedding_server.url,
+                              max_retries=0)
     with pytest.raises(APICallError) as caught:
         await embedder.embed(["x"])
     assert caught.value.status_code == 500 and "HTTP 500" in str(caught.value)
@@ -86,8 +87,9 @@ async def test_agent_recall_with_the_http_embedder(embedding_server: EmbeddingSe
     from procflow.memory import InMemoryMemoryStore, Memory, SemanticRecallOptions
     from procflow.models import ScriptedModel
 
-    for vectors in ([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[0.9, 0.1]],
-                    [[0.0, 1.0], [0.0, 1.0]]):
+    # Query "I ate cake"; index "noted" (the query's embedding is cached); query "what
+    # did I eat?" (cached for indexing too); index "it was cake".
+    for vectors in ([[1.0, 0.0]], [[0.0, 1.0]], [[0.9, 0.1]], [[0.0, 1.0]]):
         embedding_server.reply(200, {"data": [{"index": i, "embedding": v}
                                               for i, v in enumerate(vectors)]})
     memory = Memory(storage=InMemoryMemoryStore(), last_messages=0,
@@ -98,3 +100,81 @@ async def test_agent_recall_with_the_http_embedder(embedding_server: EmbeddingSe
     await agent.generate("I ate cake", memory={"thread": "t"})
     await agent.generate("what did I eat?", memory={"thread": "t"})
     assert [e["content"] for e in model.requests[1].prompt] == ["I ate cake", "what did I eat?"]
+
+
+def vectors(*rows: list[float]) -> dict[str, object]:
+    return {"data": [{"index": i, "embedding": row} for i, row in enumerate(rows)]}
+
+
+def fast(server: EmbeddingServer, **options: object) -> OpenAIEmbedder:
+    return OpenAIEmbedder(api_key="k", base_url=server.url, backoff=0.001,
+                          **options)  # type: ignore[arg-type]
+
+
+async def test_openai_embedder_retries_429_and_5xx(embedding_server: EmbeddingServer) -> None:
+    embedding_server.reply(429, {"error": {"message": "slow down"}}, {"retry-after": "0"})
+    embedding_server.reply(503, "unavailable")
+    embedding_server.reply(200, vectors([1.0]))
+    assert await fast(embedding_server, max_retries=2).embed(["x"]) == [[1.0]]
+    assert len(embedding_server.requests) == 3
+
+
+async def test_openai_embedder_gives_up_after_max_retries(
+        embedding_server: EmbeddingServer) -> None:
+    for _ in range(3):
+        embedding_server.reply(500, "boom")
+    with pytest.raises(APICallError, match="HTTP 500") as caught:
+        await fast(embedding_server, max_retries=2).embed(["x"])
+    assert caught.value.is_retryable and len(embedding_server.requests) == 3
+
+
+async def test_openai_embedder_does_not_retry_a_rejection(
+        embedding_server: EmbeddingServer) -> None:
+    embedding_server.reply(400, {"error": {"message": "bad input"}})
+    with pytest.raises(APICallError, match="bad input"):
+        await fast(embedding_server).embed(["x"])
+    assert len(embedding_server.requests) == 1
+
+
+async def test_openai_embedder_retries_connection_errors() -> None:
+    embedder = OpenAIEmbedder(api_key="k", base_url="http://127.0.0.1:9/v1", backoff=0.001,
+                              max_retries=2)
+    with pytest.raises(APICallError) as caught:
+        await embedder.embed(["x"])
+    assert caught.value.is_retryable
+
+
+async def test_openai_embedder_sends_batches_in_order(embedding_server: EmbeddingServer) -> None:
+    for rows in ([[1.0], [2.0]], [[3.0], [4.0]], [[5.0]]):
+        embedding_server.reply(200, vectors(*rows))
+    got = await fast(embedding_server, batch_size=2).embed(["a", "b", "c", "d", "e"])
+    assert got == [[1.0], [2.0], [3.0], [4.0], [5.0]]
+    assert [r.json["input"] for r in embedding_server.requests] == [["a", "b"], ["c", "d"],
+                                                                      ["e"]]
+
+
+@pytest.mark.parametrize(("header", "seconds"), [("3", 3.0), ("0.5", 0.5), ("", 0.0),
+                                                  ("soon", 0.0), ("-4", 0.0),
+                                                  ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)])
+def test_retry_after_is_read_as_seconds_or_a_date(header: str, seconds: float) -> None:
+    from procflow.memory.embedders import retry_after
+
+    assert retry_after(header) == seconds
+
+
+async def test_reindexing_costs_one_call_per_distinct_text(
+        embedding_server: EmbeddingServer, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from procflow.memory import Memory, SQLiteMemoryStore
+
+    path = Path(str(tmp_path)) / "memory.db"
+    embedding_server.reply(200, vectors([1.0, 0.0], [0.0, 1.0]))
+    async with Memory(storage=SQLiteMemoryStore(path), semantic_recall=True,
+                      embedder=fast(embedding_server, dimensions=2)) as memory:
+        await memory.save_messages(["hello", "bye", "hello"], thread_id="t1")
+    async with Memory(storage=SQLiteMemoryStore(path), semantic_recall=True,
+                      embedder=fast(embedding_server, dimensions=2)) as memory:  # an import
+        await memory.save_messages(["bye", "hello"], thread_id="t2")
+        assert await memory.reindex(thread_id="t2") == 0
+    assert [r.json["input"] for r in embedding_server.requests] == [["hello", "bye"]]

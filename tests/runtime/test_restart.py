@@ -20,9 +20,15 @@ SCRIPT = textwrap.dedent('''
     import sys, time
     import anyio
     from procflow import create_step, create_workflow
-    from procflow.storage import SQLiteStorage
+    from procflow.storage import PostgresStorage, SQLiteStorage
 
     db, log, mode, run_id = sys.argv[1:5]
+
+    def open_storage():
+        if db.startswith("postgres:"):
+            schema, _, dsn = db.removeprefix("postgres:").partition(":")
+            return PostgresStorage(dsn, schema=schema)
+        return SQLiteStorage(db)
 
     def logged(name, slow=False):
         async def run(ctx):
@@ -40,7 +46,7 @@ SCRIPT = textwrap.dedent('''
           .then(logged("three", slow=True)).then(logged("four")).commit())
 
     async def main():
-        async with SQLiteStorage(db) as storage:
+        async with open_storage() as storage:
             if mode == "start":
                 await wf.create_run(run_id, storage=storage).start(input_data=[])
             else:
@@ -52,8 +58,16 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def test_sigkilled_run_restarts_in_a_fresh_process(tmp_path: Path) -> None:
-    script, db, log = tmp_path / "crashy.py", tmp_path / "runs.db", tmp_path / "log.txt"
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def crash_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "runs.db")
+    dsn = request.getfixturevalue("postgres_dsn")
+    return f"postgres:{request.getfixturevalue('postgres_schema')}:{dsn}"
+
+
+def test_sigkilled_run_restarts_in_a_fresh_process(tmp_path: Path, crash_db: str) -> None:
+    script, db, log = tmp_path / "crashy.py", crash_db, tmp_path / "log.txt"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     proc = subprocess.Popen([sys.executable, str(script), str(db), str(log), "start", "r1"],

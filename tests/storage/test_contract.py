@@ -1,4 +1,4 @@
-"""The ``Storage`` contract, run against every backend (memory, SQLite, Redis)."""
+"""The ``Storage`` contract, run against every backend (memory, SQLite, Redis, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,28 @@ import pytest
 
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
 from procflow.runtime.tracing import Tracer, TraceRecord
-from procflow.storage import InMemoryStorage, RedisStorage, SQLiteStorage, Storage
+from procflow.storage import (
+    InMemoryStorage,
+    PostgresStorage,
+    RedisStorage,
+    SQLiteStorage,
+    Storage,
+)
 
 StorageFactory = Callable[[], Storage]
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis),
+                        pytest.param("postgres", marks=pytest.mark.postgres)])
 def storage_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StorageFactory:
     if request.param == "memory":
         return InMemoryStorage
     if request.param == "sqlite":
         return lambda: SQLiteStorage(tmp_path / "nested" / "procflow.db")
+    if request.param == "postgres":
+        dsn = request.getfixturevalue("postgres_dsn")
+        schema = request.getfixturevalue("postgres_schema")
+        return lambda: PostgresStorage(dsn, schema=schema)
     url = request.getfixturevalue("redis_url")
     prefix = request.getfixturevalue("redis_prefix")
     return lambda: RedisStorage(url, prefix=prefix)

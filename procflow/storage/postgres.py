@@ -1,0 +1,262 @@
+"""PostgreSQL storage: the durable system of record for runs and traces.
+
+Tables (created and migrated by ``procflow._backends.postgres``)::
+
+    procflow_runs(workflow_id, run_id, status, created_at, updated_at, seq, snapshot)
+    procflow_steps(workflow_id, run_id, path, result)       -- one row a step
+    procflow_traces(run_id, workflow_id, status, started_at, ended_at, seq, data)
+
+JSON documents are stored as text, exactly as the codec writes them, so a damaged row
+reads as a ``SnapshotCorruptedError`` and is left as it is. Every write is one
+transaction; ``claim_run`` locks the row (``SELECT ... FOR UPDATE``), so of two
+processes claiming one run exactly one wins. Memory (threads, messages, working memory,
+vectors) lives in the same database: ``Memory(storage=PostgresStorage(...))`` or
+``PostgresMemoryStore``, sharing this storage's pool.
+
+Leases (owner, expiry, heartbeat; the durable-state issue) are not in the ``Storage``
+contract yet; when they are, they go in a ``procflow_leases`` table added by a schema
+migration, taken with ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expires_at < now``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Final, Self, final
+
+from procflow._backends.postgres import PostgresPool
+from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
+from procflow.runtime.tracing import TraceRecord
+from procflow.storage.codec import (
+    dump_snapshot,
+    dump_step,
+    dump_trace,
+    load_snapshot_json,
+    load_step_json,
+    load_trace_header,
+    load_trace_json,
+)
+
+__all__ = ["PostgresStorage"]
+
+_TRACE_HEADER: Final = ("run_id", "workflow_id", "status", "started_at", "ended_at")
+
+_UPSERT_RUN: Final = """
+    INSERT INTO procflow_runs (workflow_id, run_id, status, created_at, updated_at, snapshot)
+    VALUES (%s, %s, %s, %s, %s, %s)
+    ON CONFLICT (workflow_id, run_id) DO UPDATE SET
+        status = excluded.status, created_at = excluded.created_at,
+        updated_at = excluded.updated_at, snapshot = excluded.snapshot
+"""
+_UPSERT_STEP: Final = """
+    INSERT INTO procflow_steps (workflow_id, run_id, path, result) VALUES (%s, %s, %s, %s)
+    ON CONFLICT (workflow_id, run_id, path) DO UPDATE SET result = excluded.result
+"""
+_UPSERT_TRACE: Final = """
+    INSERT INTO procflow_traces (run_id, workflow_id, status, started_at, ended_at, data)
+    VALUES (%s, %s, %s, %s, %s, %s)
+    ON CONFLICT (run_id) DO UPDATE SET
+        workflow_id = excluded.workflow_id, status = excluded.status,
+        started_at = excluded.started_at, ended_at = excluded.ended_at, data = excluded.data
+"""
+_LOAD_RUN: Final = """
+    SELECT r.snapshot, s.path, s.result FROM procflow_runs r
+    LEFT JOIN procflow_steps s ON s.workflow_id = r.workflow_id AND s.run_id = r.run_id
+    WHERE r.workflow_id = %s AND r.run_id = %s
+"""
+
+
+@final
+class PostgresStorage:
+    """A ``Storage`` on a PostgreSQL server (psycopg 3 async, a connection pool).
+
+    The schema is created (or upgraded) on first use. Needs the extra
+    ``procflow[postgres]`` and an asyncio event loop.
+
+    Args:
+        dsn: A libpq connection string or URL, e.g. ``"postgresql://app@db/procflow"``.
+        schema: The schema holding procflow's tables (default ``public``).
+        max_connections: The pool's size.
+
+    Raises:
+        StorageError: psycopg is not installed.
+        ValueError: ``schema`` is not a plain identifier.
+
+    Example:
+        ```python
+        async with PostgresStorage("postgresql://127.0.0.1/app") as storage:
+            run = wf.create_run(storage=storage)
+            await run.start(input_data={"value": 2})
+        ```
+    """
+
+    def __init__(self, dsn: str, *, schema: str = "public", max_connections: int = 10,
+                 ) -> None:
+        self.pool = PostgresPool(dsn, schema=schema, max_size=max_connections)
+
+    def __repr__(self) -> str:
+        return f"PostgresStorage({self.pool.display!r}, schema={self.pool.schema!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def save_snapshot(self, snapshot: RunSnapshot,
+                            steps: Mapping[str, StepResult]) -> None:
+        """Upsert the run row and the given step rows in one transaction.
+
+        Raises:
+            StorageError: The database could not be written.
+        """
+        workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
+        run_row = (workflow_id, run_id, snapshot.status, snapshot.created_at,
+                   snapshot.updated_at, dump_snapshot(snapshot))
+        step_rows = [(workflow_id, run_id, path, dump_step(result))
+                     for path, result in steps.items()]
+        async with self.pool.connection(f"saving run {run_id!r} of workflow "
+                                        f"{workflow_id!r}") as conn, conn.transaction():
+            await conn.execute(_UPSERT_RUN, run_row)
+            if step_rows:
+                async with conn.cursor() as cursor:
+                    await cursor.executemany(_UPSERT_STEP, step_rows)
+
+    async def load_snapshot(self, workflow_id: str, run_id: str,
+                            ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
+        """The run's header and all its step results (one consistent read), or ``None``.
+
+        Raises:
+            SnapshotCorruptedError: A stored row cannot be decoded (it is left as is).
+            StorageError: The database could not be read.
+        """
+        async with self.pool.connection(f"loading run {run_id!r} of workflow "
+                                        f"{workflow_id!r}") as conn:
+            cursor = await conn.execute(_LOAD_RUN, (workflow_id, run_id))
+            rows = await cursor.fetchall()
+        if not rows:
+            return None
+        snapshot = load_snapshot_json(rows[0][0], workflow_id=workflow_id, run_id=run_id)
+        steps = {path: load_step_json(result, workflow_id=workflow_id, run_id=run_id,
+                                      path=path)
+                 for _, path, result in rows if path is not None}
+        return snapshot, steps
+
+    async def list_runs(self, *, workflow_id: str | None = None,
+                        status: RunStatus | None = None,
+                        limit: int | None = None) -> list[RunSnapshot]:
+        """Stored headers, newest first by ``updated_at`` (ties: first stored last).
+
+        Raises:
+            SnapshotCorruptedError: A listed run's header cannot be decoded.
+            StorageError: The database could not be read.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        where, params = _filters(workflow_id=workflow_id, status=status)
+        query = (f"SELECT workflow_id, run_id, snapshot FROM procflow_runs {where} "
+                 "ORDER BY updated_at DESC, seq DESC LIMIT %s")
+        async with self.pool.connection("listing runs") as conn:
+            cursor = await conn.execute(query, (*params, limit))
+            rows = await cursor.fetchall()
+        return [load_snapshot_json(header, workflow_id=wf, run_id=run)
+                for wf, run, header in rows]
+
+    async def delete_run(self, workflow_id: str, run_id: str) -> None:
+        """Delete the run row and its step rows in one transaction (no error if unknown)."""
+        key = (workflow_id, run_id)
+        async with self.pool.connection(f"deleting run {run_id!r} of workflow "
+                                        f"{workflow_id!r}") as conn, conn.transaction():
+            await conn.execute("DELETE FROM procflow_steps WHERE workflow_id = %s AND "
+                               "run_id = %s", key)
+            await conn.execute("DELETE FROM procflow_runs WHERE workflow_id = %s AND "
+                               "run_id = %s", key)
+
+    async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
+                        new: RunStatus) -> bool:
+        """Atomically set the run's status to ``new`` if it is ``expected`` (row lock).
+
+        Returns:
+            Whether the status changed (``False`` for another status or an unknown run).
+
+        Raises:
+            SnapshotCorruptedError: The run's stored header cannot be decoded.
+            StorageError: The database could not be written.
+        """
+        key = (workflow_id, run_id)
+        async with self.pool.connection(f"claiming run {run_id!r} of workflow "
+                                        f"{workflow_id!r}") as conn, conn.transaction():
+            cursor = await conn.execute(
+                "SELECT snapshot FROM procflow_runs WHERE workflow_id = %s AND run_id = %s "
+                "FOR UPDATE", key)
+            row = await cursor.fetchone()
+            if row is None:
+                return False
+            if load_snapshot_json(row[0], workflow_id=workflow_id,
+                                  run_id=run_id).status != expected:
+                return False
+            # Patch the stored JSON rather than re-encode the decoded snapshot, so that
+            # nothing but the status changes.
+            document = json.loads(row[0])
+            document["status"] = new
+            await conn.execute(
+                "UPDATE procflow_runs SET status = %s, snapshot = %s WHERE workflow_id = %s "
+                "AND run_id = %s",
+                (new, json.dumps(document, ensure_ascii=False, separators=(",", ":")), *key))
+            return True
+
+    async def save_trace(self, trace: TraceRecord) -> None:
+        """Upsert the trace row (header columns and the JSON document with the spans).
+
+        Raises:
+            StorageError: The database could not be written.
+        """
+        row = (trace.run_id, trace.workflow_id, trace.status, trace.started_at,
+               trace.ended_at, dump_trace(trace))
+        async with self.pool.connection(f"saving the trace of run {trace.run_id!r}") as conn:
+            await conn.execute(_UPSERT_TRACE, row)
+
+    async def load_trace(self, run_id: str) -> TraceRecord | None:
+        """The trace of the run, spans included, or ``None`` if none is stored.
+
+        Raises:
+            SnapshotCorruptedError: The stored document cannot be decoded.
+            StorageError: The database could not be read.
+        """
+        async with self.pool.connection(f"loading the trace of run {run_id!r}") as conn:
+            cursor = await conn.execute("SELECT data FROM procflow_traces WHERE run_id = %s",
+                                        (run_id,))
+            row = await cursor.fetchone()
+        return None if row is None else load_trace_json(row[0], run_id=run_id)
+
+    async def list_traces(self, *, workflow_id: str | None = None, status: str | None = None,
+                          limit: int | None = None) -> list[TraceRecord]:
+        """Stored traces without their spans, newest first by ``started_at`` (ties: first
+        stored last). Only the header columns are read.
+
+        Raises:
+            SnapshotCorruptedError: A listed trace's header columns have the wrong types.
+            StorageError: The database could not be read.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        where, params = _filters(workflow_id=workflow_id, status=status)
+        query = (f"SELECT {', '.join(_TRACE_HEADER)} FROM procflow_traces {where} "
+                 "ORDER BY started_at DESC, seq DESC LIMIT %s")
+        async with self.pool.connection("listing traces") as conn:
+            cursor = await conn.execute(query, (*params, limit))
+            rows = await cursor.fetchall()
+        return [load_trace_header(dict(zip(_TRACE_HEADER, row, strict=True)),
+                                  run_id=str(row[0])) for row in rows]
+
+    async def aclose(self) -> None:
+        """Close the pool; later calls raise ``StorageError``."""
+        await self.pool.aclose()
+
+
+def _filters(**columns: str | None) -> tuple[str, list[Any]]:
+    clauses = [f"{name} = %s" for name, value in columns.items() if value is not None]
+    params = [value for value in columns.values() if value is not None]
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
