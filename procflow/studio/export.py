@@ -49,12 +49,51 @@ def short_hooks(hooks: Iterable[str]) -> list[str]:
     return [h.removeprefix("process_") for h in ranked]
 
 
-def condition_name(condition: object) -> str:
-    """A condition's ``__name__``, or "condition" for lambdas and unnamed callables."""
+def condition_name(condition: object, label: str | None = None) -> str:
+    """How a condition is named: its ``label=``, its function's ``__name__``, a lambda's
+    own source text ("ctx.input_data > 3"), else "condition"."""
+    if label:
+        return label
     name = getattr(condition, "__name__", None)
-    if not isinstance(name, str) or not name or name.startswith("<"):
-        return "condition"
-    return name
+    if isinstance(name, str) and name and not name.startswith("<"):
+        return name
+    if name == "<lambda>":
+        source = _lambda_source(condition)
+        if source:
+            return source
+    return "condition"
+
+
+def _lambda_source(fn: object) -> str | None:
+    """A lambda's body as written, when its source can be found and told apart from
+    other lambdas on the same line (by the columns its code covers)."""
+    import ast
+    import inspect
+
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    try:
+        lines, first = inspect.findsource(code)
+    except (OSError, TypeError):
+        return None
+    line = code.co_firstlineno
+    try:
+        tree = ast.parse("".join(lines))
+    except SyntaxError:
+        return None
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == line]
+    if len(found) > 1:
+        cols = {c for (ln, _, c, end) in code.co_positions()
+                if ln == line and c is not None and end is not None and end > c}
+        if cols:
+            start = min(cols)
+            found = [n for n in found if n.body.col_offset <= start
+                     and (n.body.end_col_offset or 0) >= start and n.body.lineno == line]
+    if len(found) != 1:
+        return None
+    text = " ".join(ast.unparse(found[0].body).split())
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def steps_count(count: int) -> str:

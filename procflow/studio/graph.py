@@ -144,14 +144,16 @@ class _Drawing:
         if isinstance(entry, ParallelEntry):
             return self.lanes("parallel", [(None, s) for s in entry.steps], prefix, level)
         if isinstance(entry, BranchEntry):
-            lanes = [(f"if {condition_name(c)}", s) for c, s in entry.branches]
+            labels = entry.labels or (None,) * len(entry.branches)
+            lanes = [(f"if {condition_name(c, label)}", s)
+                     for (c, s), label in zip(entry.branches, labels, strict=True)]
             return self.lanes("branch", lanes, prefix, level)
         if isinstance(entry, ForeachEntry):
             return self.around(f"for each (concurrency {entry.concurrency})",
                                self.unit(entry.step, prefix, level))
         if isinstance(entry, LoopEntry):
             mode = "while" if entry.mode == "dowhile" else "until"
-            title = f"do … {mode} {condition_name(entry.condition)}"
+            title = f"do … {mode} {condition_name(entry.condition, entry.label)}"
             if entry.max_iterations is not None:
                 title += f" (max {entry.max_iterations})"
             return self.around(title, self.unit(entry.step, prefix, level))

@@ -50,6 +50,7 @@ class BranchEntry:
     """``.branch([(cond, step), ...])``: every step whose condition holds runs."""
 
     branches: tuple[tuple[Condition, StepLike], ...]
+    labels: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,7 @@ class LoopEntry:
     condition: Condition
     mode: Literal["dowhile", "dountil"]
     max_iterations: int | None
+    label: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
