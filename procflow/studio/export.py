@@ -74,7 +74,7 @@ def _lambda_source(fn: object) -> str | None:
     if code is None:
         return None
     try:
-        lines, first = inspect.findsource(code)
+        lines, _ = inspect.findsource(code)
     except (OSError, TypeError):
         return None
     line = code.co_firstlineno
