@@ -395,7 +395,8 @@ class Run:
                                           input=self._input if wf.trace_io else None)
             if self._replay_of is not None:
                 ex.top.span.set(replayed_from={"run_id": self._replay_of[0],
-                                               "step": self._replay_of[1]})
+                                               "step": self._replay_of[1]},
+                                reused=sorted(self._records))
 
     async def _save_trace(self, ex: Execution, status: RunStatus, result: Any,
                           error: BaseException | None, tripwire: Any) -> None:

@@ -326,7 +326,11 @@ class TraceView:
             grid.add_row("error", Text(str(row["error"]), style=_RED))
         grid.add_row("input", _value(row.get("input")))
         grid.add_row("output", _value(row.get("output")))
-        grid.add_row("attributes", _value(row.get("attributes") or {}))
+        attributes = dict(row.get("attributes") or {})
+        trace_text = attributes.pop("traceback", None)
+        grid.add_row("attributes", _value(attributes))
+        if isinstance(trace_text, str) and trace_text:
+            grid.add_row("traceback", Text(trace_text.rstrip(), style=_DIM, overflow="fold"))
         title = Text.assemble((f"{symbol} ", style), (_label(row), _BOLD),
                               (_kind_tag(row), _CYAN))
         return Panel(grid, title=title, title_align="left", box=box.ROUNDED)
