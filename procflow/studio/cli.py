@@ -162,10 +162,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return anyio.run(run_command, args, console)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
-    except BrokenPipeError:  # `procflow runs | head`: the reader has what it wanted
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
     except KeyboardInterrupt:
         from procflow.studio.commands import interrupted_lines
 
@@ -177,6 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BaseException as exc:
         error = _unwrap(exc)
+        if isinstance(error, BrokenPipeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
         if debug:
             raise
         if isinstance(error, _USAGE_ERRORS):
