@@ -175,7 +175,7 @@ class LiveRun:
         return result
 
     def _height(self) -> int:
-        return self.console.size.height - 1
+        return self.console.size.height - 2  # the cursor line stays free: no scroll
 
     def interrupted_lines(self) -> list[str]:
         """What to print when the run is interrupted (Ctrl-C): its id and how to look
