@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from procflow.runtime.events import WorkflowEvent
 from procflow.runtime.executor import Execution, Failed, Suspended, run_plan
 from procflow.runtime.results import RunStatus, StepResult, WorkflowResult
 from procflow.runtime.stream import RunStream
-from procflow.runtime.tracing import Entry, Span, Tracer, TraceRecord
+from procflow.runtime.tracing import Entry, Span, Tracer, TraceRecord, finished_trace_hooks
 from procflow.steps.context import BailSignal
 from procflow.steps.step import Step
 from procflow.workflows.plan import entry_steps
@@ -412,9 +413,11 @@ class Run:
                  else resolve_storage(None, self.workflow))
         spans = ex.tracer.spans
         # A resumed run's trace holds each execution's run span; this one ended last.
-        await store.save_trace(TraceRecord.from_spans(
-            self.run_id, self.workflow.id, status, spans,
-            truncate=self.workflow.trace_truncate, ended=span.end))
+        record = TraceRecord.from_spans(self.run_id, self.workflow.id, status, spans,
+                                        truncate=self.workflow.trace_truncate, ended=span.end)
+        await store.save_trace(record)
+        if finished_trace_hooks:  # OpenTelemetry export, when instrumented
+            _call_trace_hooks(record)
 
     async def _finish(self, ex: Execution, outcome: _Outcome) -> WorkflowResult:
         status, result, error, suspended, tripwire = outcome
@@ -433,6 +436,15 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run(workflow={self.workflow.id!r}, run_id={self.run_id!r}, status={self.status!r})"
+
+
+def _call_trace_hooks(record: TraceRecord) -> None:
+    for hook in list(finished_trace_hooks):
+        try:
+            hook(record)
+        except Exception:  # an exporter's failure must not fail the run
+            logging.getLogger("procflow").warning(
+                "trace hook %r failed for run %s", hook, record.run_id, exc_info=True)
 
 
 async def _outcome(ex: Execution) -> _Outcome:

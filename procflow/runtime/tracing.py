@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ __all__ = [
     "TraceRecord",
     "Tracer",
     "as_span",
+    "finished_trace_hooks",
     "redact_secrets",
 ]
 
@@ -37,6 +38,11 @@ SpanStatus = Literal["running", "success", "failed", "suspended", "skipped", "tr
                      "canceled"]
 
 _now = time.time
+
+finished_trace_hooks: list[Callable[[TraceRecord], None]] = []
+"""Functions called with each finished run's trace once it is stored (empty unless
+something such as ``procflow.instrument()`` registers one; a hook's error is logged,
+never raised into the run)."""
 
 DEFAULT_TRUNCATE = 2000
 """Characters kept of each span's serialised input and output."""
