@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os as _os
 from typing import TYPE_CHECKING, Any
 
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
@@ -21,6 +22,7 @@ from procflow.errors import (
     WorkflowDefinitionError,
     WorkflowRunError,
 )
+from procflow.otel import instrument, uninstrument
 from procflow.runtime import (
     Run,
     RunStream,
@@ -83,7 +85,12 @@ __all__ = [
     "create_step",
     "create_workflow",
     "get_default_storage",
+    "instrument",
     "set_default_storage",
     "step",
     "tool",
+    "uninstrument",
 ]
+
+if _os.environ.get("PROCFLOW_OTEL", "").lower() in ("1", "true", "yes"):
+    instrument()

@@ -1,27 +1,50 @@
-"""The process-wide default storage, and how a run picks its storage."""
+"""The process-wide default storage, and how a run picks its storage.
+
+Resolution order (the same for every ``procflow`` command and for Python code):
+
+1. the ``storage=`` given to ``create_run``/``get_run`` (``--db`` on the command line),
+   then the workflow's own ``storage=``, then ``set_default_storage(...)``;
+2. ``PROCFLOW_DB``: a SQLite file path or a ``redis://`` URL;
+3. the project's ``.procflow/procflow.db``, found by walking up from the current
+   directory (like git finds ``.git``); it is never created here;
+4. for Python code only, an in-memory store keeping the last ``FALLBACK_MAX_RUNS`` runs.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from procflow.runtime.execution import PlanUnit
     from procflow.storage.base import Storage
 
-__all__ = ["get_default_storage", "resolve_storage", "set_default_storage"]
+__all__ = ["DB_ENV", "FALLBACK_MAX_RUNS", "PROJECT_DB", "find_project_db",
+           "get_default_storage", "located_storage", "resolve_storage", "set_default_storage",
+           "storage_for", "storage_location"]
 
 FALLBACK_MAX_RUNS = 100
 """How many runs (and traces) the in-memory fallback keeps before forgetting the oldest."""
 
+DB_ENV = "PROCFLOW_DB"
+"""The environment variable naming where runs are stored: a path or a ``redis://`` URL."""
+
+PROJECT_DB = Path(".procflow") / "procflow.db"
+"""The project's database, relative to the project's root directory."""
+
 _default: Storage | None = None
 _fallback: Storage | None = None
+_opened: dict[str, Storage] = {}
+_lookup: tuple[str | None, str, str | None] | None = None  # (env, cwd, location)
 
 
 def set_default_storage(storage: Storage | None) -> None:
     """Set the storage runs use when neither the run nor its workflow names one.
 
     Args:
-        storage: The storage, or ``None`` to go back to the in-memory fallback.
+        storage: The storage, or ``None`` to go back to ``PROCFLOW_DB``, the project's
+            database or the in-memory fallback.
     """
     global _default
     _default = storage
@@ -32,9 +55,61 @@ def get_default_storage() -> Storage | None:
     return _default
 
 
+def find_project_db(start: str | os.PathLike[str] | None = None) -> Path | None:
+    """The nearest existing ``.procflow/procflow.db`` in ``start`` (default: the current
+    directory) or one of its parents, like git finds ``.git``; ``None`` when none exists."""
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / PROJECT_DB
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def storage_location() -> tuple[str, str] | None:
+    """Where runs go when nothing is given: ``(location, source)`` from ``PROCFLOW_DB``
+    or the project's database (source ``"PROCFLOW_DB"`` or ``"project"``), else ``None``."""
+    env = os.environ.get(DB_ENV)
+    if env:
+        return env, DB_ENV
+    found = find_project_db()
+    return (str(found), "project") if found is not None else None
+
+
+def storage_for(location: str) -> Storage:
+    """A storage for a location: ``redis://``/``rediss://`` URLs give a ``RedisStorage``,
+    anything else a ``SQLiteStorage`` file (created on first write, not here)."""
+    if location.startswith(("redis://", "rediss://", "unix://")):
+        from procflow.storage.redis import RedisStorage
+
+        return RedisStorage(location)
+    from procflow.storage.sqlite import SQLiteStorage
+
+    return SQLiteStorage(location)
+
+
+def located_storage() -> Storage | None:
+    """The storage ``PROCFLOW_DB`` or the project's database names (one per location,
+    kept for the process), else ``None``. The lookup is remembered per working directory
+    and ``PROCFLOW_DB`` value."""
+    global _lookup
+    env, cwd = os.environ.get(DB_ENV), os.getcwd()
+    if _lookup is None or _lookup[0] != env or _lookup[1] != cwd:
+        found = storage_location()
+        _lookup = (env, cwd, None if found is None else found[0])
+    location = _lookup[2]
+    if location is None:
+        return None
+    storage = _opened.get(location)
+    if storage is None:
+        storage = _opened[location] = storage_for(location)
+    return storage
+
+
 def resolve_storage(given: Storage | None, wf: PlanUnit) -> Storage:
-    """The storage for a run: the given one, the workflow's, the default, or a
-    process-wide in-memory store keeping the last ``FALLBACK_MAX_RUNS`` runs."""
+    """The storage for a run: the given one, the workflow's, the default, the one
+    ``PROCFLOW_DB`` or the project's ``.procflow/procflow.db`` names, or a process-wide
+    in-memory store keeping the last ``FALLBACK_MAX_RUNS`` runs."""
     global _fallback
     if given is not None:
         return given
@@ -42,6 +117,9 @@ def resolve_storage(given: Storage | None, wf: PlanUnit) -> Storage:
         return wf.storage
     if _default is not None:
         return _default
+    located = located_storage()
+    if located is not None:
+        return located
     if _fallback is None:
         from procflow.storage.memory import InMemoryStorage
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import traceback
 from typing import Any
 
 import anyio
@@ -193,11 +194,19 @@ def close_span(span: Span, exc: BaseException, attempt: int = 0) -> None:
     elif isinstance(exc, TripWire):
         Tracer.end(span, "tripwire", error=exc.reason, tripwire=exc.to_dict())
     elif isinstance(exc, Failed):
-        Tracer.end(span, "failed", error=exc.error, attempts=attempt + 1)
+        Tracer.end(span, "failed", error=exc.error, attempts=attempt + 1,
+                   traceback=_traceback(exc.error))
     elif isinstance(exc, Exception):
-        Tracer.end(span, "failed", error=exc, attempts=attempt + 1)
+        Tracer.end(span, "failed", error=exc, attempts=attempt + 1, traceback=_traceback(exc))
     else:
         Tracer.end(span, "canceled")
+
+
+def _traceback(error: BaseException, limit: int = 8000) -> str:
+    """The error's formatted traceback (with its causes), the last ``limit`` characters;
+    stored on the failed span (secrets are redacted when the trace is stored)."""
+    text = "".join(traceback.format_exception(error))
+    return text if len(text) <= limit else "…" + text[-limit:]
 
 
 async def _call(step: StepUnit, ctx: StepContext) -> Any:

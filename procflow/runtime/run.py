@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -33,7 +34,7 @@ from procflow.runtime.executor import run_plan
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.step_context import BailSignal
 from procflow.runtime.stream import RunStream
-from procflow.runtime.tracing import ParentSpan, Tracer
+from procflow.runtime.tracing import ParentSpan, Tracer, finished_trace_hooks
 from procflow.storage.null import NullStorage
 
 if TYPE_CHECKING:
@@ -432,7 +433,8 @@ class Run:
                                           input=self._input if wf.trace_io else None)
             if self._replay_of is not None:
                 ex.top.span.set(replayed_from={"run_id": self._replay_of[0],
-                                               "step": self._replay_of[1]})
+                                               "step": self._replay_of[1]},
+                                reused=sorted(self._records))
 
     async def _save_trace(self, ex: Execution, status: RunStatus, result: Any,
                           error: BaseException | None, tripwire: Any) -> None:
@@ -448,9 +450,11 @@ class Run:
                  else resolve_storage(None, self.workflow))
         spans = ex.tracer.spans
         # A resumed run's trace holds each execution's run span; this one ended last.
-        await store.save_trace(TraceRecord.from_spans(
-            self.run_id, self.workflow.id, status, spans,
-            truncate=self.workflow.trace_truncate, ended=span.end))
+        record = TraceRecord.from_spans(self.run_id, self.workflow.id, status, spans,
+                                        truncate=self.workflow.trace_truncate, ended=span.end)
+        await store.save_trace(record)
+        if finished_trace_hooks:  # OpenTelemetry export, when instrumented
+            _call_trace_hooks(record)
 
     async def _finish(self, ex: Execution, outcome: _Outcome) -> WorkflowResult:
         status, result, error, suspended_paths, tripwire = outcome
@@ -469,6 +473,15 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run(workflow={self.workflow.id!r}, run_id={self.run_id!r}, status={self.status!r})"
+
+
+def _call_trace_hooks(record: TraceRecord) -> None:
+    for hook in list(finished_trace_hooks):
+        try:
+            hook(record)
+        except Exception:  # an exporter's failure must not fail the run
+            logging.getLogger("procflow").warning(
+                "trace hook %r failed for run %s", hook, record.run_id, exc_info=True)
 
 
 async def _outcome(ex: Execution) -> _Outcome:

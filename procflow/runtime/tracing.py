@@ -6,6 +6,7 @@ model and tool calls). The span and trace records themselves live in
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from procflow.records import (
@@ -33,6 +34,7 @@ __all__ = [
     "TraceRecord",
     "Tracer",
     "as_span",
+    "finished_trace_hooks",
     "redact_secrets",
 ]
 
@@ -40,6 +42,11 @@ Entry = SpanEntry
 """What a tracer's list holds (a ``Span`` or a light ``Leaf``)."""
 
 _now = time.time
+
+finished_trace_hooks: list[Callable[[TraceRecord], None]] = []
+"""Functions called with each finished run's trace once it is stored (empty unless
+something such as ``procflow.instrument()`` registers one; a hook's error is logged,
+never raised into the run)."""
 
 
 class Tracer:

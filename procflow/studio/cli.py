@@ -31,7 +31,8 @@ from procflow.studio.targets import TargetError
 __all__ = ["DEFAULT_DB", "build_parser", "main"]
 
 DEFAULT_DB = ".procflow/procflow.db"
-"""Where runs are stored, relative to the working directory."""
+"""The project's database, relative to the project root (found walking up)."""
+_PLAIN_WIDTH = 1000
 
 _DEBUG_ENV = "PROCFLOW_DEBUG"
 _USAGE_ERRORS = (TargetError, UsageError, ValueError, RunNotFoundError, RunStateError,
@@ -47,9 +48,13 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``procflow`` argument parser."""
+    from procflow import __version__
+
     parser = _Parser(prog="procflow", description="Draw, run and inspect procflow "
-                     "workflows and agents.")
-    _add_common(parser, DEFAULT_DB, False)
+                     "workflows and agents.", epilog=_STORAGE_HELP,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"procflow {__version__}")
+    _add_common(parser, None, False)
     # given after the subcommand they override; SUPPRESS keeps the top-level value else
     common = _Parser(add_help=False)
     _add_common(common, argparse.SUPPRESS, argparse.SUPPRESS)
@@ -68,9 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run a workflow or an agent with a live view, or "
                          "resume a suspended run, or re-run a stored run from a step.")
     run.add_argument("target", metavar="TARGET", help=target_help)
-    run.add_argument("--input", metavar="JSON|@FILE",
-                     help="the run input as JSON, or @file.json (an agent takes a JSON "
-                     'string prompt or {"prompt": "..."})')
+    run.add_argument("--input", metavar="VALUE|@FILE",
+                     help="the run input: JSON when it parses as JSON, else the text itself "
+                     "(an agent's prompt); @file reads it from a file")
+    run.add_argument("--json-input", action="store_true",
+                     help="--input must be JSON (text that is not JSON is an error)")
     run.add_argument("--resume", metavar="STEP", help="resume the suspended STEP of --run")
     run.add_argument("--data", metavar="JSON|@FILE", help="resume data for --resume")
     run.add_argument("--from-step", metavar="STEP",
@@ -100,19 +107,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_common(parser: argparse.ArgumentParser, db: object, no_color: object) -> None:
-    parser.add_argument("--db", metavar="PATH", default=db,
-                        help=f"the SQLite file runs are stored in (default {DEFAULT_DB})")
+    parser.add_argument("--db", metavar="PATH|URL", default=db,
+                        help="where runs are stored: a SQLite file or a redis:// URL "
+                        "(default: see 'where runs are stored' below)")
     parser.add_argument("--no-color", action="store_true", default=no_color,
-                        help="plain output, no colours or styles (also: NO_COLOR=1)")
+                        help="no colours or styles (also: NO_COLOR=1)")
+    parser.add_argument("--plain", action="store_true", default=no_color,
+                        help="plain text, one record per line, nothing truncated (the "
+                        "default when stdout is not a terminal)")
+    parser.add_argument("--json", action="store_true", default=no_color,
+                        help="one JSON document (runs, trace, graph, run; schemas in "
+                        "procflow/studio/schemas)")
 
 
-def make_console(*, no_color: bool) -> Console:
-    """The console commands print to: plain when asked (or ``NO_COLOR``), 120 columns
-    wide when stdout is not a terminal and ``COLUMNS`` is not set."""
-    plain = no_color or bool(os.environ.get("NO_COLOR"))
-    console = Console(color_system=None if plain else "auto", highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = 120
+_STORAGE_HELP = f"""where runs are stored (every command, and Python code):
+  1. --db PATH|URL (for 'run': else the workflow's own storage=)
+  2. PROCFLOW_DB: a SQLite file path or a redis:// URL
+  3. the project's {DEFAULT_DB}, found in this directory or a parent (like git)
+  4. 'run' creates {DEFAULT_DB} here; read-only commands never create a database
+     (Python code falls back to an in-memory store)"""
+
+
+def make_console(*, no_color: bool, plain: bool = False) -> Console:
+    """The console commands print to: no colours when asked (or ``NO_COLOR``) or when
+    output is plain; as wide as the content when stdout is not a terminal (or
+    ``plain``), so nothing is cut or wrapped."""
+    console = Console(highlight=False)
+    plain = plain or not console.is_terminal
+    if no_color or plain or os.environ.get("NO_COLOR"):
+        console = Console(color_system=None, highlight=False, width=console.width)
+    if plain:
+        console.width = _PLAIN_WIDTH
     return console
 
 
@@ -133,15 +158,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
-        console = make_console(no_color=args.no_color)
+        console = make_console(no_color=args.no_color, plain=args.plain or args.json)
         return anyio.run(run_command, args, console)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
-        _error("interrupted")
+        from procflow.studio.commands import interrupted_lines
+
+        lines = interrupted_lines()
+        for line in lines:
+            print(line, file=sys.stderr)
+        if not lines:
+            _error("interrupted")
         return 130
     except BaseException as exc:
         error = _unwrap(exc)
+        if isinstance(error, BrokenPipeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
         if debug:
             raise
         if isinstance(error, _USAGE_ERRORS):

@@ -1,30 +1,43 @@
-"""The ``procflow`` subcommands, as async functions of the parsed arguments."""
+"""The ``procflow`` subcommands, as async functions of the parsed arguments.
+
+Output follows the medium: a terminal gets Rich views sized to their content (ids
+shortened to a unique prefix); a pipe (or ``--plain``) gets plain, untruncated lines,
+one record per line; ``--json`` gets one JSON document (schemas in
+``procflow/studio/schemas``). Every value printed is masked as traces are.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
+import sys
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from procflow.errors import RunNotFoundError
 from procflow.runtime.defaults import get_default_storage, set_default_storage
-from procflow.storage.sqlite import SQLiteStorage
 from procflow.studio.export import to_dot, to_mermaid
-from procflow.studio.graph import GraphView, format_duration
+from procflow.studio.graph import GraphView
+from procflow.studio.listing import print_runs
 from procflow.studio.live import LiveRun
+from procflow.studio.output import (
+    agent_run_document,
+    dump,
+    graph_document,
+    trace_document,
+    trace_lines,
+    workflow_run_document,
+)
 from procflow.studio.states import states_from_steps
+from procflow.studio.store import NoStoreError, Store, find_store, resolve_run_id
 from procflow.studio.summary import (
-    RUN_SYMBOLS,
     print_agent_failure,
     print_agent_summary,
     print_workflow_summary,
@@ -34,13 +47,18 @@ from procflow.workflows.workflow import Workflow
 
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
-    from procflow.runtime.results import RunStatus, WorkflowResult
+    from procflow.runtime.results import WorkflowResult
     from procflow.runtime.run import Run
-    from procflow.storage.base import Storage
 
-__all__ = ["UsageError", "parse_json", "run_command"]
+__all__ = ["UsageError", "interrupted_lines", "output_mode", "parse_input", "parse_json",
+           "run_command"]
 
-_DEFAULT_DB = ".procflow/procflow.db"
+_active: list[LiveRun] = []
+
+
+def interrupted_lines() -> list[str]:
+    """After Ctrl-C: the interrupted run's id and how to inspect it (or nothing)."""
+    return _active[-1].interrupted_lines() if _active else []
 
 
 class UsageError(Exception):
@@ -53,41 +71,77 @@ def parse_json(value: str, option: str) -> Any:
     Raises:
         UsageError: The file is missing or the text is not JSON.
     """
-    where = ""
-    if value.startswith("@"):
-        path = Path(value[1:])
-        if not path.is_file():
-            raise UsageError(f"no such file: {path} (from {option} {value})")
-        value, where = path.read_text(encoding="utf-8"), f" in {path}"
+    text, where = _read(value, option)
     try:
-        return json.loads(value)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"invalid {option} JSON{where}: {exc}") from exc
+
+
+def parse_input(value: str, *, json_only: bool) -> Any:
+    """``--input``: JSON when it parses as JSON, else the text itself (a prompt);
+    ``json_only`` (``--json-input``) makes text that is not JSON an error."""
+    if json_only:
+        return parse_json(value, "--input")
+    text, _ = _read(value, "--input")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _read(value: str, option: str) -> tuple[str, str]:
+    if not value.startswith("@"):
+        return value, ""
+    path = Path(value[1:])
+    if not path.is_file():
+        raise UsageError(f"no such file: {path} (from {option} {value})")
+    return path.read_text(encoding="utf-8"), f" in {path}"
+
+
+def output_mode(args: argparse.Namespace, console: Console) -> str:
+    """ "json", "plain" (``--plain`` or not a terminal) or "tty"."""
+    if getattr(args, "json", False):
+        return "json"
+    return "plain" if getattr(args, "plain", False) or not console.is_terminal else "tty"
 
 
 async def run_command(args: argparse.Namespace, console: Console) -> int:
     """Run the parsed subcommand; returns the exit status."""
     if args.command == "graph":
         return _graph(args, console)
-    db = Path(args.db)
-    db.parent.mkdir(parents=True, exist_ok=True)
-    storage = SQLiteStorage(db)
-    previous = get_default_storage()
-    set_default_storage(storage)  # agent runs store their traces through the default
+    if args.command == "run":
+        return await _run(args, console)
     try:
-        handler: Callable[[argparse.Namespace, Console, Storage], Awaitable[int]] = {
-            "run": _run, "runs": _runs, "trace": _trace}[args.command]
-        return await handler(args, console, storage)
+        store = find_store(args.db, create=False)
+    except NoStoreError as exc:
+        if args.command == "runs":
+            return _no_runs(args, console, str(exc))
+        raise UsageError(str(exc)) from exc
+    try:
+        handler: Callable[[argparse.Namespace, Console, Store], Awaitable[int]] = {
+            "runs": _runs, "trace": _trace}[args.command]
+        return await handler(args, console, store)
     finally:
-        set_default_storage(previous)
-        await storage.aclose()
+        await store.storage.aclose()
+
+
+def _no_runs(args: argparse.Namespace, console: Console, message: str) -> int:
+    if output_mode(args, console) == "json":
+        print(dump({"store": None, "runs": []}))
+    else:
+        print(message, file=sys.stderr if output_mode(args, console) == "plain" else sys.stdout)
+    return 0
 
 
 def _graph(args: argparse.Namespace, console: Console) -> int:
     target = load_target(args.target)
     if args.depth is not None and args.depth < 0:
         raise UsageError(f"--depth must be 0 or more, got {args.depth}")
-    if args.format == "mermaid":
+    if args.json:
+        wf = target if isinstance(target, Workflow) else target.workflow
+        print(dump(graph_document(wf)))
+    elif args.format == "mermaid":
         print(to_mermaid(target, depth=args.depth), end="")
     elif args.format == "dot":
         print(to_dot(target), end="")
@@ -99,40 +153,68 @@ def _graph(args: argparse.Namespace, console: Console) -> int:
 # -- run -------------------------------------------------------------------------
 
 
-async def _run(args: argparse.Namespace, console: Console, storage: Storage) -> int:
+async def _run(args: argparse.Namespace, console: Console) -> int:
     target = load_target(args.target)
     _check_run_options(args, is_agent(target))
-    live = LiveRun(console, live=console.is_terminal and not args.no_live,
-                   depth=max(0, args.depth))
-    if not isinstance(target, Workflow):
-        return await _run_agent(args, console, storage, target, live)
-    wf = target
+    own = target.storage if isinstance(target, Workflow) else None
+    store = find_store(args.db, create=True, own=own)
+    previous = get_default_storage()
+    set_default_storage(store.storage)  # agent runs store their traces through the default
+    try:
+        mode = output_mode(args, console)
+        live = LiveRun(console, live=mode == "tty" and not args.no_live,
+                       depth=max(0, args.depth), quiet=mode == "json")
+        _active[:] = [live]
+        if not isinstance(target, Workflow):
+            return await _run_agent(args, console, store, target, live)
+        return await _run_workflow(args, console, store, target, live)
+    finally:
+        set_default_storage(previous)
+        if store.owned:
+            await store.storage.aclose()
+
+
+async def _run_workflow(args: argparse.Namespace, console: Console, store: Store,
+                        wf: Workflow, live: LiveRun) -> int:
+    storage = store.storage
     if args.run_id is not None and await storage.load_snapshot(wf.id, args.run_id):
-        raise UsageError(f"run '{args.run_id}' already exists in {args.db}; choose another "
-                         "--run-id")
+        raise UsageError(f"run '{args.run_id}' already exists in {store.location}; choose "
+                         "another --run-id")
+    replayed = None
     if args.from_step is not None:
-        stored = await _load_run(wf, args.run, storage, args.db)
+        stored = await _load_run(wf, args.run, store)
         started = time.time()
-        replayed = await stored.replay_from(args.from_step, run_id=args.run_id)
-        result = replayed.result
+        new = await stored.replay_from(args.from_step, run_id=args.run_id)
+        result = new.result
         if result is None:  # pragma: no cover - replay_from returns a finished run
             raise UsageError(f"replaying run '{args.run}' from '{args.from_step}' gave no result")
-        live.print_final(wf, states_from_steps(result.steps, kept_before=started,
-                                               kept_note="kept, not re-run"))
-        console.print(Text(f"replayed run {args.run} from step {args.from_step} as a new run"),
-                      soft_wrap=True)
+        replayed = stored.run_id
+        if not live.quiet:
+            live.print_final(wf, states_from_steps(result.steps, kept_before=started,
+                                                   kept_note="kept, not re-run"))
+            console.print(Text(f"replayed run {stored.run_id} from step {args.from_step} as "
+                               "a new run"), soft_wrap=True)
     elif args.resume is not None:
-        stored = await _load_run(wf, args.run, storage, args.db)
+        stored = await _load_run(wf, args.run, store)
         data = parse_json(args.data, "--data") if args.data is not None else None
+        live.pending_run_id = stored.run_id
+        live.hint = lambda: _inspect_lines(args, store, stored.run_id)
         before = states_from_steps(stored.result.steps) if stored.result else {}
         result = await live.workflow(wf, stored.resume_stream(args.resume, data),
                                      initial=before)
     else:
-        data = parse_json(args.input, "--input") if args.input is not None else None
+        data = (parse_input(args.input, json_only=args.json_input)
+                if args.input is not None else None)
         run = wf.create_run(args.run_id, storage=storage)
+        live.pending_run_id = run.run_id
+        live.hint = lambda: _inspect_lines(args, store, run.run_id)
         result = await live.workflow(wf, run.stream(input_data=data))
-    print_workflow_summary(console, result, resume_command=lambda step: _resume_line(
-        args, step, result))
+    resume = [_resume_line(args, store, ".".join(p), result) for p in result.suspended]
+    if args.json:
+        print(dump(workflow_run_document(result, resume=resume, replayed_from=replayed)))
+    else:
+        print_workflow_summary(console, result, resume_command=lambda step: _resume_line(
+            args, store, step, result))
     return 0 if result.status in ("success", "suspended") else 1
 
 
@@ -157,35 +239,55 @@ def _check_run_options(args: argparse.Namespace, agent: bool) -> None:
         raise UsageError("--data goes with --resume STEP")
 
 
-async def _load_run(wf: Workflow, run_id: str, storage: Storage, db: str) -> Run:
+async def _load_run(wf: Workflow, run_id: str, store: Store) -> Run:
+    storage = store.storage
+    with contextlib.suppress(RunNotFoundError):  # no trace yet: get_run says what is missing
+        run_id = await resolve_run_id(storage, run_id, store.location)
     try:
         return await wf.get_run(run_id, storage=storage)
     except RunNotFoundError as exc:
         trace = await storage.load_trace(run_id)
         also = f" (it is a run of workflow '{trace.workflow_id}')" if trace else ""
-        raise RunNotFoundError(f"no run '{run_id}' of workflow '{wf.id}' in {db}{also}",
-                               workflow_id=wf.id, run_id=run_id) from exc
+        raise RunNotFoundError(f"no run '{run_id}' of workflow '{wf.id}' in "
+                               f"{store.location}{also}", workflow_id=wf.id,
+                               run_id=run_id) from exc
 
 
-def _resume_line(args: argparse.Namespace, step: str, result: WorkflowResult) -> str:
-    words = ["procflow"]
-    if args.db != _DEFAULT_DB:
-        words += ["--db", args.db]
-    words += ["run", args.target, "--resume", step, "--run", result.run_id, "--data"]
-    return " ".join(shlex.quote(w) for w in words) + " JSON"
+def _command(args: argparse.Namespace, store: Store, *words: str) -> str:
+    line = ["procflow", *store.db_words(), *words]
+    return " ".join(shlex.quote(w) for w in line)
 
 
-async def _run_agent(args: argparse.Namespace, console: Console, storage: Storage,
+def _resume_line(args: argparse.Namespace, store: Store, step: str,
+                 result: WorkflowResult) -> str:
+    return _command(args, store, "run", args.target, "--resume", step, "--run",
+                    result.run_id, "--data") + " JSON"
+
+
+def _inspect_lines(args: argparse.Namespace, store: Store, run_id: str) -> list[str]:
+    return [f"inspect it:  {_command(args, store, 'trace', run_id)}",
+            f"run it again from a step:  "
+            f"{_command(args, store, 'run', args.target, '--from-step', 'STEP', '--run', run_id)}"]
+
+
+async def _run_agent(args: argparse.Namespace, console: Console, store: Store,
                      agent: Agent, live: LiveRun) -> int:
     if args.input is None:
-        raise UsageError('an Agent needs --input: a JSON string prompt or {"prompt": "..."}')
-    messages = _agent_messages(parse_json(args.input, "--input"))
+        raise UsageError('an Agent needs --input: a prompt, or JSON ({"prompt": "..."} or '
+                         "messages)")
+    messages = _agent_messages(parse_input(args.input, json_only=args.json_input))
+    live.hint = lambda: ([f"inspect it:  {_command(args, store, 'trace', live.run_id)}"]
+                         if live.run_id else [])
     try:
-        output = await live.agent(agent, messages, storage)
+        output = await live.agent(agent, messages, store.storage)
     except Exception as exc:
-        print_agent_failure(console, exc, live.run_id)
+        if not args.json:
+            print_agent_failure(console, exc, live.run_id)
         raise
-    print_agent_summary(console, output)
+    if args.json:
+        print(dump(agent_run_document(output)))
+    else:
+        print_agent_summary(console, output)
     return 0 if output.tripwire is None and output.finish_reason != "error" else 1
 
 
@@ -198,102 +300,55 @@ def _agent_messages(data: Any) -> Any:
         return data["prompt"]
     if (isinstance(data, dict) and "role" in data) or (isinstance(data, list) and data):
         return data
-    raise UsageError('an Agent\'s --input is a JSON string prompt or {"prompt": "..."} '
-                     f"(or messages), got {json.dumps(data)[:60]}")
+    if isinstance(data, int | float | bool):
+        return json.dumps(data)  # "42" typed as a prompt parses as JSON: send it as text
+    raise UsageError('an Agent\'s --input is a prompt, {"prompt": "..."} or messages, got '
+                     f"{json.dumps(data)[:60]}")
 
 
 # -- runs and trace ----------------------------------------------------------------
 
 
-async def _runs(args: argparse.Namespace, console: Console, storage: Storage) -> int:
+async def _runs(args: argparse.Namespace, console: Console, store: Store) -> int:
     if args.limit < 1:
         raise UsageError(f"--limit must be 1 or more, got {args.limit}")
-    rows = await _run_rows(storage, args.workflow, args.status, args.limit)
-    if not rows:
-        which = " matching" if args.workflow or args.status else ""
-        console.print(f"no{which} runs in {args.db}")
-        return 0
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("run id", no_wrap=True, min_width=max(len(r.run_id) for r in rows))
-    for header in ("workflow", "status", "started"):
-        table.add_column(header)
-    table.add_column("duration", no_wrap=True, justify="right")
-    for row in rows:
-        symbol, style = RUN_SYMBOLS.get(row.status, ("?", ""))
-        status = Text(f"{symbol} {row.status}", style=style)
-        if row.suspended:
-            status.append(f" at {', '.join(row.suspended)}")
-        table.add_row(row.run_id, row.workflow_id, status,
-                      _when(row.started),
-                      "—" if row.duration is None else format_duration(row.duration))
-    console.print(f"runs in {args.db}, newest first")
-    console.print(table)
-    waiting = [r for r in rows if r.suspended]
-    if waiting:
-        console.print("resume a suspended run with:")
-        for row in waiting:
-            line = (f"  procflow run TARGET --resume {shlex.quote(row.suspended[0])} "
-                    f"--run {row.run_id} --data JSON")
-            console.print(Text(line), soft_wrap=True)
-    return 0
+    return await print_runs(console, store, mode=output_mode(args, console),
+                            workflow=args.workflow, status=args.status, limit=args.limit)
 
 
-def _when(timestamp: float) -> str:
-    """ "11-30 06:52:32" this year, "2023-11-30 06:52" before."""
-    moment = datetime.fromtimestamp(timestamp)
-    same_year = moment.year == datetime.now().year
-    return moment.strftime("%m-%d %H:%M:%S" if same_year else "%Y-%m-%d %H:%M")
-
-
-class _Row:
-    __slots__ = ("duration", "run_id", "started", "status", "suspended", "workflow_id")
-
-    def __init__(self, run_id: str, workflow_id: str, status: str, started: float,
-                 duration: float | None, suspended: list[str]) -> None:
-        self.run_id, self.workflow_id, self.status = run_id, workflow_id, status
-        self.started, self.duration, self.suspended = started, duration, suspended
-
-
-async def _run_rows(storage: Storage, workflow: str | None, status: str | None,
-                    limit: int) -> list[_Row]:
-    """Every traced run (agent runs too) merged with the stored run snapshots."""
-    rows: dict[str, _Row] = {}
-    for trace in await storage.list_traces(workflow_id=workflow, status=status, limit=limit):
-        duration = None if trace.ended_at is None else trace.ended_at - trace.started_at
-        rows[trace.run_id] = _Row(trace.run_id, trace.workflow_id, trace.status,
-                                  trace.started_at, duration, [])
-    snapshots = await storage.list_runs(workflow_id=workflow, limit=limit,
-                                        status=cast("RunStatus | None", status))
-    for snap in snapshots:
-        row = rows.get(snap.run_id)
-        suspended = [".".join(p) for p in snap.suspended] if snap.status == "suspended" else []
-        if row is None:
-            final = snap.status not in ("pending", "running")
-            rows[snap.run_id] = _Row(snap.run_id, snap.workflow_id, snap.status,
-                                     snap.created_at,
-                                     snap.updated_at - snap.created_at if final else None,
-                                     suspended)
-        else:
-            row.status, row.suspended = snap.status, suspended
-    ordered = sorted((r for r in rows.values() if status is None or r.status == status),
-                     key=lambda r: r.started, reverse=True)
-    return ordered[:limit]
-
-
-async def _trace(args: argparse.Namespace, console: Console, storage: Storage) -> int:
+async def _trace(args: argparse.Namespace, console: Console, store: Store) -> int:
     from procflow.studio.diff import TraceDiff
     from procflow.studio.trace import TraceView
 
-    trace = await storage.load_trace(args.run_id)
+    storage, where = store.storage, store.location
+    run_id = await resolve_run_id(storage, args.run_id, where)
+    trace = await storage.load_trace(run_id)
     if trace is None:
-        raise RunNotFoundError(f"no run '{args.run_id}' in {args.db}", run_id=args.run_id)
+        raise RunNotFoundError(f"run '{run_id}' in {where} has no trace (a run that has "
+                               "not finished an execution yet)", run_id=run_id)
+    mode = output_mode(args, console)
     if args.diff is not None:
         if args.step is not None:
             raise UsageError("--step and --diff cannot be used together")
-        other = await storage.load_trace(args.diff)
+        other_id = await resolve_run_id(storage, args.diff, where)
+        other = await storage.load_trace(other_id)
         if other is None:
-            raise RunNotFoundError(f"no run '{args.diff}' in {args.db}", run_id=args.diff)
-        console.print(TraceDiff(trace, other))
+            raise RunNotFoundError(f"run '{other_id}' in {where} has no trace", run_id=other_id)
+        if mode == "json":
+            print(dump({"a": trace_document(trace), "b": trace_document(other)}))
+        else:
+            console.print(TraceDiff(trace, other))
+        return 0
+    if mode == "json":
+        document = trace_document(trace)
+        if args.step is not None:
+            view = TraceView(trace, step=args.step)  # raises naming what exists
+            keep = {row.get("span_id") for row in view.selected}
+            document["spans"] = [s for s in document["spans"] if s["span_id"] in keep]
+        print(dump(document))
+    elif mode == "plain" and args.step is None:
+        for line in trace_lines(trace):
+            print(line)
     else:
         console.print(TraceView(trace, step=args.step))
     return 0

@@ -61,6 +61,7 @@ class _Side:
             self.rows[key] = row
             self.order.append(key)
         self.run_id = trace.run_id
+        self.reused = _reused(trace)
 
     def canonical(self, value: Any) -> str:
         """JSON text compared across runs: run ids and object addresses blanked."""
@@ -70,11 +71,29 @@ class _Side:
         return _ADDRESS.sub("", text)
 
 
+def _reused(trace: TraceRecord) -> tuple[str, ...]:
+    """The step paths a replay kept from the run it replayed (its run span says)."""
+    for row in trace.spans:
+        if row.get("kind") == "run" and row.get("parent_id") is None:
+            reused = (row.get("attributes") or {}).get("reused")
+            if isinstance(reused, list):
+                return tuple(str(p) for p in reused)
+    return ()
+
+
+def _within(row: Row, paths: tuple[str, ...]) -> bool:
+    path = row.get("path")
+    if not paths or not isinstance(path, str):
+        return False
+    return any(path == p or path.startswith((p + ".", p + "[")) for p in paths)
+
+
 def _changes(a: Row | None, b: Row | None, side_a: _Side, side_b: _Side) -> tuple[str, ...]:
     if a is None:
-        return ("only in B",)
+        return ("reused by A",) if b is not None and _within(b, side_a.reused) \
+            else ("only in B",)
     if b is None:
-        return ("only in A",)
+        return ("reused by B",) if _within(a, side_b.reused) else ("only in A",)
     changes = ["status"] if a.get("status") != b.get("status") else []
     for field in ("input", "output", "error"):
         if side_a.canonical(a.get(field)) != side_b.canonical(b.get(field)):
@@ -142,12 +161,13 @@ class TraceDiff:
     def _first_divergence(self) -> int | None:
         below: set[int] = set()  # keys with a differing span inside
         for key in self.order:
-            if self.changes[key]:
+            if self.changes[key] and not self.changes[key][0].startswith("reused"):
                 parent = self.parents[key]
                 while parent >= 0 and parent not in below:
                     below.add(parent)
                     parent = self.parents[parent]
-        differing = [key for key in self.order if self.changes[key]]
+        differing = [key for key in self.order if self.changes[key]
+                     and not self.changes[key][0].startswith("reused")]
         for key in differing:
             consequence = set(self.changes[key]) <= {"status", "output", "error"}
             if not (consequence and key in below):
@@ -227,8 +247,15 @@ class TraceDiff:
         marks = [_marker(c) for c in self.changes.values()]
         counts = [marks.count("="), sum(m.startswith("≠") for m in marks),
                   marks.count("only in A"), marks.count("only in B")]
+        reused = sum(m.startswith("reused") for m in marks)
         yield Text(f"{len(self.order)} spans: {counts[0]} same, {counts[1]} differ, "
-                   f"{counts[2]} only in A, {counts[3]} only in B", style=_DIM)
+                   f"{counts[2]} only in A, {counts[3]} only in B"
+                   + (f", {reused} reused by the replay" if reused else ""), style=_DIM)
+        for tag, trace in (("A", self.a), ("B", self.b)):
+            paths = _reused(trace)
+            if paths:
+                yield Text(f"{tag} is a replay: it reused the stored results of "
+                           f"{', '.join(paths)} (not run again)", style=_DIM)
 
     def _row(self, key: int, mark: str, marker_cells: int, label_cells: int) -> Line:
         a, b = self.pairs[key]
@@ -237,7 +264,8 @@ class TraceDiff:
         label = "  " * self.depths[key] + _label(row) + _kind_tag(row)
         if cell_len(label) > label_cells:
             label = (chop_cells(label, label_cells - 1) or [""])[0] + "…"
-        mark_style = _DIM if mark == "=" else _RED if mark.startswith("only") else _TRIPWIRE
+        mark_style = (_DIM if mark == "=" or mark.startswith("reused") else
+                      _RED if mark.startswith("only") else _TRIPWIRE)
         first = key == self.first
         return [Segment("▶ " if first else "  ", _TRIPWIRE),
                 Segment(mark.ljust(marker_cells), mark_style + _BOLD if first else mark_style),
@@ -249,7 +277,7 @@ class TraceDiff:
 def _marker(changes: tuple[str, ...]) -> str:
     if not changes:
         return "="
-    if changes[0].startswith("only"):
+    if changes[0].startswith(("only", "reused")):
         return changes[0]
     return "≠ " + ", ".join(changes)
 

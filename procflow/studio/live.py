@@ -4,7 +4,7 @@ foreach progress bars, and an agent's streamed text — then drawn once more, fi
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -12,10 +12,13 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.live import Live
 from rich.panel import Panel
 from rich.progress_bar import ProgressBar
+from rich.segment import Segment
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from procflow.studio.graph import GraphView, NodeState
+from procflow.studio.output import masked
 from procflow.studio.states import (
     AgentTracker,
     Progress,
@@ -34,6 +37,10 @@ if TYPE_CHECKING:
 
 __all__ = ["LiveRun", "RunView"]
 
+_RUNNING = "◐"
+_DONE = ("●", "✖", "⊘")
+_DIM_STYLE = Style(dim=True)
+
 _T = TypeVar("_T")
 
 
@@ -49,13 +56,18 @@ class RunView:
         tools: Tool call lines.
         text: Streamed text (``None``: no text panel).
         problem: A tripwire or error line.
+        max_height: The most lines to draw (a live view: the terminal's height); a
+            taller view shows the window around the running steps, saying how many
+            lines are above and below.
     """
 
     def __init__(self, workflow: Workflow, states: Callable[[], Mapping[str, NodeState]], *,
                  depth: int = 1, progress: Mapping[str, Progress] | None = None,
                  tools: list[str] | None = None, text: Callable[[], str] | None = None,
-                 problem: Callable[[], str | None] | None = None) -> None:
+                 problem: Callable[[], str | None] | None = None,
+                 max_height: Callable[[], int] | None = None) -> None:
         self.workflow = workflow
+        self.max_height = max_height
         self.states = states
         self.depth = depth
         self.progress = progress or {}
@@ -64,6 +76,14 @@ class RunView:
         self.problem = problem
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        group = self._group()
+        if self.max_height is None:
+            yield group
+            return
+        lines = console.render_lines(group, options.update(height=None), pad=False)
+        yield from _window(lines, max(4, self.max_height()))
+
+    def _group(self) -> Group:
         parts: list[RenderableType] = [GraphView(self.workflow, depth=self.depth,
                                                  states=self.states())]
         bars = [(path, p) for path, p in self.progress.items() if p.total]
@@ -77,13 +97,15 @@ class RunView:
             parts.append(grid)
         if self.tools:
             parts.append(Text("tool calls", style="bold"))
-            parts.extend(Text(f"  {line}") for line in self.tools)
+            parts.extend(Text(f"  {masked(line)}") for line in self.tools)
         if self.text is not None and self.text():
-            parts.append(Panel(Text(self.text()), title="streamed text", title_align="left"))
+            streamed = self.text()
+            title = f"streamed text · {len(streamed)} chars, ≈{max(1, len(streamed) // 4)} tokens"
+            parts.append(Panel(Text(masked(streamed)), title=title, title_align="left"))
         problem = self.problem() if self.problem is not None else None
         if problem:
-            parts.append(Text(f"✖ {problem}", style="bold red"))
-        yield Group(*parts)
+            parts.append(Text(f"✖ {masked(problem)}", style="bold red"))
+        return Group(*parts)
 
 
 class LiveRun:
@@ -99,13 +121,20 @@ class LiveRun:
         live: Redraw while the run goes (needs a terminal).
         depth: Nested-workflow levels drawn expanded.
         fps: Most redraws a second caused by events.
+        quiet: Draw nothing at all (``--json`` prints only its document).
     """
 
     def __init__(self, console: Console, *, live: bool, depth: int = 1,
-                 fps: float = 20.0) -> None:
+                 fps: float = 20.0, quiet: bool = False) -> None:
         self.console = console
-        self.live = live
+        self.live = live and not quiet
+        self.quiet = quiet
         self.depth = depth
+        self.pending_run_id: str | None = None
+        """The id of the run being drawn, when known before it ends (for Ctrl-C)."""
+        self.hint: Callable[[], list[str]] | None = None
+        """Lines telling how to inspect the run, printed when it is interrupted."""
+        self._view: RunView | None = None
         self._interval = 1.0 / fps
         self._last = 0.0
         self._display: Live | None = None
@@ -137,17 +166,34 @@ class LiveRun:
                 raise RuntimeError("the run ended without a result")
             return stream.result
 
-        view = RunView(wf, tracker.states, depth=self.depth, progress=tracker.progress)
+        view = RunView(wf, tracker.states, depth=self.depth, progress=tracker.progress,
+                       max_height=self._height)
         result = await self._drive(view, consume)
         self.run_id = result.run_id
         final = {**tracker.states(), **states_from_steps(result.steps)}
         self.print_final(wf, final, progress=tracker.progress)
         return result
 
+    def _height(self) -> int:
+        return self.console.size.height - 2  # the cursor line stays free: no scroll
+
+    def interrupted_lines(self) -> list[str]:
+        """What to print when the run is interrupted (Ctrl-C): its id and how to look
+        at it (empty when no run has started)."""
+        run_id = self.run_id or self.pending_run_id
+        if run_id is None:
+            return []
+        lines = [f"run {run_id} interrupted (canceled)", f"run id: {run_id}"]
+        if self.hint is not None:
+            lines += self.hint()
+        return lines
+
     def print_final(self, wf: Workflow, states: Mapping[str, NodeState], *,
                     progress: Mapping[str, Progress] | None = None,
                     tools: list[str] | None = None) -> None:
         """Print a run's view once (no live redraw)."""
+        if self.quiet:
+            return
         frozen = dict(states)
         self.console.print(RunView(wf, lambda: frozen, depth=self.depth, progress=progress,
                                    tools=tools))
@@ -178,7 +224,8 @@ class LiveRun:
             return await out.output
 
         view = RunView(wf, tracker.states, depth=self.depth, tools=tracker.tools,
-                       text=lambda: tracker.text, problem=lambda: tracker.problem)
+                       text=lambda: tracker.text, problem=lambda: tracker.problem,
+                       max_height=self._height)
         started = time.time()
         try:
             output = await self._drive(view, consume)
@@ -205,8 +252,10 @@ class LiveRun:
             return await consume()
         error: Exception | None = None
         results: list[_T] = []
+        self._view = view
         with Live(view, console=self.console, auto_refresh=False, transient=True,
-                  redirect_stdout=False, redirect_stderr=False) as display:
+                  redirect_stdout=False, redirect_stderr=False,
+                  vertical_overflow="crop") as display:
             self._display = display
             try:
                 async with anyio.create_task_group() as tg:
@@ -217,6 +266,9 @@ class LiveRun:
                         error = exc
                     finally:
                         tg.cancel_scope.cancel()
+            except BaseException:  # Ctrl-C or a cancellation: the last frame stays
+                display.transient = False
+                raise
             finally:
                 self._display = None
         if error is not None:
@@ -228,6 +280,36 @@ class LiveRun:
         while True:
             await anyio.sleep(0.1)
             display.refresh()
+
+
+def _window(lines: list[list[Segment]], height: int) -> Iterator[Segment]:
+    """``height`` lines of ``lines``: all of them when they fit, else the window that
+    shows the first running step (a third from the top), with "n more" lines."""
+    if len(lines) <= height:
+        for line in lines:
+            yield from line
+            yield Segment.line()
+        return
+    room = height - 2
+    running = next((n for n, line in enumerate(lines)
+                    if any(_RUNNING in seg.text for seg in line)), None)
+    if running is None:  # nothing running: the newest finished work, at the bottom
+        done = [n for n, line in enumerate(lines) if any(
+            mark in seg.text for seg in line for mark in _DONE)]
+        top = max(0, (done[-1] if done else 0) - room + 2)
+    else:
+        top = max(0, running - room // 3)
+    top = min(top, len(lines) - room)
+    above, below = top, len(lines) - top - room
+    yield Segment(f"↑ {above} more line{'' if above == 1 else 's'} above" if above else "",
+                  _DIM_STYLE)
+    yield Segment.line()
+    for line in lines[top:top + room]:
+        yield from line
+        yield Segment.line()
+    yield Segment(f"↓ {below} more line{'' if below == 1 else 's'} below" if below else "",
+                  _DIM_STYLE)
+    yield Segment.line()
 
 
 def _agent_final(tracker: AgentTracker, traced: Mapping[str, NodeState],

@@ -10,7 +10,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from procflow.runtime.tracing import redact_secrets
 from procflow.studio.graph import NodeState, NodeStatus
+from procflow.studio.output import mask
 from procflow.workflows.workflow import Workflow
 
 if TYPE_CHECKING:
@@ -36,17 +38,17 @@ _FINAL: frozenset[str] = frozenset({"success", "failed", "suspended", "skipped",
 
 
 def short(value: Any, limit: int = 60) -> str:
-    """A one-line, at most ``limit`` characters, rendering of ``value``."""
+    """A one-line, at most ``limit`` characters, rendering of ``value`` (secrets masked)."""
     if isinstance(value, BaseException):
         text = str(value) or type(value).__name__
     elif isinstance(value, str):
         text = value
     else:
         try:
-            text = json.dumps(value, default=repr, ensure_ascii=False)
+            text = json.dumps(mask(value), default=repr, ensure_ascii=False)
         except (TypeError, ValueError):
             text = repr(value)
-    text = " ".join(text.split())
+    text = " ".join(str(redact_secrets(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -7,11 +7,11 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from procflow.studio.output import mask, masked
 from procflow.studio.states import short
 
 if TYPE_CHECKING:
@@ -35,9 +35,8 @@ RUN_SYMBOLS: dict[str, tuple[str, str]] = {
 
 def to_json(value: Any) -> str:
     """``value`` as indented JSON (pydantic models and dataclasses included; anything
-    else as its repr)."""
-    data = to_jsonable_python(value, fallback=repr, serialize_unknown=True)
-    return json.dumps(data, indent=2, ensure_ascii=False, default=repr)
+    else as its repr), secrets masked as in traces."""
+    return json.dumps(mask(value), indent=2, ensure_ascii=False, default=repr)
 
 
 def _status(status: str, note: str | None = None) -> Text:
@@ -93,7 +92,8 @@ def print_agent_summary(console: Console, output: FullOutput) -> None:
         console.print(_status("tripwire", f"{trip.get('reason', '')}{by}"), soft_wrap=True)
     else:
         console.print(_status("success", f"finish reason {output.finish_reason}"))
-        console.print(Panel(Text(output.text), title="answer", title_align="left"))
+        console.print(Panel(Text(masked(output.text)), title="answer", title_align="left",
+                            expand=False))
     if output.usage:
         usage = ", ".join(f"{k} {v}" for k, v in output.usage.items())
         console.print(Text(f"usage: {usage}", style="dim"), soft_wrap=True)

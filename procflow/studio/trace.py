@@ -49,6 +49,8 @@ _DIM, _CYAN, _RED = Style(dim=True), Style(color="cyan"), Style(color="red")
 _TRIPWIRE, _BOLD = Style.parse("bold yellow"), Style(bold=True)
 _DURATION_CELLS = 8
 _MIN_LABEL_CELLS = 24
+_MIN_BAR_CELLS = 16
+_MAX_BAR_CELLS = 60
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -202,8 +204,8 @@ class TraceView:
         trace: The stored trace.
         step: A step path or span name; when given, a detail panel follows the tree
             for every matching span (input, output, error and all attributes).
-        width_bars: Characters of the waterfall column (dropped when the console is
-            too narrow to leave room for names).
+        width_bars: Characters of the waterfall column (default: what the names leave
+            of the console's width; dropped rather than cutting names).
         max_depth: Draw spans this deep at most (the run is depth 0); a span whose
             children are hidden says "+N nested spans".
         max_spans: Draw this many spans at most, then "… N more spans".
@@ -212,11 +214,12 @@ class TraceView:
         ValueError: ``step`` matches no span (the message lists what exists).
     """
 
-    def __init__(self, trace: TraceRecord, *, step: str | None = None, width_bars: int = 30,
+    def __init__(self, trace: TraceRecord, *, step: str | None = None,
+                 width_bars: int | None = None,
                  max_depth: int | None = None, max_spans: int | None = None) -> None:
         self.trace = trace
         self.tree = _SpanTree(trace.spans)
-        self.width_bars = max(1, width_bars)
+        self.width_bars = None if width_bars is None else max(1, width_bars)
         self.max_depth = max_depth
         self.max_spans = max_spans
         self.step = step
@@ -229,10 +232,7 @@ class TraceView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
-        bars = self.width_bars
-        label_cells = width - _DURATION_CELLS - bars - 3
-        if label_cells < _MIN_LABEL_CELLS:
-            bars, label_cells = 0, width - _DURATION_CELLS - 1
+        label_cells, bars = self._columns(width)
         yield self._header()
         if bars:
             total = format_duration(max(0.0, self.t1 - self.t0))
@@ -244,6 +244,32 @@ class TraceView:
         for row in self.selected:
             yield Text()
             yield self._detail(row)
+
+    def _columns(self, width: int) -> tuple[int, int]:
+        """(label cells, bar cells): labels as wide as the widest needs, the waterfall
+        the rest (``width_bars`` when given); no waterfall before a name is cut."""
+        needed = max((self._label_width(i, depth, lead) for i, _, depth, lead, _ in
+                      self.tree.walk(self.max_depth)), default=_MIN_LABEL_CELLS)
+        needed = max(needed, 8)
+        room = width - _DURATION_CELLS - 3
+        if self.width_bars is not None:
+            bars = self.width_bars
+            label_cells = room - bars
+            if label_cells < min(needed, _MIN_LABEL_CELLS):
+                return width - _DURATION_CELLS - 1, 0
+            return label_cells, bars
+        if room - needed >= _MIN_BAR_CELLS:
+            return needed, min(_MAX_BAR_CELLS, room - needed)
+        return width - _DURATION_CELLS - 1, 0
+
+    def _label_width(self, i: int, depth: int, lead: str) -> int:
+        row = self.tree.rows[i]
+        notes = _notes(row.get("attributes") or {})
+        if self.max_depth is not None and depth >= self.max_depth and i in self.tree.children:
+            notes.append("+9999 nested spans")
+        note_cells = cell_len("  " + " · ".join(notes)) if notes else 0
+        return (cell_len(lead) + 2 + cell_len(_label(row)) + cell_len(_kind_tag(row))
+                + min(note_cells, 40))
 
     def _header(self) -> Text:
         trace = self.trace
@@ -326,7 +352,11 @@ class TraceView:
             grid.add_row("error", Text(str(row["error"]), style=_RED))
         grid.add_row("input", _value(row.get("input")))
         grid.add_row("output", _value(row.get("output")))
-        grid.add_row("attributes", _value(row.get("attributes") or {}))
+        attributes = dict(row.get("attributes") or {})
+        trace_text = attributes.pop("traceback", None)
+        grid.add_row("attributes", _value(attributes))
+        if isinstance(trace_text, str) and trace_text:
+            grid.add_row("traceback", Text(trace_text.rstrip(), style=_DIM, overflow="fold"))
         title = Text.assemble((f"{symbol} ", style), (_label(row), _BOLD),
                               (_kind_tag(row), _CYAN))
         return Panel(grid, title=title, title_align="left", box=box.ROUNDED)

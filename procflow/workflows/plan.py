@@ -195,6 +195,7 @@ class BranchEntry(_Lanes):
 
     method: ClassVar[str] = "branch()"
     branches: tuple[tuple[Condition, StepLike], ...]
+    labels: tuple[str | None, ...] = ()
 
     def compile(self) -> Node:
         return nodes.branch_node(self.branches)
@@ -203,8 +204,11 @@ class BranchEntry(_Lanes):
         return tuple(s for _, s in self.branches)
 
     def layout(self) -> Layout:
-        return LanesLayout("branch", tuple((f"if {condition_name(c)}", s)
-                                           for c, s in self.branches), conditional=True)
+        labels = self.labels or (None,) * len(self.branches)
+        return LanesLayout("branch", tuple((f"if {condition_name(c, label)}", s)
+                                           for (c, s), label in zip(self.branches, labels,
+                                                                    strict=True)),
+                           conditional=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +264,7 @@ class LoopEntry(Entry):
     condition: Condition
     mode: Literal["dowhile", "dountil"]
     max_iterations: int | None
+    label: str | None = None
 
     def compile(self) -> Node:
         return nodes.loop_node(self.step, self.condition, self.mode, self.max_iterations)
@@ -278,7 +283,7 @@ class LoopEntry(Entry):
 
     def layout(self) -> Layout:
         mode = "while" if self.mode == "dowhile" else "until"
-        frame = f"do … {mode} {condition_name(self.condition)}"
+        frame = f"do … {mode} {condition_name(self.condition, self.label)}"
         if self.max_iterations is not None:
             frame += f" (max {self.max_iterations})"
         return UnitLayout(self.step, "loop", frame,
@@ -330,12 +335,51 @@ class SleepUntilEntry(Entry):
         return NodeLayout(self.id, "sleep_until", f"{marker} {when}")
 
 
-def condition_name(condition: object) -> str:
-    """A condition's ``__name__``, or "condition" for lambdas and unnamed callables."""
+def condition_name(condition: object, label: str | None = None) -> str:
+    """How a condition is named: its ``label=``, its function's ``__name__``, a lambda's
+    own source text ("ctx.input_data > 3"), else "condition"."""
+    if label:
+        return label
     name = getattr(condition, "__name__", None)
-    if not isinstance(name, str) or not name or name.startswith("<"):
-        return "condition"
-    return name
+    if isinstance(name, str) and name and not name.startswith("<"):
+        return name
+    if name == "<lambda>":
+        source = _lambda_source(condition)
+        if source:
+            return source
+    return "condition"
+
+
+def _lambda_source(fn: object) -> str | None:
+    """A lambda's body as written, when its source can be found and told apart from
+    other lambdas on the same line (by the columns its code covers)."""
+    import ast
+    import inspect
+
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    try:
+        lines, _ = inspect.findsource(code)
+    except (OSError, TypeError):
+        return None
+    line = code.co_firstlineno
+    try:
+        tree = ast.parse("".join(lines))
+    except SyntaxError:
+        return None
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == line]
+    if len(found) > 1:
+        cols = {c for (ln, _, c, end) in code.co_positions()
+                if ln == line and c is not None and end is not None and end > c}
+        if cols:
+            start = min(cols)
+            found = [n for n in found if n.body.col_offset <= start
+                     and (n.body.end_col_offset or 0) >= start and n.body.lineno == line]
+    if len(found) != 1:
+        return None
+    text = " ".join(ast.unparse(found[0].body).split())
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def _marker(kind: str, entry_id: str, *, auto: str | None = None) -> str:

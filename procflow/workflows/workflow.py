@@ -114,12 +114,15 @@ class Workflow:
         items = self._list(steps, "parallel")
         return self._add(ParallelEntry(tuple(self._as_step(s, "parallel") for s in items)))
 
-    def branch(self, branches: Sequence[tuple[Condition, StepLike]]) -> Workflow:
+    def branch(self, branches: Sequence[tuple[Condition, StepLike]], *,
+               label: Sequence[str | None] | None = None) -> Workflow:
         """Run every step whose condition holds, concurrently; the others are "skipped".
 
         Args:
             branches: ``(condition, step)`` pairs; a condition is a (sync or async)
                 function of the ``StepContext``.
+            label: How the studio names each condition (one per pair, ``None`` for the
+                function's own name).
         """
         items = self._list(branches, "branch")
         pairs: list[tuple[Condition, StepLike]] = []
@@ -129,7 +132,13 @@ class Workflow:
                     f"workflow '{self.id}': branch item {i} must be a (condition, step) "
                     f"tuple with a callable condition, got {pair!r}", workflow_id=self.id)
             pairs.append((pair[0], self._as_step(pair[1], "branch")))
-        return self._add(BranchEntry(tuple(pairs)))
+        labels = tuple(label) if label is not None else ()
+        if label is not None and (len(labels) != len(pairs) or not all(
+                x is None or isinstance(x, str) for x in labels)):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': branch label= takes one string (or None) per "
+                f"branch, {len(pairs)} in all, got {label!r}", workflow_id=self.id)
+        return self._add(BranchEntry(tuple(pairs), labels))
 
     def map(self, fn: Callable[[Any], Any], *, id: str | None = None) -> Workflow:
         """Reshape the data with ``fn(ctx)`` (sync or async); no step result of its own."""
@@ -148,14 +157,16 @@ class Workflow:
         return self._add(ForeachEntry(self._as_step(step, "foreach"), concurrency))
 
     def dowhile(self, step: StepLike, condition: Condition, *,
-                max_iterations: int | None = None) -> Workflow:
-        """Run ``step``, then again on its own output while ``condition(ctx)`` holds."""
-        return self._loop(step, condition, "dowhile", max_iterations)
+                max_iterations: int | None = None, label: str | None = None) -> Workflow:
+        """Run ``step``, then again on its own output while ``condition(ctx)`` holds
+        (``label``: how the studio names the condition)."""
+        return self._loop(step, condition, "dowhile", max_iterations, label)
 
     def dountil(self, step: StepLike, condition: Condition, *,
-                max_iterations: int | None = None) -> Workflow:
-        """Run ``step``, then again on its own output until ``condition(ctx)`` holds."""
-        return self._loop(step, condition, "dountil", max_iterations)
+                max_iterations: int | None = None, label: str | None = None) -> Workflow:
+        """Run ``step``, then again on its own output until ``condition(ctx)`` holds
+        (``label``: how the studio names the condition)."""
+        return self._loop(step, condition, "dountil", max_iterations, label)
 
     def sleep(self, seconds: float | Callable[[Any], Any], *, id: str | None = None,
               ) -> Workflow:
@@ -286,7 +297,11 @@ class Workflow:
         return self
 
     def _loop(self, step: StepLike, condition: Condition, mode: Literal["dowhile", "dountil"],
-              max_iterations: int | None) -> Workflow:
+              max_iterations: int | None, label: str | None = None) -> Workflow:
+        if label is not None and not isinstance(label, str):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': {mode}() label= must be a string, got {label!r}",
+                workflow_id=self.id)
         if not callable(condition):
             raise WorkflowDefinitionError(
                 f"workflow '{self.id}': {mode}() needs a condition function, got {condition!r}",
@@ -296,7 +311,8 @@ class Workflow:
             raise WorkflowDefinitionError(
                 f"workflow '{self.id}': max_iterations must be an int >= 1, "
                 f"got {max_iterations!r}", workflow_id=self.id)
-        return self._add(LoopEntry(self._as_step(step, mode), condition, mode, max_iterations))
+        return self._add(LoopEntry(self._as_step(step, mode), condition, mode, max_iterations,
+                                   label))
 
     def _as_step(self, obj: Any, method: str) -> StepLike:
         self._check_open(method)

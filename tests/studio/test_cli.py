@@ -214,8 +214,9 @@ def test_runs_lists_every_run(shared: dict[str, object]) -> None:
     for run_id in ("r1", "r2", "s1", run_id_of(str(shared["agent"]))):
         assert run_id in out
     assert "agent:helper" in out
-    assert "⏸ suspended at approve" in out
-    assert "procflow run TARGET --resume approve --run s1 --data JSON" in out
+    # piped: one tab-separated record per line, full ids, nothing cut
+    assert re.search(r"^s1\tapproval\tsuspended\t\S+\t[\d.]+\tapprove$", out, re.MULTILINE)
+    assert all(len(line.split("\t")) in (5, 6) for line in out.splitlines())
 
 
 def test_runs_filters_by_status(shared: dict[str, object]) -> None:
@@ -285,12 +286,12 @@ def test_run_from_step_reruns_only_the_later_steps(project: Path) -> None:
                  id="bad-target-syntax"),
     pytest.param(["graph", "no_such_pkg.flows:wf"], "no module named 'no_such_pkg.flows'",
                  id="missing-module"),
-    pytest.param(["run", "flows.py:pipeline", "--input", "{bad"], "invalid --input JSON: ",
-                 id="invalid-json"),
+    pytest.param(["run", "flows.py:pipeline", "--json-input", "--input", "{bad"],
+                 "invalid --input JSON: ", id="invalid-json"),
     pytest.param(["run", "flows.py:pipeline", "--input", "@nope.json"],
                  "no such file: nope.json", id="missing-input-file"),
-    pytest.param(["trace", "nope"], "no run 'nope' in .procflow/procflow.db",
-                 id="unknown-run-trace"),
+    pytest.param(["trace", "nope"], "no runs stored yet: no .procflow/procflow.db in this "
+                 "directory or its parents", id="trace-without-database"),
     pytest.param(["run", "flows.py:approval", "--resume", "approve", "--run", "nope",
                   "--data", "{}"], "no run 'nope' of workflow 'approval'",
                  id="unknown-run-resume"),

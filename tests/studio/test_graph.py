@@ -168,11 +168,11 @@ workflow triage
 □ classify
 │
 ▼
-┏━ branch (2 lanes) ━━━━━━━━━━━━━━━━━━━━┓
-┃ ╭─ if is_urgent ─╮ ╭─ if condition ─╮ ┃
-┃ │ □ escalate     │ │ □ reply        │ ┃
-┃ ╰────────────────╯ ╰────────────────╯ ┃
-┗━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┛
+┏━ branch (2 lanes) ━━━━━━━━━━━━━━━┓
+┃ ╭─ if is_urgent ─╮ ╭─ if True ─╮ ┃
+┃ │ □ escalate     │ │ □ reply   │ ┃
+┃ ╰────────────────╯ ╰───────────╯ ┃
+┗━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┛
 """
 
 
@@ -206,9 +206,9 @@ DOUNTIL = """\
 workflow refine
 │
 ▼
-╔═ do … until condition (max 3) ═╗
-║ □ draft                        ║
-╚════════════════════════════════╝
+╔═ do … until True (max 3) ═╗
+║ □ draft                   ║
+╚═══════════════════════════╝
 """
 
 
@@ -420,7 +420,7 @@ workflow triage
 │
 ▼
 ┏━ branch (2 lanes) ━━━━━━━━━━━━━━━━━━━━━┓
-┃ ╭─ if is_urgent ─╮ ╭─ if condition ──╮ ┃
+┃ ╭─ if is_urgent ─╮ ╭─ if True ───────╮ ┃
 ┃ │ ⊘ □ escalate   │ │ ■ □ reply  3 ms │ ┃
 ┃ ╰────────────────╯ ╰─────────────────╯ ┃
 ┗━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┛
@@ -653,3 +653,33 @@ def test_mermaid_of_the_agent_loop_shows_every_step() -> None:
 def test_exports_are_deterministic() -> None:
     assert to_mermaid(agent_loop()) == to_mermaid(agent_loop())
     assert to_dot(processors()) == to_dot(processors())
+
+
+def test_conditions_are_named_by_function_label_or_lambda_source() -> None:
+    def is_big(ctx: Any) -> bool:
+        return bool(ctx.input_data > 3)
+
+    def s(name: str) -> Step:
+        return create_step(id=name, execute=lambda ctx: ctx.input_data)
+
+    wf = (create_workflow(id="conds")
+          .branch([(is_big, s("big")), (lambda ctx: ctx.input_data <= 3, s("small"))])
+          .branch([(lambda ctx: True, s("x")), (lambda ctx: False, s("y"))],
+                  label=["always", None])
+          .dountil(s("again"), lambda ctx: ctx.input_data > 10, label="past ten")
+          .commit())
+    text = render(GraphView(wf), width=140)
+    assert "if is_big" in text
+    assert "if ctx.input_data <= 3" in text
+    assert "if always" in text and "if False" in text
+    assert "do … until past ten" in text
+
+
+def test_branch_labels_must_match_the_branches() -> None:
+    from procflow.errors import WorkflowDefinitionError
+
+    step = create_step(id="a", execute=lambda ctx: 1)
+    with pytest.raises(WorkflowDefinitionError, match=r"one string .* per branch, 1 in all"):
+        create_workflow(id="w").branch([(lambda ctx: True, step)], label=["a", "b"])
+    with pytest.raises(WorkflowDefinitionError, match="label= must be a string"):
+        create_workflow(id="w").dountil(step, lambda ctx: True, label=3)  # type: ignore[arg-type]

@@ -120,66 +120,62 @@ def failed() -> TraceRecord:
 
 LINEAR = """\
 workflow linear  run run-1  ● success  40 ms  4 spans
-                                                                      0                        40 ms
-● run: linear                                                  40 ms  ██████████████████████████████
-├─ ● fetch                                                     10 ms  ███████▌
-├─ ● parse                                                     15 ms         ▐███████████
-└─ ● store                                                     15 ms                    ▐███████████
+                        0                                                      40 ms
+● run: linear    40 ms  ████████████████████████████████████████████████████████████
+├─ ● fetch       10 ms  ███████████████
+├─ ● parse       15 ms                 ██████████████████████▌
+└─ ● store       15 ms                                       ▐██████████████████████
 """
 
 FAN_OUT = """\
 workflow fan-out  run run-2  ● success  60 ms  9 spans
-                                                                      0                        60 ms
-● run: fan-out                                                 60 ms  ██████████████████████████████
-├─ ● fetch                                                     10 ms  █████
-├─ ● parallel                                                  20 ms       ██████████
-│  ├─ ● summarise                                              20 ms       ██████████
-│  └─ ● translate                                              10 ms       █████
-└─ ● each [foreach]  3 items                                   30 ms                 ███████████████
-   ├─ ● each[0]                                                10 ms                 █████
-   ├─ ● each[1]                                                15 ms                 ███████▌
-   └─ ● each[2]                                                20 ms                      ██████████
+                                       0                                                      60 ms
+● run: fan-out                  60 ms  ████████████████████████████████████████████████████████████
+├─ ● fetch                      10 ms  ██████████
+├─ ● parallel                   20 ms            ████████████████████
+│  ├─ ● summarise               20 ms            ████████████████████
+│  └─ ● translate               10 ms            ██████████
+└─ ● each [foreach]  3 items    30 ms                                ██████████████████████████████
+   ├─ ● each[0]                 10 ms                                ██████████
+   ├─ ● each[1]                 15 ms                                ███████████████
+   └─ ● each[2]                 20 ms                                          ████████████████████
 """
 
 AGENT_LIKE = """\
 workflow agent:support  run run-3  ● success  120 ms  15 spans
-                                                                      0                       120 ms
-● run: agent:support                                          120 ms  ██████████████████████████████
-├─ ● input-processors                                           6 ms  █▌
-│  └─ ● input processor: pii-detector [processor]               4 ms  █▌
-├─ ● agent-step [loop]  2 iterations                          104 ms   ▐█████████████████████████▌
-│  ├─ ● agent-step [workflow]                                  54 ms   ▐█████████████
-│  │  ├─ ● llm-call                                            38 ms   ▐█████████▌
-│  │  │  ├─ ● model call: openai/gpt-4o [model]                32 ms    ████████
-│  │  │  │    in 12 / out 40 tok · 18 chunks
-│  │  │  └─ ● output stream processor: pii-det… [processor]    32 ms    ████████▌
-│  │  │       18 chunks
-│  │  └─ ● tool-calls                                          15 ms             ████
-│  │     └─ ● tool call: lookup [tool]                         12 ms             ▐██▌
-│  └─ ● agent-step [workflow]                                  50 ms                 ████████████▌
-│     └─ ● llm-call                                            47 ms                 ████████████
-│        └─ ● model call: openai/gpt-4o [model]               0.5 ms                 ▐
-│             cached · in 60 / out 9 tok
-├─ ● output-processors                                          6 ms                             ▐█
-└─ ● memory-save                                                4 ms                               █
+● run: agent:support                                                                          120 ms
+├─ ● input-processors                                                                           6 ms
+│  └─ ● input processor: pii-detector [processor]                                               4 ms
+├─ ● agent-step [loop]  2 iterations                                                          104 ms
+│  ├─ ● agent-step [workflow]                                                                  54 ms
+│  │  ├─ ● llm-call                                                                            38 ms
+│  │  │  ├─ ● model call: openai/gpt-4o [model]  in 12 / out 40 tok · 18 chunks                32 ms
+│  │  │  └─ ● output stream processor: pii-detector [processor]  18 chunks                     32 ms
+│  │  └─ ● tool-calls                                                                          15 ms
+│  │     └─ ● tool call: lookup [tool]                                                         12 ms
+│  └─ ● agent-step [workflow]                                                                  50 ms
+│     └─ ● llm-call                                                                            47 ms
+│        └─ ● model call: openai/gpt-4o [model]  cached · in 60 / out 9 tok                   0.5 ms
+├─ ● output-processors                                                                          6 ms
+└─ ● memory-save                                                                                4 ms
 """
 
 TRIPWIRE = """\
 workflow agent:guarded  run run-4  ⚡ tripwire  8 ms  4 spans
-                                                                      0                         8 ms
-⚡ run: agent:guarded                                           8 ms  ██████████████████████████████
-├─ ⚡ input-processors                                          4 ms  ███████████████
-│  └─ ⚡ input processor: pii-detector [processor]              3 ms     ▐███████████
+                                                            0                                   8 ms
+⚡ run: agent:guarded                                 8 ms  ████████████████████████████████████████
+├─ ⚡ input-processors                                4 ms  ████████████████████
+│  └─ ⚡ input processor: pii-detector [processor     3 ms       ███████████████
 │       ⚡ tripwire: contains an email address (processor pii-detector)
-└─ ⊘ agent-step [loop]                                          4 ms                 ███████████████
+└─ ⊘ agent-step [loop]                                4 ms                      ████████████████████
 """
 
 FAILED = """\
 workflow etl  run run-5  ✖ failed  100 ms  3 spans
-                                                                      0                       100 ms
-✖ run: etl                                                    100 ms  ██████████████████████████████
-├─ ● fetch  retry 2                                            50 ms  ███████████████
-└─ ✖ parse  retry 1                                            50 ms                 ███████████████
+                              0                                                     100 ms
+✖ run: etl            100 ms  ████████████████████████████████████████████████████████████
+├─ ● fetch  retry 2    50 ms  ██████████████████████████████
+└─ ✖ parse  retry 1    50 ms                                ██████████████████████████████
      ✖ StepExecutionError: workflow 'etl', step 'parse' failed after 2 attempts: ValueError: bad row
        7
 """
@@ -198,10 +194,10 @@ def test_trace_view_catalogue(build: Any, expected: str) -> None:
 
 STEP_DETAIL = """\
 workflow etl  run run-5  ✖ failed  100 ms  3 spans
-                                                                      0                       100 ms
-✖ run: etl                                                    100 ms  ██████████████████████████████
-├─ ● fetch  retry 2                                            50 ms  ███████████████
-└─ ✖ parse  retry 1                                            50 ms                 ███████████████
+                              0                                                     100 ms
+✖ run: etl            100 ms  ████████████████████████████████████████████████████████████
+├─ ● fetch  retry 2    50 ms  ██████████████████████████████
+└─ ✖ parse  retry 1    50 ms                                ██████████████████████████████
      ✖ StepExecutionError: workflow 'etl', step 'parse' failed after 2 attempts: ValueError: bad row
        7
 
@@ -252,9 +248,26 @@ def test_long_traces_can_be_cut_and_say_so() -> None:
 
 
 def test_narrow_console_drops_the_waterfall() -> None:
-    text = render(TraceView(linear()), width=40)
+    text = render(TraceView(linear()), width=36)
     assert "█" not in text
-    assert "├─ ● fetch" in text and max(len(line) for line in text.splitlines()) <= 40
+    assert "├─ ● fetch" in text and max(len(line) for line in text.splitlines()) <= 36
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_columns_fit_their_content(width: int) -> None:
+    """Names are never cut nor padded far beyond the longest one; the waterfall takes
+    what is left (at most 60 cells) or goes, before a name would be cut."""
+    text = render(TraceView(agent_like()), width=width)
+    assert "output stream processor: pii-detector [processor]" in text
+    assert "…" not in text
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    run_line = next(line for line in lines if "run: agent:support" in line)
+    gap = run_line.split("run: agent:support", 1)[1]
+    longest = max(len(line.split(" ms")[0]) for line in lines if " ms" in line)
+    assert len(run_line.split(" ms")[0]) <= longest
+    assert ("█" in run_line) == (width >= 100)
+    assert gap.startswith(" ")
 
 
 def test_orphans_and_open_spans_are_drawn() -> None:

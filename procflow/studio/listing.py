@@ -1,0 +1,135 @@
+"""``procflow runs``: stored runs (agent runs too), newest first, as a table sized to
+its content on a terminal, tab-separated lines in a pipe, or one JSON document."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, cast
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from procflow.studio.graph import format_duration
+from procflow.studio.output import (
+    dump,
+    masked,
+    plain_duration,
+    plain_time,
+    run_row_document,
+)
+from procflow.studio.store import short_ids
+from procflow.studio.summary import RUN_SYMBOLS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from procflow.runtime.results import RunStatus
+    from procflow.storage.base import Storage
+    from procflow.studio.store import Store
+
+__all__ = ["RunRow", "print_runs", "run_rows"]
+
+
+@dataclass(slots=True)
+class RunRow:
+    """One listed run."""
+
+    run_id: str
+    workflow_id: str
+    status: str
+    started: float
+    duration: float | None
+    suspended: list[str] = field(default_factory=list)
+
+
+async def run_rows(storage: Storage, workflow: str | None, status: str | None,
+                   limit: int) -> list[RunRow]:
+    """Every traced run (agent runs too) merged with the stored run snapshots."""
+    rows: dict[str, RunRow] = {}
+    for trace in await storage.list_traces(workflow_id=workflow, status=status, limit=limit):
+        duration = None if trace.ended_at is None else trace.ended_at - trace.started_at
+        rows[trace.run_id] = RunRow(trace.run_id, trace.workflow_id, trace.status,
+                                    trace.started_at, duration)
+    snapshots = await storage.list_runs(workflow_id=workflow, limit=limit,
+                                        status=cast("RunStatus | None", status))
+    for snap in snapshots:
+        row = rows.get(snap.run_id)
+        suspended = [".".join(p) for p in snap.suspended] if snap.status == "suspended" else []
+        if row is None:
+            final = snap.status not in ("pending", "running")
+            rows[snap.run_id] = RunRow(snap.run_id, snap.workflow_id, snap.status,
+                                       snap.created_at,
+                                       snap.updated_at - snap.created_at if final else None,
+                                       suspended)
+        else:
+            row.status, row.suspended = snap.status, suspended
+    ordered = sorted((r for r in rows.values() if status is None or r.status == status),
+                     key=lambda r: r.started, reverse=True)
+    return ordered[:limit]
+
+
+async def print_runs(console: Console, store: Store, *, mode: str, workflow: str | None,
+                     status: str | None, limit: int) -> int:
+    """Print the runs in ``mode`` ("tty", "plain" or "json"); returns the exit status."""
+    rows = await run_rows(store.storage, workflow, status, limit)
+    if mode == "json":
+        print(dump({"store": store.location, "runs": [
+            run_row_document(r.run_id, r.workflow_id, r.status, r.started, r.duration,
+                             r.suspended) for r in rows]}))
+        return 0
+    if mode == "plain":
+        for r in rows:
+            print("\t".join([r.run_id, masked(r.workflow_id), r.status,
+                             plain_time(r.started) or "-", plain_duration(r.duration),
+                             ",".join(r.suspended)]).rstrip("\t"))
+        if not rows:
+            which = " matching" if workflow or status else ""
+            print(f"no{which} runs in {store.location}", file=sys.stderr)
+        return 0
+    if not rows:
+        which = " matching" if workflow or status else ""
+        console.print(Text(f"no{which} runs in {store.location}"), soft_wrap=True)
+        return 0
+    ids = await short_ids(store.storage, [r.run_id for r in rows])
+    console.print(Text(f"runs in {store.location}, newest first"), soft_wrap=True)
+    console.print(_table(rows, ids))
+    waiting = [r for r in rows if r.suspended]
+    if waiting:
+        console.print("resume a suspended run with (TARGET: the file.py:name defining its "
+                      "workflow):")
+        db = " ".join(shlex.quote(w) for w in store.db_words())
+        for row in waiting:
+            line = (f"  procflow {db + ' ' if db else ''}run TARGET --resume "
+                    f"{shlex.quote(row.suspended[0])} --run {ids[row.run_id]} --data JSON")
+            console.print(Text(line), soft_wrap=True)
+    return 0
+
+
+def _table(rows: list[RunRow], ids: dict[str, str]) -> Table:
+    """Every column as wide as its content and never wrapped, except the workflow
+    names: they wrap when the terminal is too narrow for the rest."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("run id", no_wrap=True)
+    table.add_column("workflow", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("started", no_wrap=True)
+    table.add_column("duration", no_wrap=True, justify="right")
+    for row in rows:
+        symbol, style = RUN_SYMBOLS.get(row.status, ("?", ""))
+        state = Text(f"{symbol} {row.status}", style=style)
+        if row.suspended:
+            state.append(f" at {', '.join(row.suspended)}")
+        table.add_row(ids[row.run_id], masked(row.workflow_id), state, _when(row.started),
+                      "—" if row.duration is None else format_duration(row.duration))
+    return table
+
+
+def _when(timestamp: float) -> str:
+    """ "11-30 06:52:32" this year, "2023-11-30 06:52" before."""
+    moment = datetime.fromtimestamp(timestamp)
+    same_year = moment.year == datetime.now().year
+    return moment.strftime("%m-%d %H:%M:%S" if same_year else "%Y-%m-%d %H:%M")

@@ -1,0 +1,118 @@
+"""OpenTelemetry export: a finished run's spans reach the SDK's in-memory exporter with
+their times, parents and GenAI attributes; nothing happens when not instrumented."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+import procflow
+from procflow import Agent, create_step, create_workflow, tool
+from procflow.models import ScriptedModel, ToolCall
+from procflow.runtime.tracing import finished_trace_hooks
+from procflow.storage.memory import InMemoryStorage
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    procflow.instrument(tracer_provider=provider)
+    try:
+        yield memory
+    finally:
+        procflow.uninstrument()
+
+
+def flow() -> procflow.Workflow:
+    def boom(ctx: procflow.StepContext) -> None:
+        if ctx.input_data == "fail":
+            raise ValueError("no good")
+    return (create_workflow(id="otel-flow")
+            .then(create_step(id="first", execute=lambda ctx: ctx.input_data))
+            .parallel([create_step(id="left", execute=lambda ctx: 1),
+                       create_step(id="right", execute=boom)])
+            .commit())
+
+
+async def test_a_run_becomes_a_tree_of_spans(exporter: InMemorySpanExporter) -> None:
+    run = flow().create_run(storage=InMemoryStorage())
+    await run.start(input_data="ok")
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert {"run: otel-flow", "first", "parallel", "left", "right"} <= set(spans)
+    root = spans["run: otel-flow"]
+    assert root.parent is None
+    assert spans["first"].parent is not None
+    assert spans["first"].parent.span_id == root.context.span_id
+    assert spans["left"].parent is not None
+    assert spans["left"].parent.span_id == spans["parallel"].context.span_id
+    assert len({s.context.trace_id for s in spans.values()}) == 1
+    for span in spans.values():
+        assert span.start_time is not None and span.end_time is not None
+        assert root.start_time is not None and root.end_time is not None
+        assert root.start_time <= span.start_time <= span.end_time <= root.end_time
+    assert spans["first"].attributes is not None
+    assert spans["first"].attributes["procflow.run_id"] == run.run_id
+    assert spans["first"].attributes["procflow.step.path"] == "first"
+
+
+async def test_a_failed_step_is_an_error_span(exporter: InMemorySpanExporter) -> None:
+    await flow().create_run(storage=InMemoryStorage()).start(input_data="fail")
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert spans["right"].status.status_code is StatusCode.ERROR
+    assert "no good" in (spans["right"].status.description or "")
+    assert spans["left"].status.status_code is StatusCode.OK
+
+
+async def test_model_and_tool_calls_carry_genai_attributes(
+        exporter: InMemorySpanExporter) -> None:
+    @tool
+    async def lookup(order_id: str) -> dict[str, str]:
+        """Look up an order."""
+        return {"status": "shipped"}
+
+    model = ScriptedModel([[ToolCall("lookup", {"order_id": "A-1"})], "It shipped."])
+    agent = Agent(id="otel-agent", model=model, tools=[lookup])
+    await agent.generate("Where is A-1?")
+    spans = exporter.get_finished_spans()
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert len(chats) == 2
+    attributes = chats[-1].attributes or {}
+    assert attributes["gen_ai.operation.name"] == "chat"
+    assert attributes["gen_ai.request.model"]
+    assert isinstance(attributes["gen_ai.usage.input_tokens"], int)
+    assert isinstance(attributes["gen_ai.usage.output_tokens"], int)
+    reasons = {tuple((c.attributes or {})["gen_ai.response.finish_reasons"]) for c in chats}
+    assert reasons == {("tool-calls",), ("stop",)}
+    tools = [s for s in spans if s.name == "execute_tool lookup"]
+    assert tools and (tools[0].attributes or {})["gen_ai.tool.name"] == "lookup"
+
+
+async def test_nothing_is_exported_unless_instrumented() -> None:
+    memory = InMemorySpanExporter()
+    assert not procflow.otel.is_instrumented() and finished_trace_hooks == []
+    await flow().create_run(storage=InMemoryStorage()).start(input_data="ok")
+    assert memory.get_finished_spans() == ()
+
+
+async def test_an_exporter_failure_never_fails_the_run(caplog: pytest.LogCaptureFixture,
+                                                       ) -> None:
+    def broken(record: object) -> None:
+        raise RuntimeError("collector down")
+
+    finished_trace_hooks.append(broken)
+    try:
+        result = await flow().create_run(storage=InMemoryStorage()).start(input_data="ok")
+    finally:
+        finished_trace_hooks.remove(broken)
+    assert result.status == "success"
+    assert "trace hook" in caplog.text
