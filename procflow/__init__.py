@@ -38,7 +38,7 @@ from procflow.workflows import Workflow, create_workflow
 if TYPE_CHECKING:
     from procflow.agent import Agent, Tool, tool
 
-__version__ = "0.1.0"
+from procflow._version import __version__
 
 _LAZY = {"Agent": "procflow.agent", "Tool": "procflow.agent", "tool": "procflow.agent"}
 

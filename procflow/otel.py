@@ -53,7 +53,7 @@ def instrument(*, tracer_provider: TracerProvider | None = None,
                           "'procflow[otel]'") from exc
     uninstrument()
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    from procflow import __version__
+    from procflow._version import __version__
 
     tracer = provider.get_tracer(_SCOPE, __version__)
 

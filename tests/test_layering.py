@@ -19,7 +19,8 @@ import networkx as nx
 PACKAGE = Path(__file__).resolve().parent.parent / "procflow"
 
 LAYERS: list[set[str]] = [
-    {"errors", "context", "messages", "records", "_lazy", "_secrets"},  # L0: plain data and errors
+    # L0: plain data and errors
+    {"errors", "context", "messages", "records", "_lazy", "_secrets", "_version"},
     {"_backends"},  # L1: shared SQLite/Redis plumbing
     {"storage"},  # L2: where runs, traces and memory are kept
     {"runtime"},  # L3: the interpreter of compiled plans
@@ -29,7 +30,7 @@ LAYERS: list[set[str]] = [
     {"processors"},  # L7: hooks around LLM calls
     {"memory"},  # L8: memory processors and stores
     {"agent"},  # L9: the agent loop
-    {"studio", "__main__", "__init__"},  # L10: the terminal studio and the public surface
+    {"studio", "otel", "__main__", "__init__"},  # L10: the terminal studio and the public surface
 ]
 """Bottom to top. ``__init__`` is ``procflow/__init__.py`` (the public surface)."""
 

@@ -48,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``procflow`` argument parser."""
-    from procflow import __version__
+    from procflow._version import __version__
 
     parser = _Parser(prog="procflow", description="Draw, run and inspect procflow "
                      "workflows and agents.", epilog=_STORAGE_HELP,
