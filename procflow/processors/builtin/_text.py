@@ -27,8 +27,10 @@ from urllib.parse import unquote
 
 __all__ = [
     "CONFUSABLES",
+    "WORD_GAP",
     "Decoded",
     "View",
+    "compile_pattern",
     "decode_payloads",
     "fold",
     "join_split",
@@ -77,6 +79,52 @@ _SPLIT_RUN = re.compile(
     r"(?<![a-z0-9])[a-z0-9@$](?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
 _INNER_PUNCT = re.compile(r"(?<=[a-z0-9])[.\-_*'~^|•·]+(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
+
+
+# -- the pattern mini-syntax the rule tables are written in (see injection.patterns) --
+
+_SEP = r"[\W_]{1,16}"
+_MAYBE_SEP = r"[\W_]{0,16}"
+_GAP = r"(?:[\W_]{1,16}\w{1,40}){0,3}?"
+WORD_GAP = re.compile(r"\(\?:\\w\+ \)\{\d+,\d+\}\??")
+
+
+def _expand(pattern: str) -> str:
+    """Rewrite " " as a separator run, " ?" as an optional one and "~" as a short word
+    gap, and bound repeated groups (``)*`` -> ``){0,4}``), outside [classes]."""
+    out: list[str] = []
+    in_class = escaped = False
+    pattern = pattern.replace(" ?", "\0")
+    for ch in pattern:
+        if ch == "\0":
+            out.append(_MAYBE_SEP)
+        elif escaped:
+            out.append(ch)
+            escaped = False
+        elif ch == "\\":
+            out.append(ch)
+            escaped = True
+        elif in_class:
+            out.append(ch)
+            in_class = ch != "]"
+        elif ch == "[":
+            out.append(ch)
+            in_class = True
+        elif ch in "*+" and out and out[-1] == ")":
+            # bounded, so no pattern backtracks polynomially on long repetitive input
+            out.append("{0,4}" if ch == "*" else "{1,4}")
+        else:
+            out.append(_SEP if ch == " " else _GAP if ch == "~" else ch)
+    return "".join(out)
+
+
+def compile_pattern(pattern: str, *, edges: bool = True) -> re.Pattern[str]:
+    """Compile a rule pattern: expand the mini-syntax, anchor it at word edges."""
+    body = _expand(pattern)
+    if edges:
+        body = rf"(?<![a-z0-9])(?:{body})(?![a-z0-9])"
+    return re.compile(body, re.MULTILINE)
+
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """``PromptInjectionDetector``: catch instruction overrides, jailbreaks, role manipulation,
 system-prompt and data exfiltration, and tool abuse in user input.
 
-Offline by default: a deterministic rule engine (``injection_rules`` and
-``injection_scan``) that reads the text through views undoing obfuscation (spacing,
+Offline by default: a deterministic rule engine (``injection.rules`` and
+``injection.scan``) that reads the text through views undoing obfuscation (spacing,
 zero-width and tag characters, homoglyphs, full-width letters, leetspeak, typos,
 ROT13, reversal, base64/hex/%xx payloads). With ``model=`` a judge model is asked
 too, and the higher score wins per category.
@@ -24,19 +24,19 @@ from procflow.messages import Message
 from procflow.models.base import LanguageModel
 from procflow.processors.args import ProcessInputArgs
 from procflow.processors.base import Processor
-from procflow.processors.builtin.detection import DetectionResult
-from procflow.processors.builtin.injection_judge import (
+from procflow.processors.builtin._detection import DetectionResult
+from procflow.processors.builtin._judge import (
     check_choice,
     check_instructions,
     check_model,
     check_threshold,
     check_types,
+    judge_json,
     parse_verdict,
     violation_detail,
 )
-from procflow.processors.builtin.injection_rules import CATEGORIES
-from procflow.processors.builtin.injection_scan import Hit, neutralise, scan
-from procflow.processors.builtin.judge import judge_json
+from procflow.processors.builtin.injection.rules import CATEGORIES
+from procflow.processors.builtin.injection.scan import Hit, neutralise, scan
 
 __all__ = ["DEFAULT_DETECTION_TYPES", "InjectionStrategy", "PromptInjectionDetector"]
 

@@ -1,9 +1,9 @@
 """Prompt-injection rules, part two: system override, system-prompt and data
-exfiltration, and tool abuse (see ``injection_patterns`` for the pattern syntax)."""
+exfiltration, and tool abuse (see ``injection.patterns`` for the pattern syntax)."""
 
 from __future__ import annotations
 
-from procflow.processors.builtin.injection_patterns import (
+from procflow.processors.builtin.injection.patterns import (
     DANGER,
     DE,
     DESTINATION,

@@ -20,13 +20,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from procflow.processors.builtin.injection_rules import CATEGORIES, RULES, SQUASH_RULES, Rule
-from procflow.processors.builtin.injection_text import (
+from procflow.processors.builtin._text import (
     View,
     decode_payloads,
     smuggling_signals,
     views_for_matching,
 )
+from procflow.processors.builtin.injection.rules import CATEGORIES, RULES, SQUASH_RULES, Rule
 
 __all__ = ["Hit", "RuleScan", "neutralise", "scan"]
 

@@ -1,9 +1,9 @@
 """``ModerationProcessor``: flag hateful, harassing, self-harm, sexual and violent content
 in input, in the streamed answer and in the final answer.
 
-Offline by default: a weighted lexicon (``moderation_lexicon``) over the same folded
+Offline by default: a weighted lexicon (``moderation.lexicon``) over the same folded
 views as the injection detector, with common idioms blanked first
-(``moderation_idioms``). With ``model=`` a judge model is asked too, and the higher
+(``moderation.idioms``). With ``model=`` a judge model is asked too, and the higher
 score wins per category. A text is flagged when its highest category score reaches
 ``threshold``.
 
@@ -33,18 +33,18 @@ from procflow.processors.args import (
     ProcessOutputStreamArgs,
 )
 from procflow.processors.base import Processor
-from procflow.processors.builtin.detection import DetectionResult
-from procflow.processors.builtin.injection_judge import (
+from procflow.processors.builtin._detection import DetectionResult
+from procflow.processors.builtin._judge import (
     check_choice,
     check_instructions,
     check_model,
     check_threshold,
     check_types,
+    judge_json,
     parse_verdict,
     violation_detail,
 )
-from procflow.processors.builtin.judge import judge_json
-from procflow.processors.builtin.moderation_lexicon import MODERATION_CATEGORIES, score_text
+from procflow.processors.builtin.moderation.lexicon import MODERATION_CATEGORIES, score_text
 
 __all__ = ["DEFAULT_MODERATION_CATEGORIES", "ModerationProcessor", "ModerationStrategy"]
 

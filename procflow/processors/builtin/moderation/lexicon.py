@@ -2,7 +2,7 @@
 
 Matching uses the same folded views as the injection rules (case, spacing,
 zero-width characters, homoglyphs, leetspeak) and the same pattern mini-syntax
-(``injection_patterns``). Before matching, common idioms are blanked out — "kill the
+(``injection.patterns``). Before matching, common idioms are blanked out — "kill the
 process", "this bug is killing me", "shoot me an email", "execute the script",
 "bath bomb", "I'll destroy you at chess" — so only the remaining text is scored.
 
@@ -18,9 +18,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from procflow.processors.builtin.injection_patterns import compile_pattern
-from procflow.processors.builtin.injection_text import views_for_matching
-from procflow.processors.builtin.moderation_idioms import mask_idioms
+from procflow.processors.builtin._text import compile_pattern, views_for_matching
+from procflow.processors.builtin.moderation.idioms import mask_idioms
 
 __all__ = ["MODERATION_CATEGORIES", "PARENTS", "TERMS", "LexiconScan", "Term", "score_text"]
 

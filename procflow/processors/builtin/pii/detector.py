@@ -1,6 +1,6 @@
 """``PIIDetector``: find personal data and secrets, then block, warn, filter or redact.
 
-Offline by default: a deterministic rule engine (``pii_rules``) with checksums where
+Offline by default: a deterministic rule engine (``pii.rules``) with checksums where
 formats have them. Given a ``model``, a judge is asked as well and both answers are
 merged.
 """
@@ -23,15 +23,15 @@ from procflow.processors.args import (
     ProcessOutputStreamArgs,
 )
 from procflow.processors.base import Processor
-from procflow.processors.builtin.detection import PIIDetection, PIIType
-from procflow.processors.builtin.judge import judge_json
-from procflow.processors.builtin.pii_redact import (
+from procflow.processors.builtin._detection import PIIDetection, PIIType
+from procflow.processors.builtin._judge import judge_json
+from procflow.processors.builtin.pii.redact import (
     REDACTION_METHODS,
     RedactionMethod,
     redact_text,
     resolve_overlaps,
 )
-from procflow.processors.builtin.pii_rules import find_rule_detections
+from procflow.processors.builtin.pii.rules import find_rule_detections
 
 __all__ = ["ALL_PII_TYPES", "DEFAULT_PII_TYPES", "PIIDetector", "PIIStrategy"]
 

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Literal
 
-from procflow.processors.builtin.detection import PIIDetection, PIIType
+from procflow.processors.builtin._detection import PIIDetection, PIIType
 
 __all__ = ["REDACTION_METHODS", "RedactionMethod", "redact_text", "replacement_for",
            "resolve_overlaps"]

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from procflow.processors.builtin.detection import PIIDetection
-from procflow.processors.builtin.pii_checks import shannon_entropy
+from procflow.processors.builtin._detection import PIIDetection
+from procflow.processors.builtin.pii.checks import shannon_entropy
 
 __all__ = ["find_api_keys"]
 
