@@ -21,8 +21,10 @@ import codecs
 import html
 import re
 import unicodedata
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import unquote
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "leet",
     "reverse",
     "rot13",
+    "sentence_bounds",
     "smuggling_signals",
     "spellfix",
     "squash",
@@ -73,7 +76,7 @@ _LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": 
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
 _LEET_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t",
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
-_LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]*[a-z][a-z0-9@$!|+]*")
+_LEET_TOKEN = re.compile(r"(?<![a-z0-9@$!|+])[a-z0-9@$!|+]*[a-z][a-z0-9@$!|+]*")
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
 _SPLIT_RUN = re.compile(
     r"(?<![a-z0-9])[a-z0-9@$](?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
@@ -432,3 +435,23 @@ def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
         if key not in seen:
             seen.add(key)
             yield view
+
+
+_SENTENCE_MARK = re.compile(r"[.!?\n]")
+
+
+@lru_cache(maxsize=16)
+def _sentence_marks(text: str) -> list[int]:
+    return [m.start() for m in _SENTENCE_MARK.finditer(text)]
+
+
+def sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """The sentence around ``text[start:end]``: ``(left, mark)``, where ``left`` is just
+    past the last ``.!?`` or newline before ``start`` and ``mark`` the index of the first
+    one at or after ``end`` (``len(text)`` when there is none). O(log n) per call; the
+    marks of a text are found once and cached."""
+    marks = _sentence_marks(text)
+    i = bisect_left(marks, start)
+    left = marks[i - 1] + 1 if i else 0
+    j = bisect_left(marks, end, lo=i)
+    return left, (marks[j] if j < len(marks) else len(text))

@@ -354,7 +354,7 @@ _OVERRIDE_RULES: tuple[Rule, ...] = (
        r"system instructions|developer (?:message|instructions))[ \t]*:?[ \t]*(?:\n|$)",
        edges=False),
     rule("end-delimiter", "role-manipulation", RM, 0.6,
-       r"(?:-{2,}|={2,}|\*{2,}|#{2,}|\[|<|\(|\|)[ \t]*/?[ \t]*(?:end|stop|close)[ \t_-]*(?:of )?"
+       r"(?:--|==|\*\*|##|\[|<|\(|\|)[ \t]*/?[ \t]*(?:end|stop|close)[ \t_-]*(?:of )?"
        r"(?:the )?(?:system prompt|system message|system|instructions?|user input|user message|"
        r"prompt|context|conversation|input|rules)", edges=False),
     rule("new-session", "role-manipulation", RM, 0.6,

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from procflow.processors.builtin._text import compile_pattern, views_for_matching
+from procflow.processors.builtin._text import compile_pattern, sentence_bounds, views_for_matching
 from procflow.processors.builtin.moderation.idioms import mask_idioms
 
 __all__ = ["MODERATION_CATEGORIES", "PARENTS", "TERMS", "LexiconScan", "Term", "score_text"]
@@ -317,7 +317,6 @@ TERMS: tuple[Term, ...] = (
 )
 
 _MINORS = re.compile(_MINOR)
-_SENTENCE_END = re.compile(r"[.!?\n]")
 _MINOR_CONTEXT = 0.6  # sexual terms at least this strong count next to a minor
 
 
@@ -345,9 +344,8 @@ class LexiconScan:
 
 
 def _sentence(text: str, start: int, end: int) -> str:
-    left = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
-    right = _SENTENCE_END.search(text, end)
-    return text[left:right.start() if right else len(text)]
+    left, mark = sentence_bounds(text, start, end)
+    return text[left:mark]
 
 
 def _hits(text: str) -> list[_Hit]:
