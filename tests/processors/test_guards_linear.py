@@ -1,0 +1,88 @@
+"""Every guard and RegexFilterProcessor preset is linear in its input: the time on a
+100 KB adversarial input is under 15x the time on 10 KB (best of 3 each)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any
+
+import anyio
+import pytest
+
+from procflow.processors.builtin._text import views_for_matching
+from procflow.processors.builtin.injection.scan import scan
+from procflow.processors.builtin.moderation.lexicon import score_text
+from procflow.processors.builtin.pii.rules import RULES as PII_RULES
+from procflow.processors.builtin.pii.rules import find_rule_detections
+from procflow.processors.builtin.regex.filter import PRESETS
+
+UNITS = {
+    "one char": "a", "digits": "0", "dashes": "-", "dots": ".", "spaces": " ",
+    "equals": "=", "stars": "*", "hashes": "#", "digit groups": "1234 ", "near email": "a.",
+    "short emails": "a@b.c ", "quoted local": "a'", "near url": "http://a",
+    "words": "ignore ", "capitals": "Ab ", "near card": "4111 1111 ", "base64ish": "QUFB",
+    "mixed seps": "-_ ./", "near address": "12 Main ", "newlines": "\n", "hex": "0x41 ",
+}
+
+
+def _text(unit: str, size: int) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def _best(fn: Callable[[str], Any], text: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = perf_counter()
+        fn(text)
+        best = min(best, perf_counter() - start)
+    return best
+
+
+def _ratio(fn: Callable[[str], Any], unit: str) -> float:
+    small = _best(fn, _text(unit, 10_000))
+    large = _best(fn, _text(unit, 100_000))
+    return large / max(small, 1e-4)
+
+
+def _all_pii(text: str) -> object:
+    return find_rule_detections(text, frozenset(PII_RULES))
+
+
+GUARDS: dict[str, Callable[[str], Any]] = {
+    "injection": scan,
+    "moderation": score_text,
+    "pii": _all_pii,
+    "views": lambda text: list(views_for_matching(text)),
+}
+
+
+@pytest.mark.parametrize("guard", sorted(GUARDS))
+def test_guards_are_linear(guard: str) -> None:
+    slow = {unit: round(r, 1) for unit in UNITS
+            if (r := _ratio(GUARDS[guard], UNITS[unit])) >= 15}
+    assert not slow, f"{guard}: 100 KB / 10 KB time ratio >= 15 on {slow}"
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_regex_presets_are_linear(preset: str) -> None:
+    patterns = [re.compile(r.pattern, r.flags) for r in PRESETS[preset]]
+
+    def run(text: str) -> object:
+        return [list(p.finditer(text)) for p in patterns]
+
+    slow = {unit: round(r, 1) for unit in UNITS if (r := _ratio(run, UNITS[unit])) >= 15}
+    assert not slow, f"preset {preset}: 100 KB / 10 KB time ratio >= 15 on {slow}"
+
+
+async def test_detectors_through_their_public_api_are_linear() -> None:
+    from procflow.processors import ModerationProcessor, PIIDetector, PromptInjectionDetector
+
+    detectors = [PromptInjectionDetector(), ModerationProcessor(), PIIDetector()]
+    for detector in detectors:
+        def run(text: str, detector: Any = detector) -> object:
+            return anyio.from_thread.run(detector.detect, text)
+
+        ratio = await anyio.to_thread.run_sync(_ratio, run, "0")
+        assert ratio < 15, f"{type(detector).__name__}: ratio {ratio:.1f} on digits"
