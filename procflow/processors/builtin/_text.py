@@ -22,7 +22,7 @@ import html
 import re
 import unicodedata
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import unquote
@@ -36,6 +36,7 @@ __all__ = [
     "decode_payloads",
     "fold",
     "join_split",
+    "normalise",
     "leet",
     "reverse",
     "rot13",
@@ -143,8 +144,8 @@ class View:
 
     name: str
     text: str
-    starts: tuple[int, ...]
-    ends: tuple[int, ...]
+    starts: Sequence[int]
+    ends: Sequence[int]
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The original span that produced ``text[start:end]`` (``end > start``)."""
@@ -455,3 +456,45 @@ def sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     left = marks[i - 1] + 1 if i else 0
     j = bisect_left(marks, end, lo=i)
     return left, (marks[j] if j < len(marks) else len(text))
+
+
+_BIDI_AND_INVISIBLE = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u061c"
+                                "\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                                "\u2066\u2067\u2068\u2069")
+_CONFUSABLE_PUNCT = {"\u3002": ".", "\uff61": ".", "\u2024": ".", "\u0701": ".",
+                     "\u2022": ".", "\ufe6b": "@", "\uff20": "@"}
+
+
+def _normal_char(ch: str) -> str:
+    if ch in _BIDI_AND_INVISIBLE:
+        return ""
+    if ch in _CONFUSABLE_PUNCT:
+        return _CONFUSABLE_PUNCT[ch]
+    category = unicodedata.category(ch)
+    if category == "Zs":
+        return " "
+    if category == "Nd":
+        return str(unicodedata.decimal(ch))
+    if category == "Cf":
+        return ""
+    folded = unicodedata.normalize("NFKC", ch)
+    return "".join(str(unicodedata.decimal(c)) if unicodedata.category(c) == "Nd" else c
+                   for c in folded)
+
+
+def normalise(text: str) -> View:
+    """The view the PII rules read: NFKC, zero-width and bidi controls removed, no-break
+    and other Unicode spaces as " ", every Unicode decimal digit as its ASCII digit,
+    confusable "@" and "." (full-width, ideographic) as ASCII. Case is kept. ASCII text
+    is returned as is (an identity view, no copy of the characters)."""
+    if text.isascii():
+        return View("normalised", text, range(len(text)), range(1, len(text) + 1))
+    b = _Builder()
+    for i, ch in enumerate(text):
+        if ch.isascii():
+            b.chars.append(ch)
+            b.starts.append(i)
+            b.ends.append(i + 1)
+        else:
+            b.add(_normal_char(ch), i, i + 1)
+    return b.build("normalised")

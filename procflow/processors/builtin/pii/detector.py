@@ -25,6 +25,7 @@ from procflow.processors.args import (
 from procflow.processors.base import Processor
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin._judge import judge_json
+from procflow.processors.builtin._text import normalise
 from procflow.processors.builtin.pii.redact import (
     REDACTION_METHODS,
     RedactionMethod,
@@ -162,7 +163,7 @@ class PIIDetector(Processor):
                                  processor_id=self.id) from exc.error
 
     async def _scan(self, text: str) -> list[PIIDetection]:
-        found = find_rule_detections(text, self._rule_types)
+        found = self.find(text)
         if self.model is not None and text.strip():
             try:
                 found.extend(await self._judge(self.model, text))
@@ -174,6 +175,23 @@ class PIIDetector(Processor):
         wanted = set(self.detection_types)
         return resolve_overlaps(d for d in found
                                 if d.type in wanted and d.confidence >= self.threshold)
+
+    def find(self, text: str) -> list[PIIDetection]:
+        """The rules' detections in ``text`` (unsorted, may overlap), synchronously.
+
+        The rules read a normalised view (see ``_text.normalise``: no-break and
+        zero-width spaces, full-width "＠", Arabic-Indic or full-width digits and bidi
+        overrides cannot hide a value); every span points into ``text`` itself.
+        """
+        view = normalise(text)
+        found = find_rule_detections(view.text, self._rule_types)
+        if view.text is text:
+            return found
+        out: list[PIIDetection] = []
+        for d in found:
+            start, end = view.span(d.start, d.end)
+            out.append(PIIDetection(d.type, start, end, text[start:end], d.confidence))
+        return out
 
     async def _judge(self, model: LanguageModel, text: str) -> list[PIIDetection]:
         template = self.instructions or _DEFAULT_INSTRUCTIONS
