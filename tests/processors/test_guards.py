@@ -112,3 +112,29 @@ def test_re2_error_names_the_feature(pattern: str, feature: str) -> None:
 def test_presets_keep_lookarounds_on_re() -> None:
     proc = RegexFilterProcessor(presets=["pii", "secrets", "urls"], strategy="redact")
     assert proc.redact("mail a@b.io")[0] == "mail [EMAIL]"
+
+
+@pytest.mark.parametrize("kind", ["injection", "moderation", "pii"])
+async def test_large_detection_does_not_stall_the_event_loop(kind: str) -> None:
+    from procflow.processors import ModerationProcessor, PromptInjectionDetector
+
+    detector = {"injection": PromptInjectionDetector, "moderation": ModerationProcessor,
+                "pii": PIIDetector}[kind]()
+    text = ("Please review this pasted report; call 415 555 0100 or mail a@b.io. " * 1500)
+    ticks = 0
+    done = False
+
+    async def sleeper() -> None:
+        nonlocal ticks
+        while not done:
+            await anyio.sleep(0.001)
+            ticks += 1
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper)
+        await anyio.sleep(0.01)
+        before = ticks
+        await detector.detect(text)  # type: ignore[attr-defined]
+        during = ticks - before
+        done = True
+    assert during >= 3, f"{kind}: the other task ticked {during} times during detection"

@@ -25,7 +25,10 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 from urllib.parse import unquote
+
+import anyio.to_thread
 
 __all__ = [
     "CONFUSABLES",
@@ -36,8 +39,9 @@ __all__ = [
     "decode_payloads",
     "fold",
     "join_split",
-    "normalise",
     "leet",
+    "normalise",
+    "off_loop",
     "reverse",
     "rot13",
     "sentence_bounds",
@@ -46,6 +50,11 @@ __all__ = [
     "squash",
     "views_for_matching",
 ]
+
+_T = TypeVar("_T")
+
+OFF_LOOP_CHARS = 4_000
+"""Texts longer than this are checked in a worker thread (see ``off_loop``)."""
 
 ZERO_WIDTH = frozenset(
     "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u200b\u200c\u200d"
@@ -498,3 +507,13 @@ def normalise(text: str) -> View:
         else:
             b.add(_normal_char(ch), i, i + 1)
     return b.build("normalised")
+
+
+async def off_loop(fn: Callable[..., _T], text: str, *args: object,
+                   limit: int = OFF_LOOP_CHARS) -> _T:
+    """``fn(text, *args)``, in a worker thread when ``text`` is longer than ``limit``
+    characters (where a check takes more than a few milliseconds), so a large input
+    never stalls the event loop; short texts run inline (a thread hop costs more)."""
+    if len(text) <= limit:
+        return fn(text, *args)
+    return await anyio.to_thread.run_sync(fn, text, *args)

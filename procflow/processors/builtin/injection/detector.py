@@ -35,6 +35,7 @@ from procflow.processors.builtin._judge import (
     parse_verdict,
     violation_detail,
 )
+from procflow.processors.builtin._text import off_loop
 from procflow.processors.builtin.injection.rules import CATEGORIES
 from procflow.processors.builtin.injection.scan import Hit, neutralise, scan
 
@@ -137,7 +138,7 @@ class PromptInjectionDetector(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        rules = scan(text, self._rule_types)
+        rules = await off_loop(scan, text, self._rule_types)
         scores = dict(rules.scores)
         if self.model is None:
             return _Verdict(self._result(scores, rules.reason), tuple(rules.hits))

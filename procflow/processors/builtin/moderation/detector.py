@@ -44,6 +44,7 @@ from procflow.processors.builtin._judge import (
     parse_verdict,
     violation_detail,
 )
+from procflow.processors.builtin._text import off_loop
 from procflow.processors.builtin.moderation.lexicon import MODERATION_CATEGORIES, score_text
 
 __all__ = ["DEFAULT_MODERATION_CATEGORIES", "ModerationProcessor", "ModerationStrategy"]
@@ -144,7 +145,7 @@ class ModerationProcessor(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        lexicon = score_text(text, self.categories)
+        lexicon = await off_loop(score_text, text, self.categories)
         scores = dict(lexicon.scores)
         if self.model is None:
             return _Verdict(self._result(scores, lexicon.reason))

@@ -25,7 +25,7 @@ from procflow.processors.args import (
 from procflow.processors.base import Processor
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin._judge import judge_json
-from procflow.processors.builtin._text import normalise
+from procflow.processors.builtin._text import normalise, off_loop
 from procflow.processors.builtin.pii.redact import (
     REDACTION_METHODS,
     RedactionMethod,
@@ -163,7 +163,7 @@ class PIIDetector(Processor):
                                  processor_id=self.id) from exc.error
 
     async def _scan(self, text: str) -> list[PIIDetection]:
-        found = self.find(text)
+        found = await off_loop(self.find, text, limit=20_000)
         if self.model is not None and text.strip():
             try:
                 found.extend(await self._judge(self.model, text))
