@@ -31,19 +31,26 @@ def _text(unit: str, size: int) -> str:
     return (unit * (size // len(unit) + 1))[:size]
 
 
-def _best(fn: Callable[[str], Any], text: str) -> float:
+def _best(fn: Callable[[str], Any], text: str, reps: int) -> float:
+    """Best of 3 batches of ``reps`` calls, per call (robust on a loaded machine)."""
     best = float("inf")
     for _ in range(3):
         start = perf_counter()
-        fn(text)
-        best = min(best, perf_counter() - start)
+        for _ in range(reps):
+            fn(text)
+        best = min(best, (perf_counter() - start) / reps)
     return best
 
 
 def _ratio(fn: Callable[[str], Any], unit: str) -> float:
-    small = _best(fn, _text(unit, 10_000))
-    large = _best(fn, _text(unit, 100_000))
-    return large / max(small, 1e-4)
+    small_text = _text(unit, 10_000)
+    start = perf_counter()
+    fn(small_text)
+    once = perf_counter() - start
+    reps = max(1, min(200, int(0.02 / max(once, 1e-6))))  # a batch of >= ~20 ms
+    small = _best(fn, small_text, reps)
+    large = _best(fn, _text(unit, 100_000), max(1, reps // 10))
+    return large / small
 
 
 def _all_pii(text: str) -> object:
@@ -58,11 +65,17 @@ GUARDS: dict[str, Callable[[str], Any]] = {
 }
 
 
-@pytest.mark.parametrize("guard", sorted(GUARDS))
-def test_guards_are_linear(guard: str) -> None:
-    slow = {unit: round(r, 1) for unit in UNITS
-            if (r := _ratio(GUARDS[guard], UNITS[unit])) >= 15}
-    assert not slow, f"{guard}: 100 KB / 10 KB time ratio >= 15 on {slow}"
+# The slow guards get the units that exercise their views and rules most.
+_SOME = ("digits", "dashes", "dots", "near email", "quoted local", "words", "mixed seps",
+         "short emails", "newlines", "near address")
+CASES = [(guard, unit) for guard in sorted(GUARDS)
+         for unit in (UNITS if guard == "pii" else _SOME)]
+
+
+@pytest.mark.parametrize(("guard", "unit"), CASES)
+def test_guards_are_linear(guard: str, unit: str) -> None:
+    ratio = _ratio(GUARDS[guard], UNITS[unit])
+    assert ratio < 15, f"{guard}: 100 KB / 10 KB time ratio {ratio:.1f} on {unit!r}"
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))

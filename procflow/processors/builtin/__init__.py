@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     )
     from procflow.processors.builtin.injection import PromptInjectionDetector
     from procflow.processors.builtin.moderation import ModerationProcessor
+    from procflow.processors.builtin.onnx_classifier import OnnxTextClassifier
     from procflow.processors.builtin.pii import PIIDetector
     from procflow.processors.builtin.regex.filter import RegexFilterProcessor, RegexRule
     from procflow.processors.builtin.response_cache import (
@@ -50,6 +51,7 @@ LOCATIONS: dict[str, str] = {
     "MessageHistory": "procflow.memory.processors",
     "ModelPrice": "cost_guard",
     "ModerationProcessor": "moderation",
+    "OnnxTextClassifier": "onnx_classifier",
     "PIIDetection": "_detection",
     "PIIDetector": "pii",
     "PIIType": "_detection",
@@ -88,6 +90,7 @@ __all__ = [
     "MessageHistory",
     "ModelPrice",
     "ModerationProcessor",
+    "OnnxTextClassifier",
     "PIIDetection",
     "PIIDetector",
     "PIIType",

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from procflow.processors.builtin._detection import Evidence
 from procflow.processors.builtin._text import compile_pattern, sentence_bounds, views_for_matching
 from procflow.processors.builtin.moderation.idioms import mask_idioms
 
@@ -328,6 +329,7 @@ class _Hit:
     start: int
     end: int
     snippet: str
+    view: str = "base"
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,10 +339,12 @@ class LexiconScan:
     Attributes:
         scores: Category -> score (only categories that scored).
         reason: The strongest match, e.g. ``violence [threat-against-you]: 'i will kill you'``.
+        evidence: The terms behind the scores, strongest first (view, original span).
     """
 
     scores: dict[str, float] = field(default_factory=dict)
     reason: str = ""
+    evidence: tuple[Evidence, ...] = ()
 
 
 def _sentence(text: str, start: int, end: int) -> str:
@@ -362,11 +366,12 @@ def _hits(text: str) -> list[_Hit]:
                 start, end = view.span(m.start(), m.end())
                 snippet = " ".join(m.group(0).split())
                 for category, weight in term.weights:
-                    hits.append(_Hit(term.name, category, weight, start, end, snippet))
+                    hits.append(_Hit(term.name, category, weight, start, end, snippet,
+                                     view.name))
                     if (category == "sexual" and weight >= _MINOR_CONTEXT
                             and _MINORS.search(_sentence(masked, m.start(), m.end()))):
                         hits.append(_Hit("sexual-content-with-minor", "sexual/minors", 0.95,
-                                         start, end, snippet))
+                                         start, end, snippet, view.name))
     return hits
 
 
@@ -411,4 +416,7 @@ def score_text(text: str, categories: Iterable[str] = MODERATION_CATEGORIES) -> 
     top = max(scores, key=lambda c: scores[c])
     leader = max((h for h in best.values() if h.category == top or PARENTS.get(h.category) == top),
                  key=lambda h: h.weight)
-    return LexiconScan(scores, f"{top} [{leader.term}]: {leader.snippet!r}")
+    evidence = tuple(
+        Evidence("rule", h.term, h.category, h.weight, h.view, h.start, h.end, h.snippet)
+        for h in sorted(best.values(), key=lambda h: h.weight, reverse=True)[:20])
+    return LexiconScan(scores, f"{top} [{leader.term}]: {leader.snippet!r}", evidence)

@@ -190,7 +190,9 @@ class PIIDetector(Processor):
         out: list[PIIDetection] = []
         for d in found:
             start, end = view.span(d.start, d.end)
-            out.append(PIIDetection(d.type, start, end, text[start:end], d.confidence))
+            value = text[start:end]
+            view_name = "original" if value == d.value else "normalised"
+            out.append(PIIDetection(d.type, start, end, value, d.confidence, "rules", view_name))
         return out
 
     async def _judge(self, model: LanguageModel, text: str) -> list[PIIDetection]:
@@ -320,6 +322,7 @@ def _locate(text: str, pii_type: PIIType, value: str, confidence: float) -> list
     start = haystack.find(needle)
     while start >= 0:
         end = start + len(needle)
-        out.append(PIIDetection(pii_type, start, end, text[start:end], confidence))
+        out.append(PIIDetection(pii_type, start, end, text[start:end], confidence,
+                                "judge"))
         start = haystack.find(needle, end)
     return out
