@@ -31,25 +31,25 @@ def _text(unit: str, size: int) -> str:
     return (unit * (size // len(unit) + 1))[:size]
 
 
-def _best(fn: Callable[[str], Any], text: str, reps: int) -> float:
-    """Best of 3 batches of ``reps`` calls, per call (robust on a loaded machine)."""
-    best = float("inf")
-    for _ in range(3):
-        start = perf_counter()
-        for _ in range(reps):
-            fn(text)
-        best = min(best, (perf_counter() - start) / reps)
-    return best
+def _batch(fn: Callable[[str], Any], text: str, reps: int) -> float:
+    start = perf_counter()
+    for _ in range(reps):
+        fn(text)
+    return (perf_counter() - start) / reps
 
 
 def _ratio(fn: Callable[[str], Any], unit: str) -> float:
-    small_text = _text(unit, 10_000)
-    start = perf_counter()
-    fn(small_text)
-    once = perf_counter() - start
-    reps = max(1, min(200, int(0.02 / max(once, 1e-6))))  # a batch of >= ~20 ms
-    small = _best(fn, small_text, reps)
-    large = _best(fn, _text(unit, 100_000), max(1, reps // 10))
+    """Best-of-N per-call time at 100 KB over best-of-N at 10 KB. Batches last >= ~20 ms
+    and the two sizes alternate, so a loaded machine slows both alike; N is 3, or 5
+    when a round is cheap."""
+    small_text, large_text = _text(unit, 10_000), _text(unit, 100_000)
+    once = _batch(fn, small_text, 1)
+    reps = max(1, min(500, int(0.02 / max(once, 1e-6))))
+    small = large = float("inf")
+    rounds = 5 if once < 0.05 else 3
+    for _ in range(rounds):
+        small = min(small, _batch(fn, small_text, reps))
+        large = min(large, _batch(fn, large_text, max(1, reps // 10)))
     return large / small
 
 

@@ -92,6 +92,7 @@ _SPLIT_RUN = re.compile(
     r"(?<![a-z0-9])[a-z0-9@$](?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
 _INNER_PUNCT = re.compile(r"(?<=[a-z0-9])[.\-_*'~^|•·]+(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
+_LETTER_RUN = re.compile(r"[a-z]+")
 
 
 # -- the pattern mini-syntax the rule tables are written in (see injection.patterns) --
@@ -208,8 +209,16 @@ def _fold_char(ch: str) -> str:
     return "".join(out)
 
 
+_ASCII_DROPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_ASCII_FOLD = str.maketrans({"\t": " ", "`": "'"})
+
+
 def fold(text: str) -> View:
     """The base view: de-smuggled, compatibility-folded, confusables mapped, lowered."""
+    if text.isascii() and _ASCII_DROPPED.search(text) is None:
+        # the common case, without a Python step per character: same result
+        return View("base", text.lower().translate(_ASCII_FOLD), range(len(text)),
+                    range(1, len(text) + 1))
     b = _Builder()
     for i, ch in enumerate(text):
         b.add(_fold_char(ch).lower(), i, i + 1)
@@ -303,9 +312,8 @@ def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
 def squash(view: View) -> View:
     """Letters only: what "i-g n o r e" and "ig nore" have in common."""
     b = _Builder()
-    for k, ch in enumerate(view.text):
-        if "a" <= ch <= "z":
-            b.add(ch, view.starts[k], view.ends[k])
+    for m in _LETTER_RUN.finditer(view.text):
+        b.copy(view, m.start(), m.end())
     return b.build("squashed")
 
 
