@@ -479,7 +479,8 @@ _BIDI_AND_INVISIBLE = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u061
                                 "\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
                                 "\u2066\u2067\u2068\u2069")
 _CONFUSABLE_PUNCT = {"\u3002": ".", "\uff61": ".", "\u2024": ".", "\u0701": ".",
-                     "\u2022": ".", "\ufe6b": "@", "\uff20": "@"}
+                     "\u2022": ".", "\ufe6b": "@", "\uff20": "@", "\uff0e": ".",
+                     "\ufe52": "."}
 
 
 def _normal_char(ch: str) -> str:
@@ -494,6 +495,8 @@ def _normal_char(ch: str) -> str:
         return str(unicodedata.decimal(ch))
     if category == "Cf":
         return ""
+    if category[0] in "PS":  # CJK punctuation ("，", "："...) is kept: rules read it
+        return ch
     folded = unicodedata.normalize("NFKC", ch)
     return "".join(str(unicodedata.decimal(c)) if unicodedata.category(c) == "Nd" else c
                    for c in folded)
