@@ -21,6 +21,7 @@ import codecs
 import html
 import re
 import unicodedata
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -86,13 +87,14 @@ _LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": 
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
 _LEET_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t",
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
-_LEET_TOKEN = re.compile(r"(?<![a-z0-9@$!|+])[a-z0-9@$!|+]*[a-z][a-z0-9@$!|+]*")
+_LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]+")  # maximal runs; letterless ones are skipped
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
 _SPLIT_RUN = re.compile(
-    r"(?<![a-z0-9])[a-z0-9@$](?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
+    r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
 _INNER_PUNCT = re.compile(r"(?<=[a-z0-9])[.\-_*'~^|•·]+(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
 _LETTER_RUN = re.compile(r"[a-z]+")
+_LETTER = re.compile(r"[a-z]")
 
 
 # -- the pattern mini-syntax the rule tables are written in (see injection.patterns) --
@@ -169,8 +171,9 @@ class _Builder:
 
     def __init__(self) -> None:
         self.chars: list[str] = []
-        self.starts: list[int] = []
-        self.ends: list[int] = []
+        # compact machine integers: a view of a long text stays small and cache-friendly
+        self.starts: array[int] = array("q")
+        self.ends: array[int] = array("q")
 
     def add(self, text: str, start: int, end: int) -> None:
         for ch in text:
@@ -184,7 +187,7 @@ class _Builder:
         self.ends.extend(view.ends[start:end])
 
     def build(self, name: str) -> View:
-        return View(name, "".join(self.chars), tuple(self.starts), tuple(self.ends))
+        return View(name, "".join(self.chars), self.starts, self.ends)
 
 
 def _fold_char(ch: str) -> str:
@@ -227,14 +230,17 @@ def fold(text: str) -> View:
 
 def _substitute(view: View, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str],
                 name: str) -> View:
+    edits = [(m, new) for m in pattern.finditer(view.text) if (new := repl(m)) != m.group(0)]
+    if not edits:  # nothing changes: share the text and spans, copy nothing
+        return View(name, view.text, view.starts, view.ends)
     b = _Builder()
     pos = 0
-    for m in pattern.finditer(view.text):
+    for m, new in edits:
         b.copy(view, pos, m.start())
-        new = repl(m)
         if len(new) == m.end() - m.start():
-            for k, ch in enumerate(new):
-                b.add(ch, view.starts[m.start() + k], view.ends[m.start() + k])
+            b.chars.extend(new)
+            b.starts.extend(view.starts[m.start():m.end()])
+            b.ends.extend(view.ends[m.start():m.end()])
         else:
             kept = [k for k in range(m.start(), m.end())
                     if not _SEPARATORS.fullmatch(view.text[k])]
@@ -265,7 +271,9 @@ def leet(view: View, *, one_as: str = "i") -> View:
 
     def unleet(m: re.Match[str]) -> str:
         token = m.group(0)
-        return token.translate(table) if _LEET_CHARS.search(token) else token
+        if _LEET_CHARS.search(token) is None or _LETTER.search(token) is None:
+            return token
+        return token.translate(table)
 
     return _substitute(view, _LEET_TOKEN, unleet, f"leet-{one_as}")
 
