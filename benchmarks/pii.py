@@ -23,7 +23,7 @@ from time import perf_counter
 
 import anyio
 
-from procflow.processors.builtin.detection import PIIDetection
+from procflow.processors.builtin._detection import PIIDetection
 from procflow.processors.builtin.pii import ALL_PII_TYPES, PIIDetector
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests/processors/data/pii_corpus.jsonl"

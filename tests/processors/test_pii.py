@@ -18,9 +18,9 @@ from procflow.errors import APICallError, ProcessorError, TripWire
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.base import ModelRequest
 from procflow.processors import OutputResult, ProcessorRunner, ProcessorViolation
-from procflow.processors.builtin.detection import PIIDetection, PIIType
+from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin.pii import ALL_PII_TYPES, DEFAULT_PII_TYPES, PIIDetector
-from procflow.processors.builtin.pii_checks import (
+from procflow.processors.builtin.pii.checks import (
     base58check_valid,
     bech32_valid,
     card_brand,

@@ -19,7 +19,7 @@ from procflow.messages import (
 from procflow.processors import OutputResult, ProcessorRunner, StepInfo, StepOverrides
 from procflow.processors.builtin import batch_parts
 from procflow.processors.builtin.batch_parts import BatchPartsProcessor
-from procflow.processors.builtin.regex_filter import RegexFilterProcessor, RegexRule
+from procflow.processors.builtin.regex import RegexFilterProcessor, RegexRule
 from procflow.processors.builtin.tool_call_filter import ToolCallFilter
 from procflow.processors.builtin.unicode import UnicodeNormalizer
 

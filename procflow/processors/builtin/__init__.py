@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from procflow.memory.processors import MessageHistory, SemanticRecall, WorkingMemory
+    from procflow.processors.builtin._detection import DetectionResult, PIIDetection, PIIType
     from procflow.processors.builtin.batch_parts import BatchPartsProcessor
     from procflow.processors.builtin.cost_guard import CostGuardProcessor, CostScope, ModelPrice
     from procflow.processors.builtin.cost_ledger import CostLedger, InMemoryCostLedger
     from procflow.processors.builtin.cost_ledger_redis import RedisCostLedger
-    from procflow.processors.builtin.detection import DetectionResult, PIIDetection, PIIType
     from procflow.processors.builtin.error_handlers import (
         CompatRule,
         PrefillErrorHandler,
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     )
     from procflow.processors.builtin.injection import PromptInjectionDetector
     from procflow.processors.builtin.moderation import ModerationProcessor
+    from procflow.processors.builtin.onnx_classifier import OnnxTextClassifier
     from procflow.processors.builtin.pii import PIIDetector
-    from procflow.processors.builtin.regex_filter import RegexFilterProcessor, RegexRule
+    from procflow.processors.builtin.regex.filter import RegexFilterProcessor, RegexRule
     from procflow.processors.builtin.response_cache import (
         DEFAULT_RESPONSE_CACHE_TTL_SECONDS,
         ResponseCache,
@@ -45,20 +46,21 @@ LOCATIONS: dict[str, str] = {
     "CostLedger": "cost_ledger",
     "CostScope": "cost_guard",
     "DEFAULT_RESPONSE_CACHE_TTL_SECONDS": "response_cache",
-    "DetectionResult": "detection",
+    "DetectionResult": "_detection",
     "InMemoryCostLedger": "cost_ledger",
     "MessageHistory": "procflow.memory.processors",
     "ModelPrice": "cost_guard",
     "ModerationProcessor": "moderation",
-    "PIIDetection": "detection",
+    "OnnxTextClassifier": "onnx_classifier",
+    "PIIDetection": "_detection",
     "PIIDetector": "pii",
-    "PIIType": "detection",
+    "PIIType": "_detection",
     "PrefillErrorHandler": "error_handlers",
     "PromptInjectionDetector": "injection",
     "ProviderHistoryCompat": "error_handlers",
-    "RegexFilterProcessor": "regex_filter",
+    "RegexFilterProcessor": "regex",
     "RedisCostLedger": "cost_ledger_redis",
-    "RegexRule": "regex_filter",
+    "RegexRule": "regex",
     "ResponseCache": "response_cache",
     "ResponseCacheContextOptions": "response_cache",
     "ResponseCacheKeyInputs": "response_cache",
@@ -88,6 +90,7 @@ __all__ = [
     "MessageHistory",
     "ModelPrice",
     "ModerationProcessor",
+    "OnnxTextClassifier",
     "PIIDetection",
     "PIIDetector",
     "PIIType",

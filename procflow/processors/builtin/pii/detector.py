@@ -1,6 +1,6 @@
 """``PIIDetector``: find personal data and secrets, then block, warn, filter or redact.
 
-Offline by default: a deterministic rule engine (``pii_rules``) with checksums where
+Offline by default: a deterministic rule engine (``pii.rules``) with checksums where
 formats have them. Given a ``model``, a judge is asked as well and both answers are
 merged.
 """
@@ -23,15 +23,16 @@ from procflow.processors.args import (
     ProcessOutputStreamArgs,
 )
 from procflow.processors.base import Processor
-from procflow.processors.builtin.detection import PIIDetection, PIIType
-from procflow.processors.builtin.judge import judge_json
-from procflow.processors.builtin.pii_redact import (
+from procflow.processors.builtin._detection import PIIDetection, PIIType
+from procflow.processors.builtin._judge import judge_json
+from procflow.processors.builtin._text import normalise, off_loop
+from procflow.processors.builtin.pii.redact import (
     REDACTION_METHODS,
     RedactionMethod,
     redact_text,
     resolve_overlaps,
 )
-from procflow.processors.builtin.pii_rules import find_rule_detections
+from procflow.processors.builtin.pii.rules import find_rule_detections
 
 __all__ = ["ALL_PII_TYPES", "DEFAULT_PII_TYPES", "PIIDetector", "PIIStrategy"]
 
@@ -162,7 +163,7 @@ class PIIDetector(Processor):
                                  processor_id=self.id) from exc.error
 
     async def _scan(self, text: str) -> list[PIIDetection]:
-        found = find_rule_detections(text, self._rule_types)
+        found = await off_loop(self.find, text, limit=20_000)
         if self.model is not None and text.strip():
             try:
                 found.extend(await self._judge(self.model, text))
@@ -174,6 +175,25 @@ class PIIDetector(Processor):
         wanted = set(self.detection_types)
         return resolve_overlaps(d for d in found
                                 if d.type in wanted and d.confidence >= self.threshold)
+
+    def find(self, text: str) -> list[PIIDetection]:
+        """The rules' detections in ``text`` (unsorted, may overlap), synchronously.
+
+        The rules read a normalised view (see ``_text.normalise``: no-break and
+        zero-width spaces, full-width "＠", Arabic-Indic or full-width digits and bidi
+        overrides cannot hide a value); every span points into ``text`` itself.
+        """
+        view = normalise(text)
+        found = find_rule_detections(view.text, self._rule_types)
+        if view.text is text:
+            return found
+        out: list[PIIDetection] = []
+        for d in found:
+            start, end = view.span(d.start, d.end)
+            value = text[start:end]
+            view_name = "original" if value == d.value else "normalised"
+            out.append(PIIDetection(d.type, start, end, value, d.confidence, "rules", view_name))
+        return out
 
     async def _judge(self, model: LanguageModel, text: str) -> list[PIIDetection]:
         template = self.instructions or _DEFAULT_INSTRUCTIONS
@@ -302,6 +322,7 @@ def _locate(text: str, pii_type: PIIType, value: str, confidence: float) -> list
     start = haystack.find(needle)
     while start >= 0:
         end = start + len(needle)
-        out.append(PIIDetection(pii_type, start, end, text[start:end], confidence))
+        out.append(PIIDetection(pii_type, start, end, text[start:end], confidence,
+                                "judge"))
         start = haystack.find(needle, end)
     return out

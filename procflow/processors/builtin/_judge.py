@@ -1,5 +1,5 @@
-"""What the injection and moderation detectors share: option checks, the judge's
-verdict, and how a verdict is reported (abort metadata, warning detail).
+"""Model-as-judge and what the injection and moderation detectors share: asking a model
+for a JSON verdict, option checks, parsing the verdict, and how it is reported.
 
 The judge is asked for ``{"flagged", "score", "categories", "reason", ...}``; models
 answer loosely, so the parsing is tolerant where the meaning is clear (a category
@@ -11,14 +11,16 @@ any other judge failure.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from procflow.errors import ProcessorError
-from procflow.models.base import LanguageModel
-from procflow.processors.builtin.detection import DetectionResult
+from procflow.models.base import LanguageModel, complete_text
+from procflow.processors.builtin._detection import DetectionResult
 
 __all__ = [
     "JudgeVerdict",
@@ -27,9 +29,48 @@ __all__ = [
     "check_model",
     "check_threshold",
     "check_types",
+    "judge_json",
     "parse_verdict",
     "violation_detail",
 ]
+
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+async def judge_json(model: LanguageModel, *, processor_id: str, instructions: str,
+                     text: str, shape: str) -> dict[str, Any]:
+    """Ask ``model`` to judge ``text`` and return its JSON answer as a dict.
+
+    Args:
+        model: The judge.
+        processor_id: For error messages.
+        instructions: The judge's task (system prompt).
+        text: The text to judge (sent as the user message, never mixed into
+            the instructions).
+        shape: A description of the JSON object expected, e.g.
+            ``{"flagged": bool, "score": number, "categories": {...}}``.
+
+    Raises:
+        ProcessorError: The answer holds no JSON object.
+    """
+    prompt = [
+        {"role": "system", "content": f"{instructions}\n\nAnswer with one JSON object only, "
+                                      f"shaped like: {shape}. No prose."},
+        {"role": "user", "content": text},
+    ]
+    answer = await complete_text(model, prompt, temperature=0)
+    match = _OBJECT.search(answer)
+    if match is not None:
+        try:
+            parsed = json.loads(match.group(0))
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    shown = answer if len(answer) <= 200 else answer[:197] + "..."
+    raise ProcessorError(f"processor '{processor_id}': the judge model "
+                         f"{model.provider}/{model.model_id} did not answer with a JSON object: "
+                         f"{shown!r}", processor_id=processor_id)
 
 
 def check_model(model: object, *, processor: str) -> LanguageModel | None:

@@ -9,11 +9,14 @@ several deltas.
 
 from __future__ import annotations
 
+import importlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, cast, get_args
 
+from procflow.errors import ProcessorError
 from procflow.messages import Chunk, Message, Part, TextPart
 from procflow.processors.args import (
     ProcessInputArgs,
@@ -23,7 +26,7 @@ from procflow.processors.args import (
 )
 from procflow.processors.base import Processor
 
-__all__ = ["PRESETS", "RegexFilterProcessor", "RegexRule"]
+__all__ = ["PRESETS", "USER_PATTERN_BUDGET_SECONDS", "RegexFilterProcessor", "RegexRule"]
 
 Preset = Literal["pii", "secrets", "urls"]
 Strategy = Literal["block", "redact", "warn"]
@@ -49,7 +52,8 @@ class RegexRule:
 
 PRESETS: dict[str, tuple[RegexRule, ...]] = {
     "pii": (
-        RegexRule("email", r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", "[EMAIL]"),
+        RegexRule("email", r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b",
+                  "[EMAIL]"),
         RegexRule("ssn", r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b", "[SSN]"),
         RegexRule("credit-card", r"\b(?:\d[ -]?){12,18}\d\b", "[CREDIT_CARD]"),
         RegexRule("phone", r"(?<![\w+])(?<!\d[ .-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)|\d{2,4})"
@@ -97,7 +101,84 @@ def _literal(text: str) -> Callable[[re.Match[str]], str]:
     return lambda _match: text
 
 
-def _compile(rule: RegexRule) -> re.Pattern[str]:
+class _Regex(Protocol):
+    def finditer(self, text: str) -> Iterator[Any]: ...
+
+    def subn(self, repl: Callable[[Any], str], text: str) -> tuple[str, int]: ...
+
+
+USER_PATTERN_BUDGET_SECONDS = 0.5
+"""Without ``google-re2``: how long one user pattern may run on one text before the
+check fails (the text is then treated as matching - fail closed)."""
+
+_RE2_FLAGS = {re.IGNORECASE: "i", re.MULTILINE: "m", re.DOTALL: "s"}
+_RE2_UNSUPPORTED = (
+    (re.compile(r"\(\?<[=!]"), "lookbehind ((?<=...) or (?<!...))"),
+    (re.compile(r"\(\?[=!]"), "lookahead ((?=...) or (?!...))"),
+    (re.compile(r"\\[1-9]|\(\?P="), "backreferences (\\1 or (?P=name))"),
+    (re.compile(r"\(\?>"), "atomic groups ((?>...))"),
+    (re.compile(r"[*+?}]\+"), "possessive quantifiers (*+, ++, ?+, {m,n}+)"),
+    (re.compile(r"\(\?\("), "conditionals ((?(1)...|...))"),
+)
+
+
+def _load_re2() -> Any:
+    try:
+        return importlib.import_module("re2")
+    except ImportError:
+        return None
+
+
+def _re2_compile(re2: Any, rule: RegexRule) -> _Regex:
+    """``rule``'s pattern on RE2 (linear time in the text, whatever the pattern)."""
+    inline = ""
+    rest = rule.flags
+    for flag, letter in _RE2_FLAGS.items():
+        if rest & flag:
+            inline += letter
+            rest &= ~flag
+    rest &= ~re.UNICODE
+    if rest:
+        raise ValueError(f"RegexFilterProcessor: rule {rule.name!r}: flags {rest!r} are not "
+                         "supported by the linear-time engine (RE2); use IGNORECASE, "
+                         "MULTILINE or DOTALL, or inline them")
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return cast(_Regex, re2.compile(f"(?{inline}){rule.pattern}" if inline else rule.pattern,
+                                        options))
+    except re2.error as exc:
+        feature = next((name for pattern, name in _RE2_UNSUPPORTED
+                        if pattern.search(rule.pattern)), None)
+        detail = (f"it uses {feature}, which the linear-time engine (RE2) does not support; "
+                  "rewrite the pattern without it" if feature else str(exc))
+        raise ValueError(f"RegexFilterProcessor: rule {rule.name!r}: pattern "
+                         f"{rule.pattern!r} cannot run in linear time: {detail}") from None
+
+
+class _Budgeted:
+    """A ``re`` pattern under a time budget (the fallback when RE2 is not installed)."""
+
+    def __init__(self, regex: re.Pattern[str], name: str, seconds: float) -> None:
+        self.regex, self.name, self.seconds = regex, name, seconds
+
+    def _run(self, fn: Callable[[], Any]) -> Any:
+        box: list[Any] = []
+        worker = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+        worker.start()
+        worker.join(self.seconds)
+        if not box:
+            raise TimeoutError(self.name)
+        return box[0]
+
+    def finditer(self, text: str) -> Iterator[Any]:
+        return iter(self._run(lambda: list(self.regex.finditer(text))))
+
+    def subn(self, repl: Callable[[Any], str], text: str) -> tuple[str, int]:
+        return cast(tuple[str, int], self._run(lambda: self.regex.subn(repl, text)))
+
+
+def _compile(rule: RegexRule, *, user: bool = False) -> _Regex:
     if not isinstance(rule.name, str) or not rule.name:
         raise ValueError(f"RegexFilterProcessor: a rule needs a non-empty name, got {rule!r}")
     if not isinstance(rule.pattern, str) or not isinstance(rule.replacement, str):
@@ -111,7 +192,12 @@ def _compile(rule: RegexRule) -> re.Pattern[str]:
     if regex.fullmatch("") is not None:
         raise ValueError(f"RegexFilterProcessor: rule {rule.name!r}: pattern {rule.pattern!r} "
                          "matches the empty string, so it would match everywhere")
-    return regex
+    if not user:
+        return regex  # the presets are audited for linear time (tests/processors)
+    re2 = _load_re2()
+    if re2 is not None:
+        return _re2_compile(re2, rule)
+    return _Budgeted(regex, rule.name, USER_PATTERN_BUDGET_SECONDS)
 
 
 class RegexFilterProcessor(Processor):
@@ -119,6 +205,12 @@ class RegexFilterProcessor(Processor):
 
     Args:
         rules: ``RegexRule``s or dicts ``{"name", "pattern", "replacement"?, "flags"?}``.
+            User patterns run on RE2 (``procflow[re2]``, the ``google-re2`` package),
+            linear in the text whatever the pattern; a pattern using a feature RE2
+            lacks (lookaround, backreferences, atomic groups, possessive quantifiers)
+            is a ``ValueError`` naming it. Without RE2 installed they run on ``re``
+            under a time budget (``USER_PATTERN_BUDGET_SECONDS`` per text): a scan over
+            budget counts as a match, a redaction over budget raises ``ProcessorError``.
         presets: Ready-made rule sets: "pii" (email, SSN, card number, phone, IPv4),
             "secrets" (cloud and API keys, tokens, private keys, credential
             assignments), "urls".
@@ -158,7 +250,8 @@ class RegexFilterProcessor(Processor):
         if duplicates:
             raise ValueError(f"RegexFilterProcessor: duplicate rule name(s) {duplicates}")
         self.rules: tuple[RegexRule, ...] = tuple(all_rules)
-        self._compiled = [(r, _compile(r)) for r in all_rules]
+        user_rules = {id(r) for r in all_rules[:len(rules)]}
+        self._compiled = [(r, _compile(r, user=id(r) in user_rules)) for r in all_rules]
         self.strategy: Strategy = strategy
         self.phase: Phase = phase
 
@@ -166,7 +259,10 @@ class RegexFilterProcessor(Processor):
         """Rule name -> number of matches in ``text``, for the rules that matched."""
         found: dict[str, int] = {}
         for rule, regex in self._compiled:
-            n = sum(1 for _ in regex.finditer(text))
+            try:
+                n = sum(1 for _ in regex.finditer(text))
+            except TimeoutError:
+                n = 1  # over its time budget: treated as a match (fail closed)
             if n:
                 found[rule.name] = n
         return found
@@ -175,7 +271,13 @@ class RegexFilterProcessor(Processor):
         """``text`` with every match replaced, and the match counts per rule."""
         found: dict[str, int] = {}
         for rule, regex in self._compiled:
-            text, n = regex.subn(_literal(rule.replacement), text)
+            try:
+                text, n = regex.subn(_literal(rule.replacement), text)
+            except TimeoutError:
+                raise ProcessorError(
+                    f"processor '{self.id}': rule {rule.name!r} ran over its time budget "
+                    f"({USER_PATTERN_BUDGET_SECONDS}s); install procflow[re2] to run user "
+                    "patterns in linear time", processor_id=self.id) from None
             if n:
                 found[rule.name] = n
         return text, found

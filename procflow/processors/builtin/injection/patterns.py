@@ -1,7 +1,7 @@
 """Building blocks of the prompt-injection rule tables: the ``Rule`` record, the
 pattern mini-syntax, and the shared vocabulary of attack phrasing.
 
-Patterns match the folded, lower-cased views of ``injection_text``. Inside a pattern
+Patterns match the folded, lower-cased views of ``_text``. Inside a pattern
 (outside ``[...]`` classes) a literal space means "a run of separators" (spaces,
 punctuation, newlines), ``" ?"`` means "maybe some separators" and ``~`` means "up
 to three more words"; unless ``edges=False`` a pattern must start and end at word
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from procflow.processors.builtin._text import WORD_GAP, compile_pattern
 
 __all__ = [
     "ADJ",
@@ -46,56 +48,12 @@ __all__ = [
     "TEMP",
     "YOU_ARE",
     "Rule",
-    "compile_pattern",
     "rule",
 ]
 
 CATEGORIES: tuple[str, ...] = ("injection", "jailbreak", "tool-exfiltration",
                                "data-exfiltration", "system-override", "role-manipulation")
 """The detection types the rules score (the origin's defaults)."""
-
-_SEP = r"[\W_]{1,16}"
-_MAYBE_SEP = r"[\W_]{0,16}"
-_GAP = r"(?:[\W_]{1,16}\w{1,40}){0,3}?"
-_WORD_GAP = re.compile(r"\(\?:\\w\+ \)\{\d+,\d+\}\??")
-
-
-def _expand(pattern: str) -> str:
-    """Rewrite " " as a separator run, " ?" as an optional one and "~" as a short word
-    gap, and bound repeated groups (``)*`` -> ``){0,4}``), outside [classes]."""
-    out: list[str] = []
-    in_class = escaped = False
-    pattern = pattern.replace(" ?", "\0")
-    for ch in pattern:
-        if ch == "\0":
-            out.append(_MAYBE_SEP)
-        elif escaped:
-            out.append(ch)
-            escaped = False
-        elif ch == "\\":
-            out.append(ch)
-            escaped = True
-        elif in_class:
-            out.append(ch)
-            in_class = ch != "]"
-        elif ch == "[":
-            out.append(ch)
-            in_class = True
-        elif ch in "*+" and out and out[-1] == ")":
-            # bounded, so no pattern backtracks polynomially on long repetitive input
-            out.append("{0,4}" if ch == "*" else "{1,4}")
-        else:
-            out.append(_SEP if ch == " " else _GAP if ch == "~" else ch)
-    return "".join(out)
-
-
-def compile_pattern(pattern: str, *, edges: bool = True) -> re.Pattern[str]:
-    """Compile a rule pattern: expand the mini-syntax, anchor it at word edges."""
-    body = _expand(pattern)
-    if edges:
-        body = rf"(?<![a-z0-9])(?:{body})(?![a-z0-9])"
-    return re.compile(body, re.MULTILINE)
-
 
 @dataclass(frozen=True, slots=True)
 class Rule:
@@ -137,7 +95,7 @@ def rule(name: str, category: str, family: str, weight: float, pattern: str, *,
        near: str | None = None, embedded: bool = False) -> Rule:
     squashed = None
     if squash:
-        letters_only = (_WORD_GAP.sub("", pattern).replace(" ?", "").replace("~", "")
+        letters_only = (WORD_GAP.sub("", pattern).replace(" ?", "").replace("~", "")
                         .replace(" ", "").replace(")*", "){0,4}").replace(")+", "){1,4}"))
         squashed = re.compile(letters_only)
     return Rule(

@@ -1,9 +1,9 @@
 """``ModerationProcessor``: flag hateful, harassing, self-harm, sexual and violent content
 in input, in the streamed answer and in the final answer.
 
-Offline by default: a weighted lexicon (``moderation_lexicon``) over the same folded
+Offline by default: a weighted lexicon (``moderation.lexicon``) over the same folded
 views as the injection detector, with common idioms blanked first
-(``moderation_idioms``). With ``model=`` a judge model is asked too, and the higher
+(``moderation.idioms``). With ``model=`` a judge model is asked too, and the higher
 score wins per category. A text is flagged when its highest category score reaches
 ``threshold``.
 
@@ -33,18 +33,29 @@ from procflow.processors.args import (
     ProcessOutputStreamArgs,
 )
 from procflow.processors.base import Processor
-from procflow.processors.builtin.detection import DetectionResult
-from procflow.processors.builtin.injection_judge import (
+from procflow.processors.builtin._classifier import (
+    STRONG_RULE,
+    TextClassifier,
+    check_classifier,
+    run_classifier,
+)
+from procflow.processors.builtin._detection import DetectionResult, Evidence
+from procflow.processors.builtin._judge import (
     check_choice,
     check_instructions,
     check_model,
     check_threshold,
     check_types,
+    judge_json,
     parse_verdict,
     violation_detail,
 )
-from procflow.processors.builtin.judge import judge_json
-from procflow.processors.builtin.moderation_lexicon import MODERATION_CATEGORIES, score_text
+from procflow.processors.builtin._text import off_loop
+from procflow.processors.builtin.moderation.lexicon import (
+    MODERATION_CATEGORIES,
+    LexiconScan,
+    score_text,
+)
 
 __all__ = ["DEFAULT_MODERATION_CATEGORIES", "ModerationProcessor", "ModerationStrategy"]
 
@@ -96,6 +107,12 @@ class ModerationProcessor(Processor):
         include_scores: Add every category's score to abort metadata and warnings.
         chunk_window: On the stream, moderate the last ``n`` text deltas joined
             (0: the current delta only).
+        classifier: Any callable ``text -> score`` (0..1, or ``{category: score}``),
+            sync or async, e.g. an ``OnnxTextClassifier`` over a toxicity model. A
+            strong lexicon hit (``STRONG_RULE``, 0.85) decides on its own; otherwise
+            the classifier's score decides (a bare score counts for the lexicon's top
+            category, or the first configured one; flagged at ``classifier.threshold``
+            when it has one, else ``threshold``). Both appear in ``evidence``.
 
     Raises:
         ValueError: An option is invalid.
@@ -109,8 +126,9 @@ class ModerationProcessor(Processor):
                  categories: Sequence[str] = DEFAULT_MODERATION_CATEGORIES,
                  threshold: float = 0.5, strategy: ModerationStrategy = "block",
                  instructions: str | None = None, include_scores: bool = False,
-                 chunk_window: int = 0) -> None:
+                 chunk_window: int = 0, classifier: TextClassifier | None = None) -> None:
         pid = self.id
+        self.classifier = check_classifier(classifier, processor=pid)
         self.model = check_model(model, processor=pid)
         self.categories = check_types(categories, MODERATION_CATEGORIES, option="categories",
                                       processor=pid, has_model=self.model is not None)
@@ -144,10 +162,14 @@ class ModerationProcessor(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        lexicon = score_text(text, self.categories)
+        lexicon = await off_loop(score_text, text, self.categories)
         scores = dict(lexicon.scores)
+        if self.classifier is not None:
+            decided = await self._classify(text, lexicon)
+            if decided is not None:
+                return decided
         if self.model is None:
-            return _Verdict(self._result(scores, lexicon.reason))
+            return _Verdict(self._result(scores, lexicon.reason, lexicon.evidence))
         task = self.instructions or _JUDGE_INSTRUCTIONS.format(
             categories=", ".join(self.categories))
         try:
@@ -160,7 +182,7 @@ class ModerationProcessor(Processor):
                 reason = f"moderation check could not run ({error}); failing closed"
                 return _Verdict(DetectionResult(True, 1.0, {}, reason), error)
             logger.warning("%s: %s; using the offline lexicon only", self.id, error)
-            return _Verdict(self._result(scores, lexicon.reason), error)
+            return _Verdict(self._result(scores, lexicon.reason, lexicon.evidence), error)
         for category, value in verdict.categories.items():
             scores[category] = max(scores.get(category, 0.0), value)
         if verdict.score > max(scores.values(), default=0.0):
@@ -170,12 +192,35 @@ class ModerationProcessor(Processor):
         lexicon_score = max(lexicon.scores.values(), default=0.0)
         reason = (f"model: {verdict.reason or 'flagged'}" if verdict.score >= lexicon_score
                   else f"lexicon: {lexicon.reason}")
-        return _Verdict(self._result(scores, reason))
+        judged = Evidence("judge", f"{self.model.provider}/{self.model.model_id}",
+                          max(verdict.categories, key=lambda c: verdict.categories[c],
+                              default=self.categories[0]), round(verdict.score, 4))
+        return _Verdict(self._result(scores, reason, (*lexicon.evidence, judged)))
 
-    def _result(self, scores: dict[str, float], reason: str) -> DetectionResult:
+    async def _classify(self, text: str, lexicon: LexiconScan) -> _Verdict | None:
+        assert self.classifier is not None
+        top = max(lexicon.scores, key=lambda c: lexicon.scores[c], default=self.categories[0])
+        found, clf = await run_classifier(self.classifier, text, processor=self.id,
+                                          default_category=top)
+        evidence = (*lexicon.evidence, clf)
+        lexicon_score = max(lexicon.scores.values(), default=0.0)
+        if lexicon_score >= STRONG_RULE:
+            return _Verdict(self._result(dict(lexicon.scores), lexicon.reason, evidence))
+        cats = {c: round(v, 4) for c, v in found.items() if c in self.categories and v > 0}
+        score = max(cats.values(), default=0.0)
+        limit = getattr(self.classifier, "threshold", self.threshold)
+        flagged = score >= (limit if isinstance(limit, int | float) else self.threshold)
+        reason = f"classifier {clf.name}: {clf.category} {clf.score:.2f}"
+        if lexicon.reason:
+            reason += f"; lexicon: {lexicon.reason}"
+        return _Verdict(DetectionResult(flagged, score, cats, reason, evidence))
+
+    def _result(self, scores: dict[str, float], reason: str,
+                evidence: tuple[Evidence, ...] = ()) -> DetectionResult:
         cats = {c: round(s, 4) for c, s in scores.items() if s > 0 and c in self.categories}
         score = max(cats.values(), default=0.0)
-        return DetectionResult(score >= self.threshold, score, cats, reason if cats else "")
+        return DetectionResult(score >= self.threshold, score, cats, reason if cats else "",
+                               evidence)
 
     def _describe(self, result: DetectionResult, where: str) -> str:
         over = [c for c, s in sorted(result.categories.items(), key=lambda kv: -kv[1])

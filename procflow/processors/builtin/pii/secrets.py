@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from procflow._secrets import find_secrets
-from procflow.processors.builtin.detection import PIIDetection
+from procflow.processors.builtin._detection import PIIDetection
 
 __all__ = ["find_api_keys"]
 

@@ -21,25 +21,41 @@ import codecs
 import html
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import TypeVar
 from urllib.parse import unquote
+
+import anyio.to_thread
 
 __all__ = [
     "CONFUSABLES",
+    "WORD_GAP",
     "Decoded",
     "View",
+    "compile_pattern",
     "decode_payloads",
     "fold",
     "join_split",
     "leet",
+    "normalise",
+    "off_loop",
     "reverse",
     "rot13",
+    "sentence_bounds",
     "smuggling_signals",
     "spellfix",
     "squash",
     "views_for_matching",
 ]
+
+_T = TypeVar("_T")
+
+OFF_LOOP_CHARS = 4_000
+"""Texts longer than this are checked in a worker thread (see ``off_loop``)."""
 
 ZERO_WIDTH = frozenset(
     "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u200b\u200c\u200d"
@@ -71,12 +87,60 @@ _LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": 
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
 _LEET_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t",
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
-_LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]*[a-z][a-z0-9@$!|+]*")
+_LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]+")  # maximal runs; letterless ones are skipped
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
 _SPLIT_RUN = re.compile(
-    r"(?<![a-z0-9])[a-z0-9@$](?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
+    r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
 _INNER_PUNCT = re.compile(r"(?<=[a-z0-9])[.\-_*'~^|•·]+(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
+_LETTER_RUN = re.compile(r"[a-z]+")
+_LETTER = re.compile(r"[a-z]")
+
+
+# -- the pattern mini-syntax the rule tables are written in (see injection.patterns) --
+
+_SEP = r"[\W_]{1,16}"
+_MAYBE_SEP = r"[\W_]{0,16}"
+_GAP = r"(?:[\W_]{1,16}\w{1,40}){0,3}?"
+WORD_GAP = re.compile(r"\(\?:\\w\+ \)\{\d+,\d+\}\??")
+
+
+def _expand(pattern: str) -> str:
+    """Rewrite " " as a separator run, " ?" as an optional one and "~" as a short word
+    gap, and bound repeated groups (``)*`` -> ``){0,4}``), outside [classes]."""
+    out: list[str] = []
+    in_class = escaped = False
+    pattern = pattern.replace(" ?", "\0")
+    for ch in pattern:
+        if ch == "\0":
+            out.append(_MAYBE_SEP)
+        elif escaped:
+            out.append(ch)
+            escaped = False
+        elif ch == "\\":
+            out.append(ch)
+            escaped = True
+        elif in_class:
+            out.append(ch)
+            in_class = ch != "]"
+        elif ch == "[":
+            out.append(ch)
+            in_class = True
+        elif ch in "*+" and out and out[-1] == ")":
+            # bounded, so no pattern backtracks polynomially on long repetitive input
+            out.append("{0,4}" if ch == "*" else "{1,4}")
+        else:
+            out.append(_SEP if ch == " " else _GAP if ch == "~" else ch)
+    return "".join(out)
+
+
+def compile_pattern(pattern: str, *, edges: bool = True) -> re.Pattern[str]:
+    """Compile a rule pattern: expand the mini-syntax, anchor it at word edges."""
+    body = _expand(pattern)
+    if edges:
+        body = rf"(?<![a-z0-9])(?:{body})(?![a-z0-9])"
+    return re.compile(body, re.MULTILINE)
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +156,8 @@ class View:
 
     name: str
     text: str
-    starts: tuple[int, ...]
-    ends: tuple[int, ...]
+    starts: Sequence[int]
+    ends: Sequence[int]
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The original span that produced ``text[start:end]`` (``end > start``)."""
@@ -107,8 +171,9 @@ class _Builder:
 
     def __init__(self) -> None:
         self.chars: list[str] = []
-        self.starts: list[int] = []
-        self.ends: list[int] = []
+        # compact machine integers: a view of a long text stays small and cache-friendly
+        self.starts: array[int] = array("q")
+        self.ends: array[int] = array("q")
 
     def add(self, text: str, start: int, end: int) -> None:
         for ch in text:
@@ -122,7 +187,7 @@ class _Builder:
         self.ends.extend(view.ends[start:end])
 
     def build(self, name: str) -> View:
-        return View(name, "".join(self.chars), tuple(self.starts), tuple(self.ends))
+        return View(name, "".join(self.chars), self.starts, self.ends)
 
 
 def _fold_char(ch: str) -> str:
@@ -147,8 +212,16 @@ def _fold_char(ch: str) -> str:
     return "".join(out)
 
 
+_ASCII_DROPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_ASCII_FOLD = str.maketrans({"\t": " ", "`": "'"})
+
+
 def fold(text: str) -> View:
     """The base view: de-smuggled, compatibility-folded, confusables mapped, lowered."""
+    if text.isascii() and _ASCII_DROPPED.search(text) is None:
+        # the common case, without a Python step per character: same result
+        return View("base", text.lower().translate(_ASCII_FOLD), range(len(text)),
+                    range(1, len(text) + 1))
     b = _Builder()
     for i, ch in enumerate(text):
         b.add(_fold_char(ch).lower(), i, i + 1)
@@ -157,14 +230,17 @@ def fold(text: str) -> View:
 
 def _substitute(view: View, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str],
                 name: str) -> View:
+    edits = [(m, new) for m in pattern.finditer(view.text) if (new := repl(m)) != m.group(0)]
+    if not edits:  # nothing changes: share the text and spans, copy nothing
+        return View(name, view.text, view.starts, view.ends)
     b = _Builder()
     pos = 0
-    for m in pattern.finditer(view.text):
+    for m, new in edits:
         b.copy(view, pos, m.start())
-        new = repl(m)
         if len(new) == m.end() - m.start():
-            for k, ch in enumerate(new):
-                b.add(ch, view.starts[m.start() + k], view.ends[m.start() + k])
+            b.chars.extend(new)
+            b.starts.extend(view.starts[m.start():m.end()])
+            b.ends.extend(view.ends[m.start():m.end()])
         else:
             kept = [k for k in range(m.start(), m.end())
                     if not _SEPARATORS.fullmatch(view.text[k])]
@@ -195,7 +271,9 @@ def leet(view: View, *, one_as: str = "i") -> View:
 
     def unleet(m: re.Match[str]) -> str:
         token = m.group(0)
-        return token.translate(table) if _LEET_CHARS.search(token) else token
+        if _LEET_CHARS.search(token) is None or _LETTER.search(token) is None:
+            return token
+        return token.translate(table)
 
     return _substitute(view, _LEET_TOKEN, unleet, f"leet-{one_as}")
 
@@ -242,9 +320,8 @@ def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
 def squash(view: View) -> View:
     """Letters only: what "i-g n o r e" and "ig nore" have in common."""
     b = _Builder()
-    for k, ch in enumerate(view.text):
-        if "a" <= ch <= "z":
-            b.add(ch, view.starts[k], view.ends[k])
+    for m in _LETTER_RUN.finditer(view.text):
+        b.copy(view, m.start(), m.end())
     return b.build("squashed")
 
 
@@ -384,3 +461,78 @@ def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
         if key not in seen:
             seen.add(key)
             yield view
+
+
+_SENTENCE_MARK = re.compile(r"[.!?\n]")
+
+
+@lru_cache(maxsize=16)
+def _sentence_marks(text: str) -> list[int]:
+    return [m.start() for m in _SENTENCE_MARK.finditer(text)]
+
+
+def sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """The sentence around ``text[start:end]``: ``(left, mark)``, where ``left`` is just
+    past the last ``.!?`` or newline before ``start`` and ``mark`` the index of the first
+    one at or after ``end`` (``len(text)`` when there is none). O(log n) per call; the
+    marks of a text are found once and cached."""
+    marks = _sentence_marks(text)
+    i = bisect_left(marks, start)
+    left = marks[i - 1] + 1 if i else 0
+    j = bisect_left(marks, end, lo=i)
+    return left, (marks[j] if j < len(marks) else len(text))
+
+
+_BIDI_AND_INVISIBLE = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u061c"
+                                "\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                                "\u2066\u2067\u2068\u2069")
+_CONFUSABLE_PUNCT = {"\u3002": ".", "\uff61": ".", "\u2024": ".", "\u0701": ".",
+                     "\u2022": ".", "\ufe6b": "@", "\uff20": "@", "\uff0e": ".",
+                     "\ufe52": "."}
+
+
+def _normal_char(ch: str) -> str:
+    if ch in _BIDI_AND_INVISIBLE:
+        return ""
+    if ch in _CONFUSABLE_PUNCT:
+        return _CONFUSABLE_PUNCT[ch]
+    category = unicodedata.category(ch)
+    if category == "Zs":
+        return " "
+    if category == "Nd":
+        return str(unicodedata.decimal(ch))
+    if category == "Cf":
+        return ""
+    if category[0] in "PS":  # CJK punctuation ("，", "："...) is kept: rules read it
+        return ch
+    folded = unicodedata.normalize("NFKC", ch)
+    return "".join(str(unicodedata.decimal(c)) if unicodedata.category(c) == "Nd" else c
+                   for c in folded)
+
+
+def normalise(text: str) -> View:
+    """The view the PII rules read: NFKC, zero-width and bidi controls removed, no-break
+    and other Unicode spaces as " ", every Unicode decimal digit as its ASCII digit,
+    confusable "@" and "." (full-width, ideographic) as ASCII. Case is kept. ASCII text
+    is returned as is (an identity view, no copy of the characters)."""
+    if text.isascii():
+        return View("normalised", text, range(len(text)), range(1, len(text) + 1))
+    b = _Builder()
+    for i, ch in enumerate(text):
+        if ch.isascii():
+            b.chars.append(ch)
+            b.starts.append(i)
+            b.ends.append(i + 1)
+        else:
+            b.add(_normal_char(ch), i, i + 1)
+    return b.build("normalised")
+
+
+async def off_loop(fn: Callable[..., _T], text: str, *args: object,
+                   limit: int = OFF_LOOP_CHARS) -> _T:
+    """``fn(text, *args)``, in a worker thread when ``text`` is longer than ``limit``
+    characters (where a check takes more than a few milliseconds), so a large input
+    never stalls the event loop; short texts run inline (a thread hop costs more)."""
+    if len(text) <= limit:
+        return fn(text, *args)
+    return await anyio.to_thread.run_sync(fn, text, *args)

@@ -19,14 +19,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
-from procflow.processors.builtin.injection_rules import CATEGORIES, RULES, SQUASH_RULES, Rule
-from procflow.processors.builtin.injection_text import (
+from procflow.processors.builtin._text import (
     View,
     decode_payloads,
+    sentence_bounds,
     smuggling_signals,
     views_for_matching,
 )
+from procflow.processors.builtin.injection.rules import CATEGORIES, RULES, SQUASH_RULES, Rule
 
 __all__ = ["Hit", "RuleScan", "neutralise", "scan"]
 
@@ -41,7 +43,6 @@ _META = re.compile(
     r"|phrase|phrases|explain|classifier|security|called|known as|research|paper|dataset|"
     r"injection|jailbreaks?|red team|guardrails?|filter|block|blocked|flag|flagged)\b")
 _QUOTES = "\"'“”‘’`«»"
-_SENTENCE_END = re.compile(r"[.!?\n]")
 _STRONG_ONLY_VIEWS = frozenset({"rot13", "reversed"})
 _OBFUSCATION_BONUS = 0.05
 _SIGNALS = {"unicode-tags": 0.6, "zero-width": 0.3, "homoglyphs": 0.3}
@@ -91,9 +92,8 @@ class RuleScan:
 
 
 def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
-    left = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
-    right = _SENTENCE_END.search(text, end)
-    return left, (right.end() if right else len(text))
+    left, mark = sentence_bounds(text, start, end)
+    return left, min(mark + 1, len(text))
 
 
 def _quoted(original: str, start: int, end: int) -> bool:
@@ -105,12 +105,22 @@ def _quoted(original: str, start: int, end: int) -> bool:
 def _embedded(original: str, pos: int) -> bool:
     """Whether ``pos`` lies inside quoted or bracketed text: an open double or curly
     quote, an opening single quote (not an apostrophe), ``[``, ``(``, ``{`` or ``<!--``."""
+    return bool(_embedding(original)[pos])
+
+
+@lru_cache(maxsize=8)
+def _embedding(original: str) -> bytes:
+    """For each position of ``original`` (and its end), 1 when it lies inside quoted or
+    bracketed text (see ``_embedded``); one pass, cached per text."""
     double = curly = single = False
     depth = 0
-    prefix = original[:pos]
-    for k, ch in enumerate(prefix):
-        before = prefix[k - 1] if k else " "
-        after = prefix[k + 1] if k + 1 < len(prefix) else " "
+    flags = bytearray(len(original) + 1)
+    last_open = last_close = -1
+    for k, ch in enumerate(original):
+        comment = last_open > last_close
+        flags[k] = double or curly or single or depth > 0 or comment
+        before = original[k - 1] if k else " "
+        after = original[k + 1] if k + 1 < len(original) else " "
         if ch == '"':
             double = not double
         elif ch == "“":
@@ -123,8 +133,12 @@ def _embedded(original: str, pos: int) -> bool:
             depth += 1
         elif ch in "])}" and depth:
             depth -= 1
-    comment = prefix.rfind("<!--") > prefix.rfind("-->")
-    return double or curly or single or depth > 0 or comment
+        elif ch == "-" and k >= 3 and original[k - 3:k + 1] == "<!--":
+            last_open = k - 3
+        elif ch == ">" and k >= 2 and original[k - 2:k + 1] == "-->":
+            last_close = k - 2
+    flags[len(original)] = double or curly or single or depth > 0 or last_open > last_close
+    return bytes(flags)
 
 
 def _weight(rule: Rule, view: View, m: re.Match[str], original: str, meta: bool) -> float:

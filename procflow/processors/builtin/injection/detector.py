@@ -1,8 +1,8 @@
 """``PromptInjectionDetector``: catch instruction overrides, jailbreaks, role manipulation,
 system-prompt and data exfiltration, and tool abuse in user input.
 
-Offline by default: a deterministic rule engine (``injection_rules`` and
-``injection_scan``) that reads the text through views undoing obfuscation (spacing,
+Offline by default: a deterministic rule engine (``injection.rules`` and
+``injection.scan``) that reads the text through views undoing obfuscation (spacing,
 zero-width and tag characters, homoglyphs, full-width letters, leetspeak, typos,
 ROT13, reversal, base64/hex/%xx payloads). With ``model=`` a judge model is asked
 too, and the higher score wins per category.
@@ -24,19 +24,26 @@ from procflow.messages import Message
 from procflow.models.base import LanguageModel
 from procflow.processors.args import ProcessInputArgs
 from procflow.processors.base import Processor
-from procflow.processors.builtin.detection import DetectionResult
-from procflow.processors.builtin.injection_judge import (
+from procflow.processors.builtin._classifier import (
+    STRONG_RULE,
+    TextClassifier,
+    check_classifier,
+    run_classifier,
+)
+from procflow.processors.builtin._detection import DetectionResult, Evidence
+from procflow.processors.builtin._judge import (
     check_choice,
     check_instructions,
     check_model,
     check_threshold,
     check_types,
+    judge_json,
     parse_verdict,
     violation_detail,
 )
-from procflow.processors.builtin.injection_rules import CATEGORIES
-from procflow.processors.builtin.injection_scan import Hit, neutralise, scan
-from procflow.processors.builtin.judge import judge_json
+from procflow.processors.builtin._text import off_loop
+from procflow.processors.builtin.injection.rules import CATEGORIES
+from procflow.processors.builtin.injection.scan import Hit, RuleScan, neutralise, scan
 
 __all__ = ["DEFAULT_DETECTION_TYPES", "InjectionStrategy", "PromptInjectionDetector"]
 
@@ -63,6 +70,13 @@ _JUDGE_INSTRUCTIONS: Final = (
 _JUDGE_SHAPE: Final = ('{"flagged": true|false, "score": 0..1, "categories": {"<type>": 0..1}, '
                        '"reason": "short explanation", "rewritten": "..."}')
 _MIN_WORDS: Final = 2
+_MAX_EVIDENCE: Final = 20
+
+
+def _evidence(hit: Hit) -> Evidence:
+    name = hit.rule.name if hit.rule is not None else hit.view
+    return Evidence("rule" if hit.rule is not None else "signal", name, hit.category,
+                    round(hit.weight, 4), hit.view, hit.start, hit.end, hit.snippet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +108,12 @@ class PromptInjectionDetector(Processor):
             nothing sensible is left).
         instructions: Replace the judge's task description (needs ``model``).
         include_scores: Add every category's score to abort metadata and warnings.
+        classifier: Any callable ``text -> score`` (0..1, or ``{category: score}``),
+            sync or async, e.g. an ``OnnxTextClassifier`` over a prompt-injection model.
+            A strong rule hit (``STRONG_RULE``, 0.85) blocks on its own; otherwise the
+            classifier's score decides (for "injection" unless it names categories;
+            flagged at ``classifier.threshold`` when it has one, else ``threshold``).
+            Both appear in the result's ``evidence``.
 
     Raises:
         ValueError: An option is invalid.
@@ -106,8 +126,10 @@ class PromptInjectionDetector(Processor):
     def __init__(self, *, model: LanguageModel | str | None = None,
                  detection_types: Sequence[str] = DEFAULT_DETECTION_TYPES,
                  threshold: float = 0.7, strategy: InjectionStrategy = "block",
-                 instructions: str | None = None, include_scores: bool = False) -> None:
+                 instructions: str | None = None, include_scores: bool = False,
+                 classifier: TextClassifier | None = None) -> None:
         pid = self.id
+        self.classifier = check_classifier(classifier, processor=pid)
         self.model = check_model(model, processor=pid)
         self.detection_types = check_types(detection_types, CATEGORIES, option="detection_types",
                                            processor=pid, has_model=self.model is not None)
@@ -137,10 +159,15 @@ class PromptInjectionDetector(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        rules = scan(text, self._rule_types)
+        rules = await off_loop(scan, text, self._rule_types)
         scores = dict(rules.scores)
+        evidence = tuple(_evidence(hit) for hit in rules.hits[:_MAX_EVIDENCE])
+        if self.classifier is not None:
+            decided = await self._classify(text, rules, evidence)
+            if decided is not None:
+                return decided
         if self.model is None:
-            return _Verdict(self._result(scores, rules.reason), tuple(rules.hits))
+            return _Verdict(self._result(scores, rules.reason, evidence), tuple(rules.hits))
         task = self.instructions or _JUDGE_INSTRUCTIONS.format(
             types=", ".join(self.detection_types))
         try:
@@ -153,7 +180,8 @@ class PromptInjectionDetector(Processor):
                 reason = f"prompt-injection check could not run ({error}); failing closed"
                 return _Verdict(DetectionResult(True, 1.0, {}, reason), error=error)
             logger.warning("%s: %s; using the offline rules only", self.id, error)
-            return _Verdict(self._result(scores, rules.reason), tuple(rules.hits), error=error)
+            return _Verdict(self._result(scores, rules.reason, evidence), tuple(rules.hits),
+                            error=error)
         for category, value in verdict.categories.items():
             scores[category] = max(scores.get(category, 0.0), value)
         if verdict.score > max(scores.values(), default=0.0):
@@ -164,12 +192,39 @@ class PromptInjectionDetector(Processor):
         reason = (f"model: {verdict.reason or 'flagged'}" if judge_led
                   else f"rules: {rules.reason}")
         rewritten = verdict.extra.get("rewritten") or verdict.extra.get("rewritten_content")
-        return _Verdict(self._result(scores, reason), tuple(rules.hits), rewritten)
+        judged = Evidence("judge", f"{self.model.provider}/{self.model.model_id}",
+                          max(verdict.categories, key=lambda c: verdict.categories[c],
+                              default="injection"), round(verdict.score, 4))
+        return _Verdict(self._result(scores, reason, (*evidence, judged)), tuple(rules.hits),
+                        rewritten)
 
-    def _result(self, scores: dict[str, float], reason: str) -> DetectionResult:
+    async def _classify(self, text: str, rules: RuleScan,
+                        evidence: tuple[Evidence, ...]) -> _Verdict | None:
+        """The verdict when the classifier decides (no strong rule hit), else ``None``
+        (the rules decide; the classifier's score is still in the evidence)."""
+        assert self.classifier is not None
+        found, clf = await run_classifier(self.classifier, text, processor=self.id,
+                                          default_category="injection")
+        evidence = (*evidence, clf)
+        if rules.score >= STRONG_RULE:
+            result = self._result(dict(rules.scores), rules.reason, evidence)
+            return _Verdict(result, tuple(rules.hits))
+        cats = {c: round(v, 4) for c, v in found.items() if c in self.detection_types and v > 0}
+        score = max(cats.values(), default=0.0)
+        limit = getattr(self.classifier, "threshold", self.threshold)
+        flagged = score >= (limit if isinstance(limit, int | float) else self.threshold)
+        reason = f"classifier {clf.name}: {clf.category} {clf.score:.2f}"
+        if rules.reason:
+            reason += f"; rules: {rules.reason}"
+        hits = tuple(rules.hits) if flagged else ()
+        return _Verdict(DetectionResult(flagged, score, cats, reason, evidence), hits)
+
+    def _result(self, scores: dict[str, float], reason: str,
+                evidence: tuple[Evidence, ...] = ()) -> DetectionResult:
         cats = {c: round(s, 4) for c, s in scores.items() if s > 0 and c in self.detection_types}
         score = max(cats.values(), default=0.0)
-        return DetectionResult(score >= self.threshold, score, cats, reason if cats else "")
+        return DetectionResult(score >= self.threshold, score, cats, reason if cats else "",
+                               evidence)
 
     # -- the hook ---------------------------------------------------------------------
 

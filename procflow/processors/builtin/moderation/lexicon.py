@@ -2,7 +2,7 @@
 
 Matching uses the same folded views as the injection rules (case, spacing,
 zero-width characters, homoglyphs, leetspeak) and the same pattern mini-syntax
-(``injection_patterns``). Before matching, common idioms are blanked out — "kill the
+(``injection.patterns``). Before matching, common idioms are blanked out — "kill the
 process", "this bug is killing me", "shoot me an email", "execute the script",
 "bath bomb", "I'll destroy you at chess" — so only the remaining text is scored.
 
@@ -18,9 +18,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from procflow.processors.builtin.injection_patterns import compile_pattern
-from procflow.processors.builtin.injection_text import views_for_matching
-from procflow.processors.builtin.moderation_idioms import mask_idioms
+from procflow.processors.builtin._detection import Evidence
+from procflow.processors.builtin._text import compile_pattern, sentence_bounds, views_for_matching
+from procflow.processors.builtin.moderation.idioms import mask_idioms
 
 __all__ = ["MODERATION_CATEGORIES", "PARENTS", "TERMS", "LexiconScan", "Term", "score_text"]
 
@@ -318,7 +318,6 @@ TERMS: tuple[Term, ...] = (
 )
 
 _MINORS = re.compile(_MINOR)
-_SENTENCE_END = re.compile(r"[.!?\n]")
 _MINOR_CONTEXT = 0.6  # sexual terms at least this strong count next to a minor
 
 
@@ -330,6 +329,7 @@ class _Hit:
     start: int
     end: int
     snippet: str
+    view: str = "base"
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,16 +339,17 @@ class LexiconScan:
     Attributes:
         scores: Category -> score (only categories that scored).
         reason: The strongest match, e.g. ``violence [threat-against-you]: 'i will kill you'``.
+        evidence: The terms behind the scores, strongest first (view, original span).
     """
 
     scores: dict[str, float] = field(default_factory=dict)
     reason: str = ""
+    evidence: tuple[Evidence, ...] = ()
 
 
 def _sentence(text: str, start: int, end: int) -> str:
-    left = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
-    right = _SENTENCE_END.search(text, end)
-    return text[left:right.start() if right else len(text)]
+    left, mark = sentence_bounds(text, start, end)
+    return text[left:mark]
 
 
 def _hits(text: str) -> list[_Hit]:
@@ -365,11 +366,12 @@ def _hits(text: str) -> list[_Hit]:
                 start, end = view.span(m.start(), m.end())
                 snippet = " ".join(m.group(0).split())
                 for category, weight in term.weights:
-                    hits.append(_Hit(term.name, category, weight, start, end, snippet))
+                    hits.append(_Hit(term.name, category, weight, start, end, snippet,
+                                     view.name))
                     if (category == "sexual" and weight >= _MINOR_CONTEXT
                             and _MINORS.search(_sentence(masked, m.start(), m.end()))):
                         hits.append(_Hit("sexual-content-with-minor", "sexual/minors", 0.95,
-                                         start, end, snippet))
+                                         start, end, snippet, view.name))
     return hits
 
 
@@ -414,4 +416,7 @@ def score_text(text: str, categories: Iterable[str] = MODERATION_CATEGORIES) -> 
     top = max(scores, key=lambda c: scores[c])
     leader = max((h for h in best.values() if h.category == top or PARENTS.get(h.category) == top),
                  key=lambda h: h.weight)
-    return LexiconScan(scores, f"{top} [{leader.term}]: {leader.snippet!r}")
+    evidence = tuple(
+        Evidence("rule", h.term, h.category, h.weight, h.view, h.start, h.end, h.snippet)
+        for h in sorted(best.values(), key=lambda h: h.weight, reverse=True)[:20])
+    return LexiconScan(scores, f"{top} [{leader.term}]: {leader.snippet!r}", evidence)

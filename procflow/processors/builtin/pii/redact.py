@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Literal
 
-from procflow.processors.builtin.detection import PIIDetection, PIIType
+from procflow.processors.builtin._detection import PIIDetection, PIIType
 
 __all__ = ["REDACTION_METHODS", "RedactionMethod", "redact_text", "replacement_for",
            "resolve_overlaps"]
@@ -23,13 +24,25 @@ def _tag(pii_type: PIIType) -> str:
 
 
 def _mask(detection: PIIDetection, preserve_format: bool) -> str:
+    """The masked value; never equal to the value (every detected type changes)."""
     value = detection.value
     if not preserve_format:
         return "*" * len(value)
+    masked = _mask_keeping_format(detection)
+    if masked == value:  # too short to keep anything: hide every letter and digit
+        masked = "".join("*" if ch.isalnum() else ch for ch in value)
+    return masked if masked != value else "*" * len(value)
+
+
+def _mask_keeping_format(detection: PIIDetection) -> str:
+    value = detection.value
     if detection.type == "email" and "@" in value:
         local, domain = value.rsplit("@", 1)
-        return local[:1] + "*" * (len(local) - 1) + "@" + domain
+        shown = local[:1] if len(local) > 1 else ""
+        return shown + "*" * (len(local) - len(shown)) + "@" + domain
     keep = 4 if detection.type in _KEEP_LAST_FOUR else 0
+    if sum(ch.isalnum() for ch in value) <= keep:
+        keep = 0
     out: list[str] = []
     for ch in reversed(value):
         if ch.isalnum():
@@ -70,16 +83,23 @@ def resolve_overlaps(detections: Iterable[PIIDetection]) -> list[PIIDetection]:
     longer one on a tie.
     """
     ordered = sorted(detections, key=lambda d: (d.start - d.end, -d.confidence, d.start))
+    starts: list[int] = []  # kept detections, non-overlapping, sorted by start
     kept: list[PIIDetection] = []
     for det in ordered:
-        clashes = [k for k in kept if k.start < det.end and det.start < k.end]
+        # the kept detections overlapping ``det`` are contiguous in start order
+        first = bisect_left(starts, det.start)
+        if first > 0 and kept[first - 1].end > det.start:
+            first -= 1
+        last = bisect_left(starts, det.end, lo=first)
+        clashes = kept[first:last]
         if not clashes:
-            kept.append(det)
+            starts.insert(first, det.start)
+            kept.insert(first, det)
         elif not any(k.start <= det.start and det.end <= k.end for k in clashes) and all(
                 det.confidence > k.confidence for k in clashes):
-            kept = [k for k in kept if k not in clashes]
-            kept.append(det)
-    return sorted(kept, key=lambda d: d.start)
+            starts[first:last] = [det.start]
+            kept[first:last] = [det]
+    return kept
 
 
 def redact_text(text: str, detections: Iterable[PIIDetection], *, method: RedactionMethod,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from procflow.processors.builtin.detection import PIIDetection
+from procflow.processors.builtin._detection import PIIDetection
 
 __all__ = ["find_addresses", "find_names"]
 

@@ -1,10 +1,10 @@
 """The prompt-injection rule table: attack families as weighted patterns.
 
 Rules are written from the families of attack, not fitted to a corpus (pattern
-syntax: ``injection_patterns``). This module holds instruction override, jailbreak
-and role manipulation; ``injection_rules_exfil`` the rest. Weights: 0.85-0.9 for a
+syntax: ``injection.patterns``). This module holds instruction override, jailbreak
+and role manipulation; ``injection.rules_exfil`` the rest. Weights: 0.85-0.9 for a
 phrase that is an attack on its own, 0.6-0.8 for strong but ambiguous phrasing, 0.3-0.55 for cues
-that only count when they co-occur with others (see ``injection_scan``).
+that only count when they co-occur with others (see ``injection.scan``).
 
 Benign text that merely *mentions* the words (ignore, system, prompt, developer,
 pretend, act as, override) does not match: rules need the object an attacker goes
@@ -13,7 +13,7 @@ after (your/previous instructions, your system prompt, your restrictions).
 
 from __future__ import annotations
 
-from procflow.processors.builtin.injection_patterns import (
+from procflow.processors.builtin.injection.patterns import (
     ADJ,
     AI,
     AI_ACTION,
@@ -36,7 +36,7 @@ from procflow.processors.builtin.injection_patterns import (
     Rule,
     rule,
 )
-from procflow.processors.builtin.injection_rules_exfil import EXFIL_RULES
+from procflow.processors.builtin.injection.rules_exfil import EXFIL_RULES
 
 __all__ = ["CATEGORIES", "RULES", "SQUASH_RULES", "Rule"]
 
@@ -354,7 +354,7 @@ _OVERRIDE_RULES: tuple[Rule, ...] = (
        r"system instructions|developer (?:message|instructions))[ \t]*:?[ \t]*(?:\n|$)",
        edges=False),
     rule("end-delimiter", "role-manipulation", RM, 0.6,
-       r"(?:-{2,}|={2,}|\*{2,}|#{2,}|\[|<|\(|\|)[ \t]*/?[ \t]*(?:end|stop|close)[ \t_-]*(?:of )?"
+       r"(?:--|==|\*\*|##|\[|<|\(|\|)[ \t]*/?[ \t]*(?:end|stop|close)[ \t_-]*(?:of )?"
        r"(?:the )?(?:system prompt|system message|system|instructions?|user input|user message|"
        r"prompt|context|conversation|input|rules)", edges=False),
     rule("new-session", "role-manipulation", RM, 0.6,

@@ -1,9 +1,9 @@
 """Prompt-injection rules, part two: system override, system-prompt and data
-exfiltration, and tool abuse (see ``injection_patterns`` for the pattern syntax)."""
+exfiltration, and tool abuse (see ``injection.patterns`` for the pattern syntax)."""
 
 from __future__ import annotations
 
-from procflow.processors.builtin.injection_patterns import (
+from procflow.processors.builtin.injection.patterns import (
     DANGER,
     DE,
     DESTINATION,
@@ -186,7 +186,7 @@ EXFIL_RULES: tuple[Rule, ...] = (
        r"appeared|were|are|was|is|written|given)? ?(?:before|above|prior to) (?:my|this|the "
        r"user's?) (?:first )?(?:message|input|question|prompt|line)"),
     rule("url-with-sensitive", "data-exfiltration", DE, 0.85,
-       r"https?://[^\s)'\"]+\?[^\s)'\"]*=", edges=False,
+       r"(?<![\w/.%-])https?://[^\s)'\"?]+\?[^\s)'\"]*=", edges=False,
        near=r"(?:followed by|append(?:ed)?|added|add|filled (?:in )?with|fill (?:in )?with|plus|"
             r"set to|containing|insert(?:ed)?|with)[\W_]+(?:\w+[\W_]+){0,3}?(?:" + SENSITIVE
             + r"|user's (?:\w+ )?(?:info|data|details|number|address|name|email))"),

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterator
 from datetime import date
 
-from procflow.processors.builtin.detection import PIIDetection
-from procflow.processors.builtin.pii_checks import plausible_birth_date
+from procflow.processors.builtin._detection import PIIDetection
+from procflow.processors.builtin.pii.checks import plausible_birth_date
 
 __all__ = ["MONTHS", "find_birth_dates"]
 

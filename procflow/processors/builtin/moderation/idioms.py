@@ -3,14 +3,14 @@
 "Kill the process", "this bug is killing me", "shoot me an email", "execute the
 script", "a bath bomb", "I'll destroy you at chess", "suicide prevention hotline"...
 ``mask_idioms`` blanks them (same length, so positions still line up) before the
-lexicon runs. Written for the folded, lower-cased views of ``injection_text``.
+lexicon runs. Written for the folded, lower-cased views of ``_text``.
 """
 
 from __future__ import annotations
 
 import re
 
-from procflow.processors.builtin.injection_patterns import compile_pattern
+from procflow.processors.builtin._text import compile_pattern
 
 __all__ = ["IDIOMS", "mask_idioms"]
 

@@ -21,8 +21,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterator
 
-from procflow.processors.builtin.detection import PIIDetection, PIIType
-from procflow.processors.builtin.pii_checks import (
+from procflow.processors.builtin._detection import PIIDetection, PIIType
+from procflow.processors.builtin.pii.checks import (
     IBAN_LENGTHS,
     base58check_valid,
     bech32_valid,
@@ -33,9 +33,9 @@ from procflow.processors.builtin.pii_checks import (
     shannon_entropy,
     ssn_valid,
 )
-from procflow.processors.builtin.pii_dates import find_birth_dates
-from procflow.processors.builtin.pii_names import find_addresses, find_names
-from procflow.processors.builtin.pii_secrets import find_api_keys
+from procflow.processors.builtin.pii.dates import find_birth_dates
+from procflow.processors.builtin.pii.names import find_addresses, find_names
+from procflow.processors.builtin.pii.secrets import find_api_keys
 
 __all__ = ["RULES", "context_before", "find_rule_detections"]
 
@@ -71,7 +71,7 @@ def _stands_alone(text: str, start: int, end: int) -> bool:
 # -- email -------------------------------------------------------------------------
 
 _EMAIL = re.compile(
-    r"(?<![\w.%+-])[\w%+-]+(?:['.][\w%+-]+)*@(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w@-])")
+    r"(?<![\w.%+-])(?<!\w')[\w%+-]+(?:['.][\w%+-]+)*@(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w@-])")
 
 
 def _emails(text: str) -> Iterator[PIIDetection]:

@@ -1,0 +1,202 @@
+"""Guards at line speed: throughput, worst case and quality of the offline guards.
+
+``python benchmarks/guards.py``. For ``PromptInjectionDetector``, ``ModerationProcessor``
+and ``PIIDetector`` (rules only, one core) it prints:
+
+- throughput (MB/s) over a mixed set built from the project's own text: short chat
+  turns (the three corpora in ``tests/processors/data``), long pasted documents (the
+  README and the docs, cut into 2-20 KB pieces), code (procflow's own modules) and the
+  attack texts of the injection corpus;
+- the slowest single 10 KB input among 10 KB windows of that set and adversarial
+  10 KB inputs (runs of one character, digits, separators, near-matches);
+- precision / recall / F1 on the labelled corpora (injection: attack vs benign;
+  moderation: flagged vs allowed; PII: per type over the labelled spans), and for
+  the "name" and "address" types on the held-out file ``pii_names_heldout.jsonl``
+  (written after those rules were frozen), with its hard-negative rate.
+
+Exit code always 0: a report, never a gate.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import anyio
+
+from procflow.processors.builtin.injection import PromptInjectionDetector
+from procflow.processors.builtin.moderation import ModerationProcessor
+from procflow.processors.builtin.pii import ALL_PII_TYPES, PIIDetector
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "processors" / "data"
+WINDOW = 10_000
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    path = DATA / name
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def mixed_inputs() -> list[str]:
+    """Chat turns, pasted documents, code and attack texts, in a fixed order."""
+    chat = [r["text"] for name in ("pii_corpus.jsonl", "moderation_corpus.jsonl")
+            for r in load(name)]
+    attacks = [r["text"] for r in load("injection_corpus.jsonl")]
+    docs: list[str] = []
+    for path in sorted([ROOT / "README.md", *(ROOT / "docs").glob("**/*.md")]):
+        text = path.read_text(encoding="utf-8")
+        size = 2_000
+        for start in range(0, len(text), size):
+            docs.append(text[start:start + size])
+            size = 2_000 + (size * 7) % 18_000
+    code: list[str] = []
+    for path in sorted((ROOT / "procflow").glob("**/*.py"))[:60]:
+        code.append(path.read_text(encoding="utf-8")[:12_000])
+    return chat + attacks + docs + code
+
+
+def adversarial(size: int) -> dict[str, str]:
+    """Inputs that make backtracking patterns explode, ``size`` characters each."""
+    def rep(unit: str) -> str:
+        return (unit * (size // len(unit) + 1))[:size]
+    return {
+        "one char": rep("a"), "digits": rep("0"), "dashes": rep("-"), "dots": rep("."),
+        "spaces": rep(" "), "digit groups": rep("1234 "), "near email": rep("a."),
+        "short emails": rep("a@b.c "), "near url": rep("http://a"), "words": rep("ignore "),
+        "capitals": rep("Ab "), "near card": rep("4111 1111 "), "base64ish": rep("QUFB"),
+        "mixed seps": rep("-_ ./"), "near address": rep("12 Main "),
+    }
+
+
+Detect = Callable[[str], Awaitable[Any]]
+
+
+async def throughput(detect: Detect, inputs: list[str]) -> float:
+    total = sum(len(t.encode()) for t in inputs)
+    start = perf_counter()
+    for text in inputs:
+        await detect(text)
+    return total / (perf_counter() - start) / 1e6
+
+
+async def worst_10k(detect: Detect, inputs: list[str]) -> tuple[float, str]:
+    joined = "\n".join(inputs)
+    windows = {f"mixed@{i}": joined[i:i + WINDOW]
+               for i in range(0, len(joined) - WINDOW, len(joined) // 20)}
+    windows.update(adversarial(WINDOW))
+    worst, name = 0.0, ""
+    for label, text in windows.items():
+        start = perf_counter()
+        await detect(text)
+        took = perf_counter() - start
+        if took > worst:
+            worst, name = took, label
+    return worst * 1000, name
+
+
+def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+    p = tp / (tp + fp) if tp + fp else 1.0
+    r = tp / (tp + fn) if tp + fn else 1.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def line(name: str, tp: int, fp: int, fn: int, extra: str = "") -> None:
+    p, r, f = prf(tp, fp, fn)
+    print(f"    {name:<18} P {p:.3f}  R {r:.3f}  F1 {f:.3f}  (tp {tp}, fp {fp}, fn {fn}){extra}")
+
+
+async def injection_quality(detector: PromptInjectionDetector) -> None:
+    rows = load("injection_corpus.jsonl")
+    for split in ("all", "heldout"):
+        sel = [r for r in rows if split == "all" or r.get("split") == "heldout"]
+        flags = [((await detector.detect(r["text"])).flagged, r["label"] == "attack")
+                 for r in sel]
+        line(f"injection/{split}", sum(f and a for f, a in flags),
+             sum(f and not a for f, a in flags), sum(a and not f for f, a in flags))
+
+
+async def moderation_quality(detector: ModerationProcessor) -> None:
+    rows = load("moderation_corpus.jsonl")
+    flags = [((await detector.detect(r["text"])).flagged, r["label"] == "flagged") for r in rows]
+    line("moderation", sum(f and a for f, a in flags), sum(f and not a for f, a in flags),
+         sum(a and not f for f, a in flags))
+
+
+async def span_counts(rows: list[dict[str, Any]], detector: PIIDetector,
+                      types: tuple[str, ...]) -> dict[str, Counter[str]]:
+    counts: dict[str, Counter[str]] = {t: Counter() for t in types}
+    for row in rows:
+        want = Counter((s["type"], s["value"]) for s in row.get("spans", [])
+                       if s["type"] in types)
+        got = Counter((d.type, d.value) for d in await detector.detect(row["text"])
+                      if d.type in types)
+        for (kind, _), n in (want & got).items():
+            counts[kind]["tp"] += n
+        for (kind, _), n in (got - want).items():
+            counts[kind]["fp"] += n
+        for (kind, _), n in (want - got).items():
+            counts[kind]["fn"] += n
+    return counts
+
+
+async def pii_quality() -> None:
+    rows = load("pii_corpus.jsonl")
+    detector = PIIDetector(detection_types=list(ALL_PII_TYPES), threshold=0.0)
+    counts = await span_counts(rows, detector, tuple(ALL_PII_TYPES))
+    total = Counter[str]()
+    for kind, c in counts.items():
+        total.update(c)
+        if sum(c.values()):
+            line(f"pii/{kind}", c["tp"], c["fp"], c["fn"])
+    line("pii/all types", total["tp"], total["fp"], total["fn"])
+    heldout = load("pii_names_heldout.jsonl")
+    if not heldout:
+        return
+    print(f"  names and addresses, held-out ({len(heldout)} lines, written after the "
+          "rules were frozen):")
+    named = PIIDetector(detection_types=["name", "address"], threshold=0.0)
+    for kind, c in (await span_counts(heldout, named, ("name", "address"))).items():
+        line(kind, c["tp"], c["fp"], c["fn"])
+    negatives = [r for r in heldout if r.get("hard_negative")]
+    hit = sum([bool(await named.detect(r["text"])) for r in negatives])
+    print(f"    hard negatives     {hit}/{len(negatives)} flagged "
+          f"(rate {hit / max(1, len(negatives)):.3f})")
+
+
+async def main() -> None:
+    inputs = mixed_inputs()
+    size = sum(len(t.encode()) for t in inputs)
+    print(f"Mixed set: {len(inputs)} inputs, {size / 1e6:.2f} MB "
+          f"(chat turns, documents, code, attack texts); Python {sys.version.split()[0]}")
+    injection = PromptInjectionDetector()
+    moderation = ModerationProcessor()
+    pii = PIIDetector()
+
+    guards: list[tuple[str, Detect]] = [
+        ("PromptInjectionDetector", injection.detect),
+        ("ModerationProcessor", moderation.detect),
+        ("PIIDetector", pii.detect),
+    ]
+    print(f"\n{'guard':<26}{'MB/s':>8}{'worst 10 KB (ms)':>20}  worst input")
+    for name, detect in guards:
+        rates = [await throughput(detect, inputs) for _ in range(3)]
+        worst, label = await worst_10k(detect, inputs)
+        print(f"{name:<26}{statistics.median(rates):>8.2f}{worst:>20.2f}  {label}")
+    print("\nQuality on the project's corpora (rules only):")
+    await injection_quality(injection)
+    await moderation_quality(moderation)
+    await pii_quality()
+
+
+if __name__ == "__main__":
+    anyio.run(main)
