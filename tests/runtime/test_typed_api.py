@@ -9,6 +9,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from procflow import (
@@ -95,6 +97,18 @@ def test_usage_adds_and_round_trips() -> None:
     assert Usage.from_dict(b.to_dict()) == b
     with pytest.raises(ValueError, match="input_tokens must be a non-negative whole number"):
         Usage.from_dict({"input_tokens": -1})
+
+
+_counts = st.integers(min_value=0, max_value=10**12)
+_usages = st.builds(lambda i, o, r, c: Usage(i, o, i + o, r, c),
+                    _counts, _counts, _counts, _counts)
+
+
+@settings(max_examples=50, deadline=None)
+@given(_usages, _usages, _usages)
+def test_usage_sums_in_any_order_and_survives_its_dict(a: Usage, b: Usage, c: Usage) -> None:
+    assert (a + b) + c == a + (b + c) == c + (b + a)
+    assert Usage.from_dict((a + b).to_dict()) == a + b
 
 
 async def test_a_run_without_model_calls_has_no_usage() -> None:
