@@ -23,6 +23,7 @@ from procflow.errors import (
     WorkflowRunError,
 )
 from procflow.otel import instrument, uninstrument
+from procflow.records import Usage
 from procflow.runtime import (
     Run,
     RunStream,
@@ -36,11 +37,12 @@ from procflow.steps import Step, StepContext, create_step, step
 from procflow.workflows import Workflow, create_workflow
 
 if TYPE_CHECKING:
-    from procflow.agent import Agent, Tool, tool
+    from procflow.agent import Agent, GenerateOptions, Tool, tool
 
 from procflow._version import __version__
 
-_LAZY = {"Agent": "procflow.agent", "Tool": "procflow.agent", "tool": "procflow.agent"}
+_LAZY = {"Agent": "procflow.agent", "GenerateOptions": "procflow.agent",
+         "Tool": "procflow.agent", "tool": "procflow.agent"}
 
 
 def __getattr__(name: str) -> Any:
@@ -58,6 +60,7 @@ __all__ = [
     "THREAD_ID_KEY",
     "APICallError",
     "Agent",
+    "GenerateOptions",
     "ProcessorError",
     "ProcflowError",
     "RequestContext",
@@ -76,6 +79,7 @@ __all__ = [
     "StorageError",
     "Tool",
     "TripWire",
+    "Usage",
     "Workflow",
     "WorkflowDefinitionError",
     "WorkflowEvent",

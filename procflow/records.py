@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic_core import to_jsonable_python
 
@@ -38,6 +38,7 @@ __all__ = [
     "StepResult",
     "StepStatus",
     "TraceRecord",
+    "Usage",
     "as_span",
     "redact_secrets",
 ]
@@ -50,6 +51,80 @@ StepStatus = Literal["success", "failed", "suspended", "skipped", "running"]
 """A step's status."""
 
 TERMINAL_STATUSES: frozenset[str] = frozenset({"success", "failed", "tripwire", "canceled"})
+
+_USAGE_FIELDS: Final = ("input_tokens", "output_tokens", "total_tokens", "reasoning_tokens",
+                        "cached_input_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens spent by one or more model calls; ``a + b`` sums them.
+
+    Attributes:
+        input_tokens: Prompt tokens.
+        output_tokens: Completion tokens.
+        total_tokens: Both (``input_tokens + output_tokens`` when a provider gives no total).
+        reasoning_tokens: Of the output, the tokens spent reasoning (when reported).
+        cached_input_tokens: Of the input, the tokens read from the provider's cache
+            (when reported).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(self.input_tokens + other.input_tokens,
+                     self.output_tokens + other.output_tokens,
+                     self.total_tokens + other.total_tokens,
+                     self.reasoning_tokens + other.reasoning_tokens,
+                     self.cached_input_tokens + other.cached_input_tokens)
+
+    def to_dict(self) -> dict[str, int]:
+        """The counts by name (the three main ones always, the others when non-zero)."""
+        out = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+               "total_tokens": self.total_tokens}
+        if self.reasoning_tokens:
+            out["reasoning_tokens"] = self.reasoning_tokens
+        if self.cached_input_tokens:
+            out["cached_input_tokens"] = self.cached_input_tokens
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
+        """Counts from a mapping (unknown keys ignored; a missing total is the sum).
+
+        Raises:
+            TypeError: ``data`` is not a mapping.
+            ValueError: A count is not a non-negative whole number.
+        """
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise TypeError(f"Usage.from_dict() takes a mapping, got {type(data).__name__}")
+        counts: dict[str, int] = {}
+        for name in _USAGE_FIELDS:
+            value = data.get(name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 \
+                    or value != int(value):
+                raise ValueError(f"usage {name} must be a non-negative whole number, got "
+                                 f"{value!r}")
+            counts[name] = int(value)
+        if not counts.get("total_tokens"):
+            counts["total_tokens"] = counts.get("input_tokens", 0) + counts.get(
+                "output_tokens", 0)
+        return cls(**counts)
+
+    @classmethod
+    def of(cls, value: Usage | Mapping[str, Any] | None) -> Usage:
+        """``value`` as a ``Usage`` (a ``Usage`` as is, a mapping through ``from_dict``)."""
+        return value if isinstance(value, Usage) else cls.from_dict(value)
 
 
 @dataclass(slots=True)

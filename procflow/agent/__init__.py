@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from procflow.agent.agent import Agent, ProcessorArray
 from procflow.agent.loop import AgentLoop
+from procflow.agent.options import GenerateOptions, MemoryOption, ToolChoice
 from procflow.agent.output import (
     AgentResponse,
     FullOutput,
@@ -21,11 +22,14 @@ __all__ = [
     "AgentResponse",
     "AgentState",
     "FullOutput",
+    "GenerateOptions",
+    "MemoryOption",
     "ModelOutput",
     "ProcessorArray",
     "StepRecord",
     "SuspendedCall",
     "Tool",
+    "ToolChoice",
     "ToolContext",
     "ToolInputError",
     "ToolSuspended",

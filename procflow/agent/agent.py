@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from procflow.agent.loop import AgentLoop, build_loop, live_deps
+from procflow.agent.options import GenerateOptions, ProcessorArray, check_options
 from procflow.agent.output import (
     AgentResponse,
     FullOutput,
@@ -31,6 +32,7 @@ from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, Pro
 from procflow.processors.base import Processor
 from procflow.processors.runner import ProcessorRunner, check_processors
 from procflow.runtime.results import WorkflowResult
+from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
 from procflow.storage.base import Storage
 from procflow.storage.memory import InMemoryStorage
@@ -40,7 +42,6 @@ LoopFn = Callable[[AgentLoop], AgentLoop]
 
 __all__ = ["Agent", "ProcessorArray"]
 
-ProcessorArray = Sequence[Any] | Callable[[RequestContext], Sequence[Any]]
 DEFAULT_ERROR_RETRY_BUDGET = 3
 
 
@@ -121,31 +122,48 @@ class Agent:
             self._workflow = wf.commit()
         return self._workflow
 
-    async def generate(self, messages: Any, **options: Any) -> FullOutput:
+    async def generate(self, messages: Any, **options: Unpack[GenerateOptions]) -> FullOutput:
         """Run the agent to its final answer.
 
         Args:
             messages: A str, a ``Message``, a role/content dict, or a list of them.
-            **options: ``max_steps``, ``request_context``, ``memory={"thread", "resource"}``,
-                ``tool_choice``, ``prepare_step``, ``input_processors``,
-                ``output_processors``, ``error_processors``, ``max_processor_retries``.
+            **options: See ``GenerateOptions``: ``max_steps``, ``request_context``,
+                ``memory={"thread", "resource"}``, ``tool_choice``, ``prepare_step``,
+                ``input_processors``, ``output_processors``, ``error_processors``,
+                ``max_processor_retries``.
 
         Raises:
+            TypeError: An option ``GenerateOptions`` does not name.
             APICallError: The provider failed and no error processor asked for a retry
                 (after the output processors ran).
         """
+        check_options(options, method="generate")
+
         async def ignore(chunk: Chunk) -> None:
             return None
 
-        return await self._call(messages, options, ignore, streaming=False)
+        return await self._call(messages, dict(options), ignore, streaming=False)
 
-    async def stream(self, messages: Any, **options: Any) -> ModelOutput:
+    def generate_sync(self, messages: Any, **options: Unpack[GenerateOptions]) -> FullOutput:
+        """``generate`` for scripts and notebooks: runs in an event loop of its own and
+        blocks until the answer is complete.
+
+        Raises:
+            RuntimeError: Called inside a running event loop (``await agent.generate(...)``
+                there instead).
+            TypeError: An option ``GenerateOptions`` does not name.
+        """
+        check_options(options, method="generate_sync")
+        return call_sync(lambda: self.generate(messages, **options),
+                         method="Agent.generate_sync()", instead="await agent.generate(...)")
+
+    async def stream(self, messages: Any, **options: Unpack[GenerateOptions]) -> ModelOutput:
         """Like ``generate`` but streaming: iterate ``out.full_stream``, then
         ``await out.text`` (the same final text ``generate`` gives)."""
-        _check_options(options)
+        check_options(options, method="stream")
 
         async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput:
-            return await self._call(messages, options, _sender(send))
+            return await self._call(messages, dict(options), _sender(send))
 
         return ModelOutput(produce)
 
@@ -162,6 +180,8 @@ class Agent:
                 await ctx.emit("agent-chunk", {"agent_id": agent_id, "chunk": chunk})
 
             out = await self._call(prompt, {"request_context": ctx.request_context}, forward)
+            if out.usage:
+                ctx.add_usage(out.usage)
             return {"text": out.text}
 
         step = Step(id=f"agent:{self.id}", execute=execute,
@@ -173,7 +193,7 @@ class Agent:
 
     async def resume(self, run_id: str, *, approve: Sequence[str] = (),
                      deny: Sequence[str] = (), resume_data: Any = None,
-                     **options: Any) -> FullOutput:
+                     **options: Unpack[GenerateOptions]) -> FullOutput:
         """Continue a suspended run (in this process or another sharing its storage).
 
         Args:
@@ -188,20 +208,22 @@ class Agent:
             RunNotFoundError: No such run in the agent's storage.
             RunNotSuspendedError: The run is not suspended.
         """
+        check_options(options, method="resume")
+
         async def ignore(chunk: Chunk) -> None:
             return None
 
-        return await self._resume(run_id, approve, deny, resume_data, options, ignore,
+        return await self._resume(run_id, approve, deny, resume_data, dict(options), ignore,
                                   streaming=False)
 
     async def resume_stream(self, run_id: str, *, approve: Sequence[str] = (),
                             deny: Sequence[str] = (), resume_data: Any = None,
-                            **options: Any) -> ModelOutput:
+                            **options: Unpack[GenerateOptions]) -> ModelOutput:
         """Like ``resume`` but streaming, as ``stream`` is to ``generate``."""
-        _check_options(options)
+        check_options(options, method="resume_stream")
 
         async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput:
-            return await self._resume(run_id, approve, deny, resume_data, options,
+            return await self._resume(run_id, approve, deny, resume_data, dict(options),
                                       _sender(send))
 
         return ModelOutput(produce)
@@ -210,7 +232,6 @@ class Agent:
 
     async def _call(self, messages: Any, options: dict[str, Any], emit: Emit, *,
                     streaming: bool = True) -> FullOutput:
-        _check_options(options)
         deps, state = self._prepare(messages, options, emit)
         deps.streaming = streaming
         if streaming:
@@ -231,7 +252,6 @@ class Agent:
     async def _resume(self, run_id: str, approve: Sequence[str], deny: Sequence[str],
                       resume_data: Any, options: dict[str, Any], emit: Emit, *,
                       streaming: bool = True) -> FullOutput:
-        _check_options(options)
         wf_run = await self.workflow.get_run(run_id)
         stored = wf_run.result
         if stored is None or stored.status != "suspended":
@@ -337,17 +357,6 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent(id={self.id!r})"
-
-
-_OPTIONS = frozenset({"max_steps", "request_context", "memory", "tool_choice", "prepare_step",
-                      "input_processors", "output_processors", "error_processors",
-                      "max_processor_retries"})
-
-
-def _check_options(options: Mapping[str, Any]) -> None:
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown option(s) {unknown}; expected some of {sorted(_OPTIONS)}")
 
 
 def _runner(items: list[Any], ctx: ProcessorContext, retries: int,

@@ -270,6 +270,8 @@ async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> N
                        usage=record.usage, finish_reason=record.finish_reason,
                        from_cache=record.from_cache, tool_calls=len(record.tool_calls),
                        latency_ms=round((time.time() - span.start) * 1000, 3))
+        if record.usage:
+            ctx.add_usage(record.usage)
         break
     try:
         await deps.inputs.run_llm_response(chunks, ml, info, model,

@@ -6,6 +6,8 @@ agent (``MessageHistory``, ``SemanticRecall``, ``WorkingMemory``) do the work.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from procflow.memory.base import (
     Embedder,
     MemoryScope,
@@ -31,6 +33,9 @@ from procflow.memory.search import APPROXIMATE_ABOVE, MessageIndex
 from procflow.memory.sqlite import DEFAULT_MEMORY_PATH, SQLiteMemoryStore
 from procflow.memory.vector import InMemoryVectorIndex
 
+if TYPE_CHECKING:
+    from procflow.memory.redis import RedisMemoryStore
+
 __all__ = [
     "APPROXIMATE_ABOVE",
     "DEFAULT_MEMORY_PATH",
@@ -46,6 +51,7 @@ __all__ = [
     "MessageIndex",
     "OpenAIEmbedder",
     "PostgresMemoryStore",
+    "RedisMemoryStore",
     "SQLiteMemoryStore",
     "SemanticRecall",
     "SemanticRecallOptions",
@@ -58,3 +64,12 @@ __all__ = [
     "WorkingMemory",
     "WorkingMemoryOptions",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``RedisMemoryStore`` imports redis: only on first use.
+    if name == "RedisMemoryStore":
+        from procflow.memory.redis import RedisMemoryStore
+
+        return RedisMemoryStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

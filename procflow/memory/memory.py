@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -10,6 +12,7 @@ from typing import Any, Literal, Self
 
 from procflow.memory.base import Embedder, MemoryStore, Thread, VectorIndex
 from procflow.memory.embedders import HashEmbedder
+from procflow.memory.inmemory import InMemoryMemoryStore
 from procflow.memory.options import SemanticRecallOptions, WorkingMemoryOptions
 from procflow.memory.postgres import PostgresMemoryStore
 from procflow.memory.processors import MessageHistory, SemanticRecall, WorkingMemory
@@ -17,7 +20,10 @@ from procflow.memory.sqlite import DEFAULT_MEMORY_PATH, SQLiteMemoryStore
 from procflow.memory.working import WorkingMemoryStore
 from procflow.messages import Message, MessageInput, new_id
 from procflow.processors.base import Processor
+from procflow.storage.base import Storage
+from procflow.storage.memory import InMemoryStorage
 from procflow.storage.postgres import PostgresStorage
+from procflow.storage.sqlite import SQLiteStorage
 
 __all__ = ["Memory"]
 
@@ -36,8 +42,11 @@ class Memory:
     read or saved; it is not silently treated as a new thread.
 
     Args:
-        storage: A ``MemoryStore``, a ``PostgresStorage`` (memory then lives in the
-            same database as the runs), or a path for a ``SQLiteMemoryStore``; default
+        storage: The project's own ``Storage`` - ``SQLiteStorage`` (memory in the same
+            file as the runs and traces), ``PostgresStorage`` (the same database),
+            ``RedisStorage`` (the same server and key prefix) or ``InMemoryStorage``
+            (memory kept with that object: every ``Memory`` on it shares it) - or a
+            ``MemoryStore``, or a path for a SQLite file; default
             ``SQLiteMemoryStore(".procflow/memory.db")``.
         last_messages: How many recent messages of the thread the model sees (0 or
             ``False``: none; messages are still saved).
@@ -55,14 +64,15 @@ class Memory:
 
     Example:
         ```python
-        memory = Memory(storage="chat.db", last_messages=20, semantic_recall=True)
+        storage = SQLiteStorage("app.db")      # runs, traces and memory in one file
+        memory = Memory(storage=storage, last_messages=20, semantic_recall=True)
         agent = Agent(id="support", model=model, memory=memory)
         await agent.generate("hi", memory={"thread": "t1", "resource": "user-1"})
         ```
     """
 
     def __init__(self, *,
-                 storage: MemoryStore | PostgresStorage | str | os.PathLike[str] | None = None,
+                 storage: Storage | MemoryStore | str | os.PathLike[str] | None = None,
                  last_messages: int | Literal[False] = 10,
                  semantic_recall: bool | SemanticRecallOptions = False,
                  working_memory: bool | WorkingMemoryOptions = False,
@@ -224,19 +234,37 @@ class Memory:
         await self.storage.aclose()
 
 
-def _store(storage: MemoryStore | PostgresStorage | str | os.PathLike[str] | None,
-           ) -> MemoryStore:
+_SHARED: weakref.WeakKeyDictionary[InMemoryStorage, InMemoryMemoryStore] = (
+    weakref.WeakKeyDictionary())
+"""The memory kept with each ``InMemoryStorage`` (it lives as long as the storage)."""
+
+
+def _store(storage: Storage | MemoryStore | str | os.PathLike[str] | None) -> MemoryStore:
     if storage is None:
         return SQLiteMemoryStore(DEFAULT_MEMORY_PATH)
-    if isinstance(storage, PostgresStorage):
-        return PostgresMemoryStore(storage)
     if isinstance(storage, str | os.PathLike):
         return SQLiteMemoryStore(storage)
+    if isinstance(storage, SQLiteStorage):
+        return SQLiteMemoryStore(storage.path)  # its own tables in the runs' file
+    if isinstance(storage, PostgresStorage):
+        return PostgresMemoryStore(storage)
+    if isinstance(storage, InMemoryStorage):
+        shared = _SHARED.get(storage)
+        if shared is None:
+            shared = _SHARED[storage] = InMemoryMemoryStore()
+        return shared
+    # A RedisStorage instance means its module (and redis) is already imported; checking
+    # through sys.modules keeps ``import procflow.memory`` from importing redis.
+    redis_storage = sys.modules.get("procflow.storage.redis")
+    if redis_storage is not None and isinstance(storage, redis_storage.RedisStorage):
+        from procflow.memory.redis import RedisMemoryStore
+
+        return RedisMemoryStore(storage)
     if isinstance(storage, MemoryStore):
         return storage
-    raise TypeError(f"Memory(storage=...) takes a MemoryStore (SQLiteMemoryStore, "
-                    f"InMemoryMemoryStore, PostgresMemoryStore), a PostgresStorage or a "
-                    f"file path, got {type(storage).__name__}")
+    raise TypeError(f"Memory(storage=...) takes a Storage (SQLiteStorage, PostgresStorage, "
+                    f"RedisStorage, InMemoryStorage), a MemoryStore or a file path, got "
+                    f"{type(storage).__name__}")
 
 
 def _option(value: Any, kind: type[Any], name: str) -> Any:

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from procflow.runtime.defaults import get_default_storage, set_default_storage
 from procflow.runtime.events import EventType, WorkflowEvent
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult, StepStatus, WorkflowResult
+from procflow.runtime.results import (
+    RunSnapshot,
+    RunStatus,
+    StepResult,
+    StepStatus,
+    Usage,
+    WorkflowResult,
+)
 from procflow.runtime.run import Run
 from procflow.runtime.step_context import StepContext
 from procflow.runtime.stream import RunStream
@@ -25,6 +32,7 @@ __all__ = [
     "StepContext",
     "StepResult",
     "StepStatus",
+    "Usage",
     "WorkflowEvent",
     "WorkflowResult",
     "get_default_storage",

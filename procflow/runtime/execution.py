@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
+from typing_extensions import TypeVar
 
-from procflow.records import RunSnapshot, RunStatus, SpanKind, StepResult
+from procflow.records import RunSnapshot, RunStatus, SpanKind, StepResult, Usage
 from procflow.runtime.events import EventType, WorkflowEvent
 
 if TYPE_CHECKING:
@@ -34,13 +35,21 @@ __all__ = [
     "Durability",
     "Execution",
     "Failed",
+    "InputT",
     "Node",
+    "OutputT",
     "PlanUnit",
     "Scope",
     "StepUnit",
     "Suspended",
     "Unit",
 ]
+
+InputT = TypeVar("InputT", default=Any)
+"""The type of a step's or workflow's input (``Any`` without a schema)."""
+
+OutputT = TypeVar("OutputT", default=Any)
+"""The type of a step's or workflow's output (``Any`` without a schema)."""
 
 Durability = Literal["sync", "exit"]
 """When a run's snapshots are written: at every step boundary, or at the end and on
@@ -236,6 +245,7 @@ class Execution:
         "sync",
         "top",
         "tracer",
+        "usage",
         "wf",
     )
 
@@ -263,6 +273,12 @@ class Execution:
         self.tracer = tracer
         self.top = Scope(wf, "", input, state=state)
         self.status: RunStatus = "running"
+        self.usage: Usage | None = None
+        """Tokens reported by the steps of this execution (nested workflows included)."""
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add tokens a step spent to the execution's total."""
+        self.usage = usage if self.usage is None else self.usage + usage
 
     # -- results, snapshots, events ----------------------------------------------
 

@@ -10,6 +10,7 @@ how ``resume()`` and ``restart()`` continue a run.
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 import traceback
 from typing import Any
@@ -37,6 +38,10 @@ from procflow.runtime.step_context import BailSignal, StepContext, SuspendSignal
 from procflow.runtime.tracing import Tracer
 
 _now = time.time
+_log = logging.getLogger("procflow.runtime")
+"""Step retries, failures and suspensions (resumes and restarts: ``runtime.run``); each
+record carries ``run_id``, ``workflow_id`` and ``step_path`` as extra fields. Nothing is
+logged on the normal path."""
 
 __all__ = ["close_span", "run_plan", "run_unit"]
 
@@ -152,7 +157,11 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
             except Exception as exc:
                 if attempt < retries:
                     attempt += 1
-                    await anyio.sleep(wf.retry_delay * (2 ** (attempt - 1)))
+                    delay = wf.retry_delay * (2 ** (attempt - 1))
+                    _log.info("run %s: step %s failed on attempt %d of %d, retrying in "
+                              "%.3gs: %s: %s", ex.run_id, path, attempt, retries + 1, delay,
+                              type(exc).__name__, exc, extra=_where(ex, wf.id, path))
+                    await anyio.sleep(delay)
                     continue
                 await _fail(ex, path, _wrap(exc, wf.id, ex.run_id, path, attempt + 1,
                                             timeout), started, attempt + 1)
@@ -238,8 +247,15 @@ def _wrap(exc: Exception, workflow_id: str, run_id: str, path: str, attempts: in
     return err
 
 
+def _where(ex: Execution, workflow_id: str, path: str) -> dict[str, str]:
+    return {"run_id": ex.run_id, "workflow_id": workflow_id, "step_path": path}
+
+
 async def _fail(ex: Execution, path: str, error: BaseException, started: float,
                 attempts: int) -> Any:
+    _log.warning("run %s: step %s failed%s: %s", ex.run_id, path,
+                 f" after {attempts} attempts" if attempts > 1 else "", error,
+                 extra=_where(ex, ex.wf.id, path))
     await ex.record(path, StepResult("failed", error=error, started_at=started,
                                      ended_at=time.time(), attempts=attempts))
     await ex.event("step-error", path, {"error": error})
@@ -255,6 +271,8 @@ async def _suspend(ex: Execution, unit: StepUnit, path: str, payload: Any, start
                                                run_id=ex.run_id)
         except StepValidationError as exc:
             await _fail(ex, path, exc, started, attempts)
+    _log.info("run %s: step %s suspended", ex.run_id, path,
+              extra=_where(ex, scope.wf.id, path))
     await ex.record(path, StepResult("suspended", None, None, started, None, attempts,
                                      payload))
     await ex.event("step-suspended", path, {"payload": payload})

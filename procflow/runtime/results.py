@@ -7,7 +7,7 @@ import paths that name them from the runtime.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic
 
 from procflow.records import (
     TERMINAL_STATUSES,
@@ -15,7 +15,9 @@ from procflow.records import (
     RunStatus,
     StepResult,
     StepStatus,
+    Usage,
 )
+from procflow.runtime.execution import OutputT
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -23,32 +25,35 @@ __all__ = [
     "RunStatus",
     "StepResult",
     "StepStatus",
+    "Usage",
     "WorkflowResult",
 ]
 
 
 @dataclass(frozen=True, slots=True)
-class WorkflowResult:
-    """The outcome of a run.
+class WorkflowResult(Generic[OutputT]):
+    """The outcome of a run: ``WorkflowResult[Out]`` for a workflow whose output schema
+    is ``Out``.
 
     Attributes:
         status: "success", "failed", "suspended", "tripwire" or "canceled".
-        result: The workflow's output on success (a pydantic instance with an output schema).
+        result: The workflow's output on success (an ``Out`` instance), else ``None``.
         steps: Step id (dotted for nested steps) to its ``StepResult``.
         error: Why the run failed, when it failed.
         state: The run's shared state at the end.
         suspended: Paths of the suspended steps, each a list of step ids from the outside in.
         tripwire: Details of the abort when status is "tripwire".
-        usage: Token usage summed over model calls, when the run made any.
+        usage: Tokens summed over every model and agent call of the run (nested
+            workflows and agents used as steps included), ``None`` when none was made.
         run_id: The run's id.
     """
 
     status: RunStatus
-    result: Any = None
+    result: OutputT | None = None
     steps: dict[str, StepResult] = field(default_factory=dict)
     error: BaseException | None = None
     state: dict[str, Any] = field(default_factory=dict)
     suspended: list[list[str]] = field(default_factory=list)
     tripwire: dict[str, Any] | None = None
-    usage: dict[str, int] | None = None
+    usage: Usage | None = None
     run_id: str = ""

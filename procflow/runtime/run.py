@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple
 
 import anyio
 
@@ -18,7 +18,7 @@ from procflow.errors import (
     StepValidationError,
     TripWire,
 )
-from procflow.messages import new_id
+from procflow.messages import new_secret_id
 from procflow.records import RunStatus, Span, SpanEntry, StepResult, TraceRecord
 from procflow.runtime.defaults import resolve_storage
 from procflow.runtime.events import WorkflowEvent
@@ -26,6 +26,7 @@ from procflow.runtime.execution import (
     Durability,
     Execution,
     Failed,
+    OutputT,
     PlanUnit,
     StepUnit,
     Suspended,
@@ -34,6 +35,7 @@ from procflow.runtime.executor import run_plan
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.step_context import BailSignal
 from procflow.runtime.stream import RunStream
+from procflow.runtime.sync import call_sync
 from procflow.runtime.tracing import ParentSpan, Tracer, finished_trace_hooks
 from procflow.storage.null import NullStorage
 
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["Run"]
 
 _NULL_STORAGE = NullStorage()
+_log = logging.getLogger("procflow.runtime")
 
 
 class _Outcome(NamedTuple):
@@ -61,11 +64,13 @@ class _Outcome(NamedTuple):
 _CANCELED = _Outcome("canceled")
 
 
-class Run:
-    """A run of a committed workflow. Make one with ``workflow.create_run()``.
+class Run(Generic[OutputT]):
+    """A run of a committed workflow. Make one with ``workflow.create_run()``;
+    ``Run[Out]`` for a workflow whose output schema is ``Out``.
 
     Attributes:
-        run_id: The run's id.
+        run_id: The run's id (unpredictable: it is the handle ``get_run`` and
+            ``resume`` take).
         workflow: The workflow it runs.
         storage: Where its snapshots go.
         status: "pending" until started, then as the last execution left it.
@@ -78,7 +83,7 @@ class Run:
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
         self.workflow = workflow
-        self.run_id = run_id or new_id()
+        self.run_id = run_id or new_secret_id()
         if ephemeral:
             if storage is not None:
                 raise ValueError(
@@ -95,7 +100,7 @@ class Run:
         self._state: dict[str, Any] = {}
         self._context = RequestContext()
         self._created_at = time.time()
-        self._result: WorkflowResult | None = None
+        self._result: WorkflowResult[OutputT] | None = None
         self._suspended: list[str] = []
         self._cancel_scope: anyio.CancelScope | None = None
         self._cancel_requested = False
@@ -112,7 +117,7 @@ class Run:
 
     @classmethod
     async def load(cls, workflow: PlanUnit, run_id: str, *,
-                   storage: Storage | None = None) -> Run:
+                   storage: Storage | None = None) -> Run[Any]:
         """Rebuild a run from storage (``workflow.get_run``)."""
         store = resolve_storage(storage, workflow)
         loaded = await store.load_snapshot(workflow.id, run_id)
@@ -122,7 +127,7 @@ class Run:
                 f"{type(store).__name__}; check the run id and the storage",
                 workflow_id=workflow.id, run_id=run_id)
         snap, steps = loaded
-        run = cls(workflow, run_id=run_id, storage=store)
+        run: Run[Any] = cls(workflow, run_id=run_id, storage=store)
         run.status = snap.status
         run._records = steps
         run._state = dict(snap.state)
@@ -148,7 +153,7 @@ class Run:
         return run
 
     @property
-    def result(self) -> WorkflowResult | None:
+    def result(self) -> WorkflowResult[OutputT] | None:
         """The result of the last execution, if any."""
         return self._result
 
@@ -156,7 +161,7 @@ class Run:
 
     async def start(self, input_data: Any = None, *,
                     request_context: RequestContext | Mapping[str, Any] | None = None,
-                    initial_state: Mapping[str, Any] | None = None) -> WorkflowResult:
+                    initial_state: Mapping[str, Any] | None = None) -> WorkflowResult[OutputT]:
         """Run the workflow from the beginning and return its result.
 
         A failure does not raise: the result has status "failed" and the error (for
@@ -166,6 +171,22 @@ class Run:
             RunStateError: The run was already started.
         """
         return await self._start(None, input_data, request_context, initial_state)
+
+    def start_sync(self, input_data: Any = None, *,
+                   request_context: RequestContext | Mapping[str, Any] | None = None,
+                   initial_state: Mapping[str, Any] | None = None,
+                   ) -> WorkflowResult[OutputT]:
+        """``start`` for scripts and notebooks: runs the workflow in an event loop of its
+        own and blocks until it ends.
+
+        Raises:
+            RuntimeError: Called inside a running event loop (``await run.start(...)``
+                there instead).
+            RunStateError: The run was already started.
+        """
+        return call_sync(lambda: self._start(None, input_data, request_context,
+                                             initial_state),
+                         method="Run.start_sync()", instead="await run.start(...)")
 
     def stream(self, input_data: Any = None, *,
                request_context: RequestContext | Mapping[str, Any] | None = None,
@@ -180,7 +201,7 @@ class Run:
 
     async def resume(self, step: Any = None, resume_data: Any = None, *,
                      request_context: RequestContext | Mapping[str, Any] | None = None,
-                     ) -> WorkflowResult:
+                     ) -> WorkflowResult[OutputT]:
         """Resume a suspended step and continue the run.
 
         Args:
@@ -206,7 +227,7 @@ class Run:
         return RunStream(lambda send: self._resume(send, step, resume_data, request_context))
 
     async def restart(self, *, request_context: RequestContext | Mapping[str, Any] | None = None,
-                      ) -> WorkflowResult:
+                      ) -> WorkflowResult[OutputT]:
         """Continue a run whose process stopped (or that failed or was canceled).
 
         Steps that completed are not run again; the rest run from the stored state.
@@ -233,9 +254,12 @@ class Run:
                 workflow_id=self.workflow.id, run_id=self.run_id)
         if request_context is not None:
             self._context.update(_as_context(request_context))
+        _log.info("run %s (workflow %s): restarting from status %s", self.run_id,
+                  self.workflow.id, self.status,
+                  extra={"run_id": self.run_id, "workflow_id": self.workflow.id})
         return await self._execute(None, frozenset(), None)
 
-    async def replay_from(self, step: Any, *, run_id: str | None = None) -> Run:
+    async def replay_from(self, step: Any, *, run_id: str | None = None) -> Run[OutputT]:
         """Time travel: run this run again from ``step``, as a new run.
 
         The new run starts with this run's input, request context and stored state;
@@ -266,7 +290,7 @@ class Run:
         kept = {p: r for p, r in self._records.items()
                 if r.status == "success" and r.ended_at is not None and r.ended_at < t0
                 and p != path and not p.startswith(inside)}
-        new = Run(self.workflow, run_id=run_id, storage=self.storage,
+        new: Run[OutputT] = Run(self.workflow, run_id=run_id, storage=self.storage,
                   durability=self.durability, tracing=self.tracing)
         new._input = self._input
         new._state = dict(self._state)
@@ -301,7 +325,7 @@ class Run:
                 workflow_id=self.workflow.id, run_id=self.run_id)
 
     async def _start(self, send: Any, input_data: Any, request_context: Any,
-                     initial_state: Mapping[str, Any] | None) -> WorkflowResult:
+                     initial_state: Mapping[str, Any] | None) -> WorkflowResult[OutputT]:
         if self.status != "pending" or self._active:
             raise RunStateError(
                 f"run '{self.run_id}' cannot start: it is not new (status {self.status!r}); use "
@@ -325,7 +349,7 @@ class Run:
         return await self._execute(send, frozenset(), None)
 
     async def _resume(self, send: Any, step: Any, resume_data: Any,
-                      request_context: Any) -> WorkflowResult:
+                      request_context: Any) -> WorkflowResult[OutputT]:
         self._check_idle("resume")
         if self.status != "suspended":
             raise RunNotSuspendedError(
@@ -345,6 +369,9 @@ class Run:
                 "may have resumed it", workflow_id=self.workflow.id, run_id=self.run_id)
         if request_context is not None:
             self._context.update(_as_context(request_context))
+        _log.info("run %s (workflow %s): resuming step %s", self.run_id, self.workflow.id,
+                  path, extra={"run_id": self.run_id, "workflow_id": self.workflow.id,
+                               "step_path": path})
         return await self._execute(send, frozenset({path}), resume_data)
 
     def _resolve_target(self, step: Any) -> str:
@@ -387,7 +414,7 @@ class Run:
             resume_targets=targets, resume_data=resume_data)
 
     async def _execute(self, send: MemoryObjectSendStream[WorkflowEvent] | None,
-                       targets: frozenset[str], resume_data: Any) -> WorkflowResult:
+                       targets: frozenset[str], resume_data: Any) -> WorkflowResult[OutputT]:
         ex = self._execution(send, targets, resume_data)
         self._trace(ex)
         self._active = True
@@ -456,7 +483,7 @@ class Run:
         if finished_trace_hooks:  # OpenTelemetry export, when instrumented
             _call_trace_hooks(record)
 
-    async def _finish(self, ex: Execution, outcome: _Outcome) -> WorkflowResult:
+    async def _finish(self, ex: Execution, outcome: _Outcome) -> WorkflowResult[OutputT]:
         status, result, error, suspended_paths, tripwire = outcome
         suspended = list(dict.fromkeys(suspended_paths))
         paths = [p.split(".") for p in suspended]
@@ -464,9 +491,13 @@ class Run:
         self._suspended = suspended
         self._state = ex.top.state
         await ex.flush(status, result=result, error=error, suspended=paths, tripwire=tripwire)
+        usage = ex.usage
+        if usage is not None and ex.top.span is not None:
+            ex.top.span.set(usage=usage.to_dict())
         await self._save_trace(ex, status, result, error, tripwire)
         self._result = WorkflowResult(status, result, dict(self._records), error, self._state,
-                                      paths, tripwire, None, self.run_id)
+                                      paths, tripwire, usage, self.run_id)
+
         if ex.send is not None:
             await ex.event("run-finish", None, {"result": self._result})
         return self._result

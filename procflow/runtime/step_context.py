@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Generic, NoReturn
 
 from procflow.errors import TripWire
+from procflow.records import Usage
+from procflow.runtime.execution import InputT
 
 if TYPE_CHECKING:
     from procflow.context import RequestContext
@@ -35,11 +37,12 @@ class BailSignal(BaseException):
         self.result = result
 
 
-class StepContext:
-    """The context a step's ``execute`` receives.
+class StepContext(Generic[InputT]):
+    """The context a step's ``execute`` receives; ``StepContext[In]`` for a step whose
+    input schema is ``In``.
 
     Attributes:
-        input_data: The step's input (a model instance when it has an input schema).
+        input_data: The step's input (an ``In`` instance when its input schema is ``In``).
         resume_data: The data the step is being resumed with, else ``None``.
         retry_count: 0 on the first attempt, then 1, 2, ...
         iteration_count: For loop conditions: how many iterations have run.
@@ -51,13 +54,13 @@ class StepContext:
     __slots__ = ("_ex", "_scope", "input_data", "iteration_count", "resume_data",
                  "retry_count", "span", "step_id")
 
-    def __init__(self, ex: Execution, scope: Scope, step_id: str, input_data: Any,
+    def __init__(self, ex: Execution, scope: Scope, step_id: str, input_data: InputT,
                  resume_data: Any = None, retry_count: int = 0,
                  iteration_count: int = 0, span: Span | None = None) -> None:
         self._ex = ex
         self._scope = scope
         self.step_id = step_id
-        self.input_data = input_data
+        self.input_data: InputT = input_data
         self.resume_data = resume_data
         self.retry_count = retry_count
         self.iteration_count = iteration_count
@@ -136,6 +139,24 @@ class StepContext:
             TripWire: Always.
         """
         raise TripWire(reason, retry=retry, metadata=metadata, processor_id=self.step_id)
+
+    def add_usage(self, usage: Usage | Mapping[str, Any]) -> None:
+        """Report tokens this step spent (a model call, an agent call): they add up in
+        the run's ``WorkflowResult.usage`` and show on the step's trace span as
+        ``usage``.
+
+        Args:
+            usage: A ``Usage`` or a mapping of counts (``input_tokens``, ...).
+
+        Raises:
+            ValueError: A count is not a non-negative whole number.
+        """
+        got = Usage.of(usage)
+        self._ex.add_usage(got)
+        span = self.span
+        if span is not None:
+            before = (span.attributes or {}).get("usage")
+            span.set(usage=(got + Usage.of(before)).to_dict() if before else got.to_dict())
 
     async def emit(self, event_type: str, payload: Any = None) -> None:
         """Send a custom event to whoever streams the run (a no-op when nobody does).

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar, overload
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeGuard, TypeVar, overload
 
 from procflow.errors import WorkflowDefinitionError
+from procflow.runtime.execution import InputT, OutputT
+from procflow.runtime.step_context import StepContext
 from procflow.steps.schema import Schema
 
 if TYPE_CHECKING:
     from procflow.runtime.execution import PlanUnit
-    from procflow.runtime.step_context import StepContext
 
-__all__ = ["Step", "create_step", "step", "validate_id"]
+__all__ = ["ExecuteFn", "Step", "create_step", "step", "validate_id"]
 
-ExecuteFn = Callable[["StepContext"], Any]
+ExecuteFn: TypeAlias = Callable[[StepContext[InputT]], Awaitable[OutputT] | OutputT]
+"""A step's function: takes the ``StepContext[In]``, returns (or awaits to) an ``Out``."""
+
 PlanT = TypeVar("PlanT", bound="PlanUnit")
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_:\-/]*$")
@@ -37,10 +40,11 @@ def validate_id(value: object, *, what: str) -> str:
     return value
 
 
-class Step:
+class Step(Generic[InputT, OutputT]):
     """A unit of work: an ``execute`` function with optional schemas, retries and timeout.
 
-    Build one with ``create_step(...)`` or the ``@step(...)`` decorator.
+    Build one with ``create_step(...)`` or the ``@step`` decorator. ``Step[In, Out]`` takes
+    an ``In`` and returns an ``Out`` (``Any`` where no schema says).
 
     Attributes:
         id: Unique within its workflow.
@@ -58,7 +62,7 @@ class Step:
     is_workflow: Literal[False] = False
     """What tells the runtime a leaf step from a nested workflow."""
 
-    def __init__(self, *, id: str, execute: ExecuteFn, input_schema: Any = None,
+    def __init__(self, *, id: str, execute: ExecuteFn[InputT, OutputT], input_schema: Any = None,
                  output_schema: Any = None, suspend_schema: Any = None,
                  resume_schema: Any = None, retries: int | None = None,
                  timeout: float | None = None, description: str | None = None,
@@ -77,7 +81,7 @@ class Step:
                 f"step '{id}': timeout must be a positive number of seconds, got {timeout!r}",
                 step_id=id)
         owner = f"step '{id}'"
-        self.execute = execute
+        self.execute: ExecuteFn[InputT, OutputT] = execute
         self.is_async = inspect.iscoroutinefunction(execute)
         self.run_in_thread = run_in_thread
         self.input_schema = input_schema
@@ -96,7 +100,7 @@ class Step:
         self.metadata = dict(metadata or {})
         self.trace_io = trace_io
 
-    def clone(self, *, id: str) -> Step:
+    def clone(self, *, id: str) -> Step[InputT, OutputT]:
         """A copy of this step under another id (to use one step twice in a workflow)."""
         return Step(id=id, execute=self.execute, input_schema=self.input_schema,
                     output_schema=self.output_schema, suspend_schema=self.suspend_schema,
@@ -112,11 +116,19 @@ class Step:
 @overload
 def create_step(obj: PlanT, /) -> PlanT: ...
 @overload
-def create_step(obj: Any = ..., /, *, id: str, execute: ExecuteFn, input_schema: Any = ...,
+def create_step(*, id: str, execute: ExecuteFn[InputT, OutputT], input_schema: type[InputT],
+                output_schema: type[OutputT], suspend_schema: Any = ..., resume_schema: Any = ...,
+                retries: int | None = ..., timeout: float | None = ...,
+                description: str | None = ..., run_in_thread: bool = ...,
+                metadata: dict[str, Any] | None = ..., trace_io: bool = ...,
+                ) -> Step[InputT, OutputT]: ...
+@overload
+def create_step(*, id: str, execute: ExecuteFn[InputT, OutputT], input_schema: Any = ...,
                 output_schema: Any = ..., suspend_schema: Any = ..., resume_schema: Any = ...,
                 retries: int | None = ..., timeout: float | None = ...,
                 description: str | None = ..., run_in_thread: bool = ...,
-                metadata: dict[str, Any] | None = ..., trace_io: bool = ...) -> Step: ...
+                metadata: dict[str, Any] | None = ..., trace_io: bool = ...,
+                ) -> Step[InputT, OutputT]: ...
 @overload
 def create_step(obj: Any, /) -> Step: ...
 
@@ -162,17 +174,53 @@ def _is_unit(obj: object) -> TypeGuard[Step | PlanUnit]:
     return isinstance(obj, Step) or getattr(obj, "is_workflow", False) is True
 
 
+@overload
+def step(fn: ExecuteFn[InputT, OutputT], /) -> Step[InputT, OutputT]: ...
+@overload
+def step(*, id: str | None = None, input_schema: type[InputT], output_schema: type[OutputT],
+         suspend_schema: Any = None, resume_schema: Any = None,
+         retries: int | None = None, timeout: float | None = None,
+         description: str | None = None, run_in_thread: bool = False,
+         ) -> Callable[[ExecuteFn[InputT, OutputT]], Step[InputT, OutputT]]: ...
+@overload
+def step(*, id: str | None = None, input_schema: type[InputT], output_schema: Any = None,
+         suspend_schema: Any = None, resume_schema: Any = None,
+         retries: int | None = None, timeout: float | None = None,
+         description: str | None = None, run_in_thread: bool = False,
+         ) -> Callable[[ExecuteFn[InputT, Any]], Step[InputT, Any]]: ...
+@overload
+def step(*, id: str | None = None, input_schema: Any = None, output_schema: type[OutputT],
+         suspend_schema: Any = None, resume_schema: Any = None,
+         retries: int | None = None, timeout: float | None = None,
+         description: str | None = None, run_in_thread: bool = False,
+         ) -> Callable[[ExecuteFn[Any, OutputT]], Step[Any, OutputT]]: ...
+@overload
 def step(*, id: str | None = None, input_schema: Any = None, output_schema: Any = None,
-         suspend_schema: Any = None, resume_schema: Any = None, retries: int | None = None,
-         timeout: float | None = None, description: str | None = None,
-         run_in_thread: bool = False) -> Callable[[ExecuteFn], Step]:
-    """Decorator form of ``create_step``; the id defaults to the function's name.
+         suspend_schema: Any = None, resume_schema: Any = None,
+         retries: int | None = None, timeout: float | None = None,
+         description: str | None = None, run_in_thread: bool = False,
+         ) -> Callable[[ExecuteFn[Any, Any]], Step[Any, Any]]: ...
+
+
+def step(fn: Any = None, /, *, id: str | None = None, input_schema: Any = None,
+         output_schema: Any = None, suspend_schema: Any = None, resume_schema: Any = None,
+         retries: int | None = None, timeout: float | None = None,
+         description: str | None = None, run_in_thread: bool = False) -> Any:
+    """Decorator form of ``create_step``: ``@step`` or ``@step(...)``; the id defaults to
+    the function's name.
+
+    With schemas, the step is typed: ``@step(input_schema=In, output_schema=Out)`` makes a
+    ``Step[In, Out]`` whose function takes a ``StepContext[In]`` and returns an ``Out``.
 
     Example::
 
-        @step(id="double", input_schema=In, output_schema=Out)
-        async def double(ctx):
+        @step(input_schema=In, output_schema=Out)
+        async def double(ctx: StepContext[In]) -> Out:
             return Out(value=ctx.input_data.value * 2)
+
+    Raises:
+        WorkflowDefinitionError: Given something other than a function to decorate (use
+            ``@step(id="...")`` to name a step).
     """
 
     def decorate(fn: ExecuteFn) -> Step:
@@ -182,4 +230,10 @@ def step(*, id: str | None = None, input_schema: Any = None, output_schema: Any 
                     retries=retries, timeout=timeout, description=description,
                     run_in_thread=run_in_thread)
 
-    return decorate
+    if fn is None:
+        return decorate
+    if isinstance(fn, str) or not callable(fn):
+        raise WorkflowDefinitionError(
+            f"@step takes the function to decorate (bare @step) or keyword options only "
+            f"(@step(id=..., input_schema=...)); got {fn!r} as a positional argument")
+    return decorate(fn)

@@ -34,7 +34,7 @@ class InMemoryStorage:
         ```
     """
 
-    __slots__ = ("_max_runs", "_runs", "_steps", "_traces")
+    __slots__ = ("__weakref__", "_max_runs", "_runs", "_steps", "_traces")
 
     def __init__(self, *, max_runs: int | None = None) -> None:
         """Args:

@@ -80,6 +80,12 @@ class RedisStorage(AsyncResource):
         """The key namespace."""
         return self._prefix
 
+    @property
+    def client(self) -> aioredis.Redis:
+        """The ``redis.asyncio`` client (shared by ``RedisMemoryStore(storage)``, which
+        leaves it open)."""
+        return self._client
+
     def __repr__(self) -> str:
         return f"RedisStorage({self._redis.display!r}, prefix={self._prefix!r})"
 

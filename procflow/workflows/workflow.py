@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, overload
 
 from procflow.errors import WorkflowDefinitionError
-from procflow.runtime.execution import Durability
+from procflow.runtime.execution import Durability, InputT, OutputT
 from procflow.runtime.tracing import ParentSpan
 from procflow.steps.schema import Schema
 from procflow.steps.step import Step, create_step, validate_id
@@ -38,8 +38,11 @@ __all__ = ["Durability", "Workflow", "create_workflow"]
 _Run: type[Run] | None = None
 
 
-class Workflow:
+class Workflow(Generic[InputT, OutputT]):
     """A workflow: a plan of steps, built with chained calls and frozen by ``commit()``.
+
+    ``Workflow[In, Out]`` takes an ``In`` and returns an ``Out`` (its input and output
+    schemas); its runs are ``Run[Out]`` and their results ``WorkflowResult[Out]``.
 
     A committed workflow runs through ``create_run()``, and can itself be a step of
     another workflow (``.then(inner)``).
@@ -105,17 +108,17 @@ class Workflow:
 
     # -- building ---------------------------------------------------------------
 
-    def then(self, step: StepLike) -> Workflow:
+    def then(self, step: StepLike) -> Self:
         """Run ``step`` on the previous output."""
         return self._add(StepEntry(self._as_step(step, "then")))
 
-    def parallel(self, steps: Sequence[StepLike]) -> Workflow:
+    def parallel(self, steps: Sequence[StepLike]) -> Self:
         """Run ``steps`` concurrently on the same input; output: step id -> output."""
         items = self._list(steps, "parallel")
         return self._add(ParallelEntry(tuple(self._as_step(s, "parallel") for s in items)))
 
     def branch(self, branches: Sequence[tuple[Condition, StepLike]], *,
-               label: Sequence[str | None] | None = None) -> Workflow:
+               label: Sequence[str | None] | None = None) -> Self:
         """Run every step whose condition holds, concurrently; the others are "skipped".
 
         Args:
@@ -140,7 +143,7 @@ class Workflow:
                 f"branch, {len(pairs)} in all, got {label!r}", workflow_id=self.id)
         return self._add(BranchEntry(tuple(pairs), labels))
 
-    def map(self, fn: Callable[[Any], Any], *, id: str | None = None) -> Workflow:
+    def map(self, fn: Callable[[Any], Any], *, id: str | None = None) -> Self:
         """Reshape the data with ``fn(ctx)`` (sync or async); no step result of its own."""
         if not callable(fn):
             raise WorkflowDefinitionError(
@@ -148,7 +151,7 @@ class Workflow:
                 workflow_id=self.id)
         return self._add(MapEntry(self._entry_id("map", id), fn))
 
-    def foreach(self, step: StepLike, *, concurrency: int = 1) -> Workflow:
+    def foreach(self, step: StepLike, *, concurrency: int = 1) -> Self:
         """Run ``step`` on each item of the previous output (a list); output in item order."""
         if not isinstance(concurrency, int) or concurrency < 1:
             raise WorkflowDefinitionError(
@@ -157,19 +160,19 @@ class Workflow:
         return self._add(ForeachEntry(self._as_step(step, "foreach"), concurrency))
 
     def dowhile(self, step: StepLike, condition: Condition, *,
-                max_iterations: int | None = None, label: str | None = None) -> Workflow:
+                max_iterations: int | None = None, label: str | None = None) -> Self:
         """Run ``step``, then again on its own output while ``condition(ctx)`` holds
         (``label``: how the studio names the condition)."""
         return self._loop(step, condition, "dowhile", max_iterations, label)
 
     def dountil(self, step: StepLike, condition: Condition, *,
-                max_iterations: int | None = None, label: str | None = None) -> Workflow:
+                max_iterations: int | None = None, label: str | None = None) -> Self:
         """Run ``step``, then again on its own output until ``condition(ctx)`` holds
         (``label``: how the studio names the condition)."""
         return self._loop(step, condition, "dountil", max_iterations, label)
 
     def sleep(self, seconds: float | Callable[[Any], Any], *, id: str | None = None,
-              ) -> Workflow:
+              ) -> Self:
         """Wait ``seconds`` (or ``fn(ctx)`` seconds), passing the data through."""
         if not callable(seconds) and (not isinstance(seconds, int | float) or seconds < 0):
             raise WorkflowDefinitionError(
@@ -178,7 +181,7 @@ class Workflow:
         return self._add(SleepEntry(self._entry_id("sleep", id), seconds))
 
     def sleep_until(self, until: datetime | Callable[[Any], Any], *,
-                    id: str | None = None) -> Workflow:
+                    id: str | None = None) -> Self:
         """Wait until a datetime (or ``fn(ctx)``'s datetime), passing the data through."""
         if not callable(until) and not isinstance(until, datetime):
             raise WorkflowDefinitionError(
@@ -186,7 +189,7 @@ class Workflow:
                 f"got {until!r}", workflow_id=self.id)
         return self._add(SleepUntilEntry(self._entry_id("sleep-until", id), until))
 
-    def commit(self) -> Workflow:
+    def commit(self) -> Self:
         """Freeze and validate the plan.
 
         Raises:
@@ -202,7 +205,8 @@ class Workflow:
 
     def create_run(self, run_id: str | None = None, *, storage: Storage | None = None,
                    durability: Durability | None = None, tracing: bool | None = None,
-                   ephemeral: bool = False, parent_span: ParentSpan | None = None) -> Run:
+                   ephemeral: bool = False, parent_span: ParentSpan | None = None,
+                   ) -> Run[OutputT]:
         """A new run of this workflow (not started yet).
 
         Args:
@@ -235,7 +239,7 @@ class Workflow:
                          tracing=self.tracing if tracing is None else tracing,
                          ephemeral=ephemeral, parent_span=parent_span)
 
-    async def get_run(self, run_id: str, *, storage: Storage | None = None) -> Run:
+    async def get_run(self, run_id: str, *, storage: Storage | None = None) -> Run[OutputT]:
         """Rebuild a run from its stored snapshot.
 
         Raises:
@@ -291,13 +295,13 @@ class Workflow:
 
     # -- helpers ----------------------------------------------------------------
 
-    def _add(self, entry: Entry) -> Workflow:
+    def _add(self, entry: Entry) -> Self:
         self._check_open(type(entry).__name__)
         self.entries.append(entry)
         return self
 
     def _loop(self, step: StepLike, condition: Condition, mode: Literal["dowhile", "dountil"],
-              max_iterations: int | None, label: str | None = None) -> Workflow:
+              max_iterations: int | None, label: str | None = None) -> Self:
         if label is not None and not isinstance(label, str):
             raise WorkflowDefinitionError(
                 f"workflow '{self.id}': {mode}() label= must be a string, got {label!r}",
@@ -368,13 +372,44 @@ class Workflow:
                 workflow_id=self.id)
 
 
+@overload
+def create_workflow(*, id: str, input_schema: type[InputT], output_schema: type[OutputT],
+                    description: str | None = ..., storage: Storage | None = ...,
+                    retries: int = ..., retry_delay: float = ..., timeout: float | None = ...,
+                    durability: Durability = ..., metadata: dict[str, Any] | None = ...,
+                    tracing: bool = ..., trace_io: bool = ..., trace_truncate: int = ...,
+                    ) -> Workflow[InputT, OutputT]: ...
+@overload
+def create_workflow(*, id: str, input_schema: type[InputT], output_schema: Any = ...,
+                    description: str | None = ..., storage: Storage | None = ...,
+                    retries: int = ..., retry_delay: float = ..., timeout: float | None = ...,
+                    durability: Durability = ..., metadata: dict[str, Any] | None = ...,
+                    tracing: bool = ..., trace_io: bool = ..., trace_truncate: int = ...,
+                    ) -> Workflow[InputT, Any]: ...
+@overload
+def create_workflow(*, id: str, input_schema: Any = ..., output_schema: type[OutputT],
+                    description: str | None = ..., storage: Storage | None = ...,
+                    retries: int = ..., retry_delay: float = ..., timeout: float | None = ...,
+                    durability: Durability = ..., metadata: dict[str, Any] | None = ...,
+                    tracing: bool = ..., trace_io: bool = ..., trace_truncate: int = ...,
+                    ) -> Workflow[Any, OutputT]: ...
+@overload
+def create_workflow(*, id: str, input_schema: Any = ..., output_schema: Any = ...,
+                    description: str | None = ..., storage: Storage | None = ...,
+                    retries: int = ..., retry_delay: float = ..., timeout: float | None = ...,
+                    durability: Durability = ..., metadata: dict[str, Any] | None = ...,
+                    tracing: bool = ..., trace_io: bool = ..., trace_truncate: int = ...,
+                    ) -> Workflow[Any, Any]: ...
+
+
 def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = None,
                     description: str | None = None, storage: Storage | None = None,
                     retries: int = 0, retry_delay: float = 0.1, timeout: float | None = None,
                     durability: Durability = "sync",
                     metadata: dict[str, Any] | None = None, tracing: bool = True,
-                    trace_io: bool = True, trace_truncate: int = 2000) -> Workflow:
-    """Start building a workflow.
+                    trace_io: bool = True, trace_truncate: int = 2000) -> Workflow[Any, Any]:
+    """Start building a workflow: ``Workflow[In, Out]`` for ``input_schema=In,
+    output_schema=Out`` (``Any`` for a schema not given, or not a class).
 
     Args:
         id: The workflow's id.

@@ -1,4 +1,5 @@
-"""Memory test fixtures: stores on a real SQLite file (and in memory), and a real local
+"""Memory test fixtures: stores on a real SQLite file, PostgreSQL and Redis servers (and in
+memory), and a real local
 HTTP server playing an OpenAI-compatible ``/v1/embeddings`` endpoint."""
 
 from __future__ import annotations
@@ -27,11 +28,17 @@ def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Mem
 
         return PostgresMemoryStore(request.getfixturevalue("postgres_dsn"),
                                    schema=request.getfixturevalue("postgres_schema"))
+    if kind == "redis":
+        from procflow.memory.redis import RedisMemoryStore
+
+        return RedisMemoryStore(request.getfixturevalue("redis_url"),
+                                prefix=request.getfixturevalue("redis_prefix"))
     return InMemoryMemoryStore()
 
 
-@pytest.fixture(params=["sqlite", "in-memory", pytest.param("postgres",
-                                                            marks=pytest.mark.postgres)])
+@pytest.fixture(params=["sqlite", "in-memory",
+                        pytest.param("postgres", marks=pytest.mark.postgres),
+                        pytest.param("redis", marks=pytest.mark.redis)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
     """Each MemoryStore backend (the contract tests run against all of them)."""
     made = make_store(request.param, request, tmp_path)

@@ -29,7 +29,8 @@ from procflow.messages import Message
 
 from .conftest import make_store
 
-BACKENDS = ["sqlite", "in-memory", pytest.param("postgres", marks=pytest.mark.postgres)]
+BACKENDS = ["sqlite", "in-memory", pytest.param("postgres", marks=pytest.mark.postgres),
+            pytest.param("redis", marks=pytest.mark.redis)]
 RECALL = SemanticRecallOptions(top_k=1, message_range=0)
 
 

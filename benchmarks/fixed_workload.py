@@ -1,0 +1,59 @@
+"""A fixed workload whose instruction count compares two versions on a loaded machine.
+
+``valgrind --tool=callgrind python benchmarks/fixed_workload.py runtime|agent``:
+"runtime" runs 5 chains of 200 steps, 200 runs of 10 steps, 5 fan-outs of 100 and a
+foreach over 1,000 items (``InMemoryStorage``); "agent" makes 100 ``generate`` calls of
+18 streamed words (``ScriptedModel``). Subtract the count of a script doing only the
+imports to get the workload's own. Wall-clock time is never measured here.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import anyio
+
+from procflow import StepContext, Workflow, create_step, create_workflow
+from procflow.storage import InMemoryStorage
+
+
+async def inc(ctx: StepContext[int]) -> int:
+    return ctx.input_data + 1
+
+
+def build() -> tuple[Workflow, ...]:
+    chain = create_workflow(id="chain")
+    for i in range(200):
+        chain = chain.then(create_step(id=f"s{i}", execute=inc))
+    small = create_workflow(id="small")
+    for i in range(10):
+        small = small.then(create_step(id=f"s{i}", execute=inc))
+    fan = create_workflow(id="fan").parallel(
+        [create_step(id=f"p{i}", execute=inc) for i in range(100)])
+    each = create_workflow(id="each").foreach(create_step(id="one", execute=inc), concurrency=8)
+    return chain.commit(), small.commit(), fan.commit(), each.commit()
+
+
+async def main() -> Any:
+    storage = InMemoryStorage()
+    chain, small, fan, each = build()
+    mode = sys.argv[1]
+    if mode == "runtime":
+        for _ in range(5):
+            await chain.create_run(storage=storage).start(0)
+        for _ in range(200):
+            await small.create_run(storage=storage).start(0)
+        for _ in range(5):
+            await fan.create_run(storage=storage).start(0)
+        await each.create_run(storage=storage).start(list(range(1000)))
+    else:
+        from procflow import Agent
+        from procflow.models import ScriptedModel
+        words = " ".join(f"w{i}" for i in range(18))
+        agent = Agent(id="a", model=ScriptedModel([words] * 200), storage=storage)
+        for _ in range(100):
+            await agent.generate("hello there")
+
+
+anyio.run(main)
