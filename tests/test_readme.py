@@ -44,8 +44,9 @@ def python_blocks(text: str) -> list[tuple[str, str]]:
         if match.group(1) != "python":
             continue
         line = text.count("\n", 0, match.start()) + 1
-        heading = next((h for h in reversed(re.findall(r"^#+ (.+)$", text[:match.start()],
-                                                     re.MULTILINE))), "top")
+        prose = _FENCE.sub("", text[:match.start()])  # a "# comment" in code is no heading
+        heading = next((h for h in reversed(re.findall(r"^#+ (.+)$", prose, re.MULTILINE))),
+                       "top")
         blocks.append((f"line {line} ({heading})", match.group(2)))
     return blocks
 
