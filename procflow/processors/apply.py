@@ -147,11 +147,8 @@ async def call_hook(p: Processor, hook: str, args: ProcessorArgs) -> Any:
             raise ProcessorError(f"processor '{p.id}': {hook}() raised {type(exc).__name__}: "
                                  f"{exc}", processor_id=p.id, hook=hook) from exc
         raise
-    if tracer is not None:  # Tracer.leaf, inlined: this runs for every traced hook call
-        tracer._next = number = tracer._next + 1
-        parent = ctx.span
-        tracer._append((number, None if parent is None else parent.span_id,
-                        hook_span_name(p.id, hook), "processor", started, _now(), "success", None))
+    if tracer is not None:
+        tracer.leaf(hook_span_name(p.id, hook), "processor", ctx.span, started)
     return out
 
 
@@ -160,9 +157,7 @@ def _failed_span(tracer: Tracer | None, parent: Span | None, processor_id: str, 
     """A full span for a hook call that did not return (it carries the error)."""
     if tracer is None:
         return None
-    span = tracer.start(hook_span_name(processor_id, hook), "processor", parent)
-    span.start = started
-    return span
+    return tracer.open(hook_span_name(processor_id, hook), "processor", parent, None, started)
 
 
 _NAMES: dict[tuple[str, str], str] = {}

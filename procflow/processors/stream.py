@@ -74,15 +74,13 @@ class StreamPipeline:
         if tracer is None or not self._stages:
             return
         parent = self._ctx.span
-        parent_id = None if parent is None else parent.span_id
         tripped_id = None if self.tripwire is None else self.tripwire.processor_id
         ended = time.time()
         for stage in self._stages:
             pid = stage[0].id
-            tracer._next = number = tracer._next + 1
-            tracer._append((number, parent_id, hook_span_name(pid, _HOOK), "processor",
-                            started, ended, "tripwire" if pid == tripped_id else "success",
-                            {"chunks": len(stage[4].stream_parts)}))
+            tracer.leaf(hook_span_name(pid, _HOOK), "processor", parent, started,
+                        "tripwire" if pid == tripped_id else "success",
+                        {"chunks": len(stage[4].stream_parts)}, ended)
 
     async def process(self, chunk: Chunk) -> list[Chunk]:
         """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.
