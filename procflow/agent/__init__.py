@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from procflow.agent.agent import Agent, ProcessorArray
 from procflow.agent.output import AgentResponse, FullOutput, ModelOutput, StepRecord, UIMessage
-from procflow.agent.tools import Tool, ToolContext, ToolInputError, tool
+from procflow.tools import Tool, ToolContext, ToolInputError, tool
 
 __all__ = [
     "Agent",

@@ -11,7 +11,6 @@ from anyio.streams.memory import MemoryObjectSendStream
 from procflow.agent.loop import build_loop_workflow
 from procflow.agent.output import AgentResponse, FullOutput, ModelOutput, UIMessage
 from procflow.agent.state import AgentRun, Emit
-from procflow.agent.tools import Tool
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import ProcessorError, StepExecutionError
 from procflow.messages import Chunk, Message, MessageList
@@ -21,6 +20,7 @@ from procflow.processors.base import Processor
 from procflow.processors.runner import ProcessorRunner, check_processors
 from procflow.steps.step import Step, validate_id
 from procflow.storage.null import NullStorage
+from procflow.tools import Tool
 from procflow.workflows.workflow import Workflow
 
 __all__ = ["Agent", "ProcessorArray"]

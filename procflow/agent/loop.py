@@ -17,7 +17,6 @@ from typing import Any
 
 from procflow.agent.output import StepRecord
 from procflow.agent.state import AgentRun
-from procflow.agent.tools import ToolContext
 from procflow.errors import APICallError, TripWire
 from procflow.messages import Chunk, Message, ToolCallPart, ToolResultPart
 from procflow.models.base import ModelRequest
@@ -28,6 +27,7 @@ from procflow.runtime.tracing import Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import create_step
 from procflow.storage.null import NullStorage
+from procflow.tools import ToolContext
 from procflow.workflows.workflow import Workflow, create_workflow
 
 __all__ = ["build_loop_workflow"]

@@ -17,7 +17,7 @@ from procflow.processors.runner import ProcessorRunner
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
     from procflow.agent.output import StepRecord
-    from procflow.agent.tools import Tool
+    from procflow.tools import Tool
 
 __all__ = ["AgentRun", "Emit"]
 

@@ -1,24 +1,32 @@
-"""Tools an agent's model may call: ``Tool(...)`` and the ``@tool`` decorator."""
+"""Tools a model may call: ``Tool(...)``, the ``@tool`` decorator and ``ToolContext``."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, get_type_hints, overload
+from typing import Any, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from procflow.context import RequestContext
+from procflow.messages import Chunk
 from procflow.models.base import ToolSpec
-from procflow.processors.args import ProcessorWriter
 from procflow.steps.schema import describe_validation_error
 
-__all__ = ["Tool", "ToolContext", "ToolInputError", "tool"]
+__all__ = ["ChunkWriter", "Tool", "ToolContext", "ToolInputError", "tool"]
 
 
 class ToolInputError(ValueError):
     """The model called a tool with arguments that do not fit its input schema."""
+
+
+class ChunkWriter(Protocol):
+    """Sends custom "data-*" chunks to the caller's stream (the agent passes its
+    ``ProcessorWriter``)."""
+
+    async def custom(self, chunk: Chunk | Mapping[str, Any] | str, data: Any = None) -> None:
+        """Emit a custom chunk: a ``Chunk``, a ``{"type", "data"}`` mapping, or a type."""
 
 
 @dataclass(slots=True)
@@ -33,7 +41,7 @@ class ToolContext:
 
     tool_call_id: str
     request_context: RequestContext
-    writer: ProcessorWriter
+    writer: ChunkWriter
 
 
 class Tool:
