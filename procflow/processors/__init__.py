@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from procflow._lazy import lazy_exports
+from procflow.processors import builtin as _builtin
 from procflow.processors.apply import StepInfo, StepOverrides
 from procflow.processors.args import (
     APIErrorResult,
@@ -28,7 +30,6 @@ from procflow.processors.args import (
     Signal,
 )
 from procflow.processors.base import HOOKS, Processor
-from procflow.processors.builtin import LOCATIONS as builtin_names
 from procflow.processors.reducer import merge_processor_results, merge_text_edits
 from procflow.processors.runner import ProcessorRunner, check_processors, run_processor_workflow
 from procflow.processors.step import ProcessorStep, ProcessorStepSchema, is_processor_workflow
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
         CostScope,
         DetectionResult,
         InMemoryCostLedger,
-        MessageHistory,
         ModelPrice,
         ModerationProcessor,
         PIIDetection,
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
         ResponseCache,
         ResponseCacheContextOptions,
         ResponseCacheKeyInputs,
-        SemanticRecall,
         StreamErrorRetryProcessor,
         TokenLimiter,
         TokenLimiterOptions,
@@ -67,20 +66,8 @@ if TYPE_CHECKING:
         ToolSearchOptions,
         ToolSearchProcessor,
         UnicodeNormalizer,
-        WorkingMemory,
         build_response_cache_key,
     )
-
-_BUILTINS = frozenset(builtin_names)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _BUILTINS:
-        from procflow.processors import builtin
-
-        return getattr(builtin, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = [
     "DEFAULT_RESPONSE_CACHE_TTL_SECONDS",
@@ -93,7 +80,6 @@ __all__ = [
     "CostScope",
     "DetectionResult",
     "InMemoryCostLedger",
-    "MessageHistory",
     "ModelPrice",
     "ModerationProcessor",
     "OutputResult",
@@ -129,7 +115,6 @@ __all__ = [
     "ResponseCache",
     "ResponseCacheContextOptions",
     "ResponseCacheKeyInputs",
-    "SemanticRecall",
     "Signal",
     "StepInfo",
     "StepOverrides",
@@ -142,7 +127,6 @@ __all__ = [
     "ToolSearchOptions",
     "ToolSearchProcessor",
     "UnicodeNormalizer",
-    "WorkingMemory",
     "build_response_cache_key",
     "check_processors",
     "is_processor_workflow",
@@ -150,3 +134,6 @@ __all__ = [
     "merge_text_edits",
     "run_processor_workflow",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(),
+                                     dict.fromkeys(_builtin.__all__, ".builtin"))

@@ -7,8 +7,9 @@ access, so importing this package never imports ``redis``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from procflow._lazy import lazy_exports
 from procflow.storage.base import Storage
 from procflow.storage.memory import InMemoryStorage
 from procflow.storage.null import NullStorage
@@ -20,13 +21,4 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryStorage", "NullStorage", "RedisStorage", "SQLiteStorage", "Storage"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RedisStorage":
-        from procflow.storage.redis import RedisStorage
-
-        return RedisStorage
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), "RedisStorage"])
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisStorage": ".redis"})

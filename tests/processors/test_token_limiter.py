@@ -20,7 +20,7 @@ from procflow.processors.builtin.token_limiter import (
     TokenLimiter,
     TokenLimiterOptions,
 )
-from procflow.processors.builtin.tool_call_filter import ToolCallFilter
+from procflow.processors.builtin.tools.filter import ToolCallFilter
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = Message.system("You are a terse assistant.")

@@ -9,7 +9,7 @@ import pytest
 from procflow.agent import Agent, tool
 from procflow.errors import ProcessorError
 from procflow.models import ScriptedModel, ToolCall
-from procflow.processors.builtin.tool_search import (
+from procflow.processors.builtin.tools.search import (
     ToolSearchOptions,
     ToolSearchProcessor,
 )

@@ -20,7 +20,7 @@ from procflow.processors import OutputResult, ProcessorRunner, StepInfo, StepOve
 from procflow.processors.builtin import batch_parts
 from procflow.processors.builtin.batch_parts import BatchPartsProcessor
 from procflow.processors.builtin.regex_filter import RegexFilterProcessor, RegexRule
-from procflow.processors.builtin.tool_call_filter import ToolCallFilter
+from procflow.processors.builtin.tools.filter import ToolCallFilter
 from procflow.processors.builtin.unicode import UnicodeNormalizer
 
 # -- helpers --------------------------------------------------------------------------
