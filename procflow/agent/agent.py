@@ -15,9 +15,9 @@ from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import ProcessorError, StepExecutionError
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.resolve import resolve_model
+from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
 from procflow.processors.base import Processor
-from procflow.processors.runner import ProcessorRunner, check_processors
 from procflow.steps.step import Step, validate_id
 from procflow.storage.null import NullStorage
 from procflow.tools import Tool

@@ -21,7 +21,7 @@ from procflow.errors import APICallError, TripWire
 from procflow.messages import Chunk, Message, ToolCallPart, ToolResultPart
 from procflow.models.base import ModelRequest
 from procflow.models.resolve import resolve_model
-from procflow.processors.apply import StepOverrides
+from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult
 from procflow.runtime.tracing import Tracer
 from procflow.steps.context import StepContext

@@ -1,4 +1,9 @@
-"""Processors: the ``Processor`` base class, hook args, the runner, processor steps."""
+"""Processors: the ``Processor`` base class, its hooks' args and results, processor steps,
+and the built-in processors (imported on first use).
+
+The machinery that runs them (the runner, the stream pipeline, the hook table) is
+internal: ``procflow.processors._runner``, ``._stream``, ``._hooks``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from procflow._lazy import lazy_exports
 from procflow.processors import builtin as _builtin
-from procflow.processors.apply import StepInfo, StepOverrides
 from procflow.processors.args import (
     APIErrorResult,
     OutputResult,
@@ -29,11 +33,9 @@ from procflow.processors.args import (
     ProcessToolResultResult,
     Signal,
 )
-from procflow.processors.base import HOOKS, Processor
+from procflow.processors.base import Processor
 from procflow.processors.reducer import merge_processor_results, merge_text_edits
-from procflow.processors.runner import ProcessorRunner, check_processors, run_processor_workflow
-from procflow.processors.step import ProcessorStep, ProcessorStepSchema, is_processor_workflow
-from procflow.processors.stream import StreamPipeline
+from procflow.processors.step import ProcessorStep, ProcessorStepSchema
 
 if TYPE_CHECKING:
     from procflow.processors.builtin import (
@@ -71,7 +73,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_RESPONSE_CACHE_TTL_SECONDS",
-    "HOOKS",
     "APIErrorResult",
     "BatchPartsProcessor",
     "CompatRule",
@@ -102,7 +103,6 @@ __all__ = [
     "Processor",
     "ProcessorArgs",
     "ProcessorContext",
-    "ProcessorRunner",
     "ProcessorStep",
     "ProcessorStepSchema",
     "ProcessorViolation",
@@ -116,10 +116,7 @@ __all__ = [
     "ResponseCacheContextOptions",
     "ResponseCacheKeyInputs",
     "Signal",
-    "StepInfo",
-    "StepOverrides",
     "StreamErrorRetryProcessor",
-    "StreamPipeline",
     "TokenLimiter",
     "TokenLimiterOptions",
     "ToolCallFilter",
@@ -128,11 +125,8 @@ __all__ = [
     "ToolSearchProcessor",
     "UnicodeNormalizer",
     "build_response_cache_key",
-    "check_processors",
-    "is_processor_workflow",
     "merge_processor_results",
     "merge_text_edits",
-    "run_processor_workflow",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(),

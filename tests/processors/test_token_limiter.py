@@ -13,7 +13,9 @@ import pytest
 
 from procflow.errors import TripWire
 from procflow.messages import Chunk, Message, MessageList, ToolCallPart, ToolResultPart
-from procflow.processors import OutputResult, ProcessorRunner, StepInfo, StepOverrides
+from procflow.processors import OutputResult
+from procflow.processors._hooks import StepInfo, StepOverrides
+from procflow.processors._runner import ProcessorRunner
 from procflow.processors.builtin import token_limiter as tl
 from procflow.processors.builtin.token_limiter import (
     CONVERSATION_OVERHEAD,
