@@ -11,7 +11,7 @@ resource scope (``--quick`` skips 1M), it prints:
   deadline, while the searches (and, separately, the load) ran.
 
 Targets: p50 <= 5 ms at 100k (exact search); no stall above 10 ms. ``--ann`` adds an
-approximate (usearch HNSW) row per size; its index is built on the first search.
+approximate (hnswlib HNSW) row per size; its index is built on the first search.
 """
 
 from __future__ import annotations
@@ -141,6 +141,6 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="skip 1M vectors")
     parser.add_argument("--store", choices=["memory", "sqlite", "postgres"], default="memory")
     parser.add_argument("--dsn", help="PostgreSQL DSN for --store postgres")
-    parser.add_argument("--ann", action="store_true", help="also time usearch HNSW search")
+    parser.add_argument("--ann", action="store_true", help="also time hnswlib HNSW search")
     options = parser.parse_args()
     anyio.run(main, options.quick, options.store, options.dsn, options.ann)

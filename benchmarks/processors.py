@@ -24,12 +24,9 @@ from typing import Any
 import anyio
 
 from procflow.messages import Chunk, Message, MessageList
-from procflow.processors import (
-    ProcessorRunner,
-    ProcessOutputStreamArgs,
-    StepInfo,
-    StepOverrides,
-)
+from procflow.processors import ProcessOutputStreamArgs
+from procflow.processors._hooks import StepInfo, StepOverrides
+from procflow.processors._runner import ProcessorRunner
 from procflow.processors.base import Processor
 from procflow.processors.builtin.token_limiter import TokenLimiter, default_encoding
 

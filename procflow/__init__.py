@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os as _os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from procflow._lazy import lazy_exports
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
     APICallError,
@@ -37,23 +38,19 @@ from procflow.steps import Step, StepContext, create_step, step
 from procflow.workflows import Workflow, create_workflow
 
 if TYPE_CHECKING:
-    from procflow.agent import Agent, GenerateOptions, Tool, tool
+    from procflow.agent import Agent, GenerateOptions
+    from procflow.tools import Tool, tool
 
 from procflow._version import __version__
 
-_LAZY = {"Agent": "procflow.agent", "GenerateOptions": "procflow.agent",
-         "Tool": "procflow.agent", "tool": "procflow.agent"}
-
-
-def __getattr__(name: str) -> Any:
-    # The agent pulls in the processor layer; load it on first use to keep
-    # ``import procflow`` light.
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+# The agent pulls in the processor layer; load it on first use to keep
+# ``import procflow`` light.
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+    "Agent": "procflow.agent",
+    "GenerateOptions": "procflow.agent",
+    "Tool": "procflow.tools",
+    "tool": "procflow.tools",
+})
 
 __all__ = [
     "RESOURCE_ID_KEY",

@@ -26,10 +26,12 @@ DESIGN = {
                             "PromptInjectionDetector", "PIIDetector", "UnicodeNormalizer",
                             "RegexFilterProcessor", "BatchPartsProcessor",
                             "ToolSearchProcessor", "CostGuardProcessor", "ResponseCache",
-                            "MessageHistory", "SemanticRecall", "WorkingMemory",
                             "build_response_cache_key", "DEFAULT_RESPONSE_CACHE_TTL_SECONDS"],
     "procflow.cache": ["ServerCache", "InMemoryServerCache", "RedisCache"],
-    "procflow.memory": ["Memory", "SemanticRecallOptions", "WorkingMemoryOptions"],
+    # The memory processors come from procflow.memory: processors sits below memory,
+    # which builds on it, so procflow.processors may not re-export them.
+    "procflow.memory": ["Memory", "SemanticRecallOptions", "WorkingMemoryOptions",
+                        "MessageHistory", "SemanticRecall", "WorkingMemory"],
     "procflow.models": ["ScriptedModel", "ToolCall", "LanguageModel"],
 }
 

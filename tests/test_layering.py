@@ -34,13 +34,8 @@ LAYERS: list[set[str]] = [
 ]
 """Bottom to top. ``__init__`` is ``procflow/__init__.py`` (the public surface)."""
 
-KNOWN_VIOLATIONS: set[tuple[str, str]] = {
-    # Being removed on the processors branch of issue 9; the coordinator empties this
-    # set after merging it. Nothing may be added here.
-    ("processors", "memory"),  # processors/builtin/__init__.py re-exports memory processors
-    ("processors", "agent"),  # tool_search imports agent.tools.Tool
-    ("memory", "agent"),  # WorkingMemory.tool() imports agent.tools.Tool
-}
+KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
+"""Upward imports tolerated for now: none. Nothing may be added here."""
 """Upward package edges tolerated for now, as (importer, imported)."""
 
 _LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}

@@ -14,7 +14,7 @@ from procflow.agent.output import (
     UIMessage,
 )
 from procflow.agent.state import AgentState
-from procflow.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, tool
+from procflow.tools import Tool, ToolContext, ToolInputError, ToolSuspended, tool
 
 __all__ = [
     "Agent",

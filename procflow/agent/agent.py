@@ -18,7 +18,6 @@ from procflow.agent.output import (
     UIMessage,
 )
 from procflow.agent.state import AgentDeps, AgentState, Emit
-from procflow.agent.tools import Tool
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
     ProcessorError,
@@ -28,14 +27,15 @@ from procflow.errors import (
 )
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.resolve import resolve_model
+from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
 from procflow.processors.base import Processor
-from procflow.processors.runner import ProcessorRunner, check_processors
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
 from procflow.storage.base import Storage
 from procflow.storage.memory import InMemoryStorage
+from procflow.tools import Tool
 from procflow.workflows.workflow import Workflow
 
 LoopFn = Callable[[AgentLoop], AgentLoop]

@@ -30,18 +30,18 @@ import anyio
 
 from procflow.agent.output import StepRecord
 from procflow.agent.state import AgentDeps, AgentState, as_state
-from procflow.agent.tools import Tool, ToolContext, ToolSuspended
 from procflow.errors import APICallError, TripWire, WorkflowDefinitionError
 from procflow.messages import Chunk, Message, ToolCallPart, ToolResultPart
 from procflow.models.base import ModelRequest
 from procflow.models.resolve import resolve_model
-from procflow.processors.apply import StepOverrides
+from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult
 from procflow.processors.base import Processor
 from procflow.processors.step import is_processor_workflow
 from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
+from procflow.tools import Tool, ToolContext, ToolSuspended
 from procflow.workflows.plan import MapEntry, StepEntry
 from procflow.workflows.workflow import Workflow, create_workflow
 

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 from procflow.errors import TripWire
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.base import LanguageModel
-from procflow.processors.apply import StepInfo, StepOverrides
+from procflow.processors._hooks import StepInfo, StepOverrides
+from procflow.processors._runner import ProcessorRunner
 from procflow.processors.args import ProcessorContext
-from procflow.processors.runner import ProcessorRunner
 
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
     from procflow.agent.output import StepRecord
-    from procflow.agent.tools import Tool
+    from procflow.tools import Tool
 
 __all__ = ["AgentDeps", "AgentState", "Emit", "as_state"]
 

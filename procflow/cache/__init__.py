@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from procflow._lazy import lazy_exports
 from procflow.cache.base import ServerCache
 from procflow.cache.memory import InMemoryServerCache
 
@@ -19,13 +20,4 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryServerCache", "RedisCache", "ServerCache"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RedisCache":
-        from procflow.cache.redis import RedisCache
-
-        return RedisCache
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), "RedisCache"])
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisCache": ".redis"})

@@ -46,6 +46,7 @@ from procflow.processors.args import (
     ProcessOutputStepArgs,
 )
 from procflow.processors.base import Processor
+from procflow.tools import Tool, ToolContext
 
 __all__ = ["MessageHistory", "SemanticRecall", "WorkingMemory", "call_messages",
            "check_owner"]
@@ -436,10 +437,8 @@ class WorkingMemory(Processor):
         return ProcessInputStepResult(tools=list(current.values()))
 
     def tool(self) -> Any:
-        """The ``update_working_memory`` tool (a ``procflow.agent.Tool``)."""
+        """The ``update_working_memory`` tool (a ``procflow.tools.Tool``)."""
         if self._tool is None:
-            from procflow.agent.tools import Tool, ToolContext
-
             schema = self.store.options.schema
             model: type[BaseModel] = _MarkdownUpdate if schema is None else create_model(
                 "update_working_memory_input",

@@ -12,7 +12,7 @@ changed it, only the rows written since are read. Exact cosine search is one
 matrix-vector product and a partial sort in numpy, in a worker thread, so the event
 loop never waits for it. With ``approximate=True`` a scope larger than
 ``approximate_above`` vectors (default ``APPROXIMATE_ABOVE``) is searched through a
-usearch HNSW index instead (``procflow[ann]``), built in a worker thread on its first
+hnswlib HNSW index instead (``procflow[ann]``), built in a worker thread on its first
 search.
 
 When the embedder changes, its space has no vectors yet: the first search of a scope
@@ -154,11 +154,12 @@ class _Scope:
 
     def _ann_add(self, rows: list[int]) -> None:
         np = _numpy()
-        keys = np.asarray(sorted(set(rows)), dtype=np.uint64)
-        for key in keys:
-            if self.ann.contains(int(key)):
-                self.ann.remove(int(key))
-        self.ann.add(keys, self.matrix[keys], threads=1)
+        keys = np.asarray(sorted(set(rows)), dtype=np.int64)
+        needed = int(self.ann.get_current_count()) + len(keys)
+        if needed > int(self.ann.get_max_elements()):
+            self.ann.resize_index(max(needed, 2 * int(self.ann.get_max_elements())))
+        # hnswlib replaces the vector of a label it already holds
+        self.ann.add_items(self.matrix[keys], keys, num_threads=1)
 
     def search(self, query: Vector, top_k: int, approximate_above: int | None,
                ) -> list[tuple[int, float]]:
@@ -180,20 +181,28 @@ class _Scope:
             return [(int(i), float(scores[i])) for i in order if scores[i] != -np.inf]
 
     def _search_ann(self, query: Vector, top_k: int) -> list[tuple[int, float]]:
+        np = _numpy()
         if self.ann is None:
             try:
-                from usearch.index import Index
+                import hnswlib
             except ImportError as exc:
-                raise ImportError("approximate search needs usearch: install it with "
+                raise ImportError("approximate search needs hnswlib: install it with "
                                   "`pip install 'procflow[ann]'`") from exc
-            np = _numpy()
-            self.ann = Index(ndim=self.dimensions, metric="ip", dtype="f32")
             live = np.asarray([r for r in range(len(self.ids)) if r not in self.dead],
-                              dtype=np.uint64)
-            self.ann.add(live, self.matrix[live])
-        found = self.ann.search(query, top_k + len(self.dead))
+                              dtype=np.int64)
+            index = hnswlib.Index(space="ip", dim=self.dimensions)
+            index.init_index(max_elements=max(len(live), 1), ef_construction=200, M=16)
+            if len(live):
+                index.add_items(self.matrix[live], live)
+            self.ann = index
+        size = int(self.ann.get_current_count())
+        k = min(top_k + len(self.dead), size)
+        if k == 0:
+            return []
+        self.ann.set_ef(max(64, 2 * k))
+        labels, distances = self.ann.knn_query(query, k=k)
         hits = [(int(key), 1.0 - float(distance))
-                for key, distance in zip(found.keys, found.distances, strict=True)
+                for key, distance in zip(labels[0], distances[0], strict=True)
                 if int(key) not in self.dead]
         return hits[:top_k]
 

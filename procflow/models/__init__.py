@@ -6,8 +6,9 @@ this package does not import httpx.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from procflow._lazy import lazy_exports
 from procflow.models.base import LanguageModel, ModelRequest, ToolSpec, complete_text
 from procflow.models.resolve import resolve_model
 from procflow.models.scripted import ScriptedModel, ToolCall
@@ -28,17 +29,7 @@ __all__ = [
     "resolve_model",
 ]
 
-_LAZY = {"OpenAIChatModel": "procflow.models.openai",
-         "AnthropicModel": "procflow.models.anthropic"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+    "AnthropicModel": ".anthropic",
+    "OpenAIChatModel": ".openai",
+})

@@ -1,10 +1,16 @@
-"""Processors: the ``Processor`` base class, hook args, the runner, processor steps."""
+"""Processors: the ``Processor`` base class, its hooks' args and results, processor steps,
+and the built-in processors (imported on first use).
+
+The machinery that runs them (the runner, the stream pipeline, the hook table) is
+internal: ``procflow.processors._runner``, ``._stream``, ``._hooks``.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from procflow.processors.apply import StepInfo, StepOverrides
+from procflow._lazy import lazy_exports
+from procflow.processors import builtin as _builtin
 from procflow.processors.args import (
     APIErrorResult,
     OutputResult,
@@ -27,12 +33,9 @@ from procflow.processors.args import (
     ProcessToolResultResult,
     Signal,
 )
-from procflow.processors.base import HOOKS, Processor
-from procflow.processors.builtin import LOCATIONS as builtin_names
+from procflow.processors.base import Processor
 from procflow.processors.reducer import merge_processor_results, merge_text_edits
-from procflow.processors.runner import ProcessorRunner, check_processors, run_processor_workflow
-from procflow.processors.step import ProcessorStep, ProcessorStepSchema, is_processor_workflow
-from procflow.processors.stream import StreamPipeline
+from procflow.processors.step import ProcessorStep, ProcessorStepSchema
 
 if TYPE_CHECKING:
     from procflow.processors.builtin import (
@@ -44,7 +47,6 @@ if TYPE_CHECKING:
         CostScope,
         DetectionResult,
         InMemoryCostLedger,
-        MessageHistory,
         ModelPrice,
         ModerationProcessor,
         OnnxTextClassifier,
@@ -59,7 +61,6 @@ if TYPE_CHECKING:
         ResponseCache,
         ResponseCacheContextOptions,
         ResponseCacheKeyInputs,
-        SemanticRecall,
         StreamErrorRetryProcessor,
         TokenLimiter,
         TokenLimiterOptions,
@@ -68,24 +69,11 @@ if TYPE_CHECKING:
         ToolSearchOptions,
         ToolSearchProcessor,
         UnicodeNormalizer,
-        WorkingMemory,
         build_response_cache_key,
     )
 
-_BUILTINS = frozenset(builtin_names)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _BUILTINS:
-        from procflow.processors import builtin
-
-        return getattr(builtin, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "DEFAULT_RESPONSE_CACHE_TTL_SECONDS",
-    "HOOKS",
     "APIErrorResult",
     "BatchPartsProcessor",
     "CompatRule",
@@ -94,7 +82,6 @@ __all__ = [
     "CostScope",
     "DetectionResult",
     "InMemoryCostLedger",
-    "MessageHistory",
     "ModelPrice",
     "ModerationProcessor",
     "OnnxTextClassifier",
@@ -118,7 +105,6 @@ __all__ = [
     "Processor",
     "ProcessorArgs",
     "ProcessorContext",
-    "ProcessorRunner",
     "ProcessorStep",
     "ProcessorStepSchema",
     "ProcessorViolation",
@@ -131,12 +117,8 @@ __all__ = [
     "ResponseCache",
     "ResponseCacheContextOptions",
     "ResponseCacheKeyInputs",
-    "SemanticRecall",
     "Signal",
-    "StepInfo",
-    "StepOverrides",
     "StreamErrorRetryProcessor",
-    "StreamPipeline",
     "TokenLimiter",
     "TokenLimiterOptions",
     "ToolCallFilter",
@@ -144,11 +126,10 @@ __all__ = [
     "ToolSearchOptions",
     "ToolSearchProcessor",
     "UnicodeNormalizer",
-    "WorkingMemory",
     "build_response_cache_key",
-    "check_processors",
-    "is_processor_workflow",
     "merge_processor_results",
     "merge_text_edits",
-    "run_processor_workflow",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(),
+                                     dict.fromkeys(_builtin.__all__, ".builtin"))

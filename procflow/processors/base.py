@@ -5,8 +5,10 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from procflow.errors import ProcessorError
+from procflow.processors._hooks import HOOKS
 from procflow.processors.args import (
     ProcessAPIErrorArgs,
     ProcessInputArgs,
@@ -21,19 +23,9 @@ from procflow.processors.args import (
     ProcessToolResultArgs,
 )
 
-if TYPE_CHECKING:
-    from procflow.processors.step import ProcessorStep
-
 __all__ = ["HOOKS", "Processor"]
 
 logger = logging.getLogger("procflow.processors")
-
-HOOKS: tuple[str, ...] = (
-    "process_input", "process_input_step", "process_llm_request", "process_llm_response",
-    "process_output_stream", "process_output_step", "process_output_result",
-    "process_tool_result", "process_api_error",
-)
-
 
 class Processor:
     """Base class of processors: override any hooks (sync or async); the rest do nothing.
@@ -61,6 +53,9 @@ class Processor:
     description: str | None = None
     process_data_parts: bool = False
     on_violation: Callable[[ProcessorViolation], Any] | None = None
+
+    step_adapter: ClassVar[Callable[[Processor], Any] | None] = None
+    """Makes a processor a workflow step (``processors.step`` sets ``ProcessorStep``)."""
 
     _hooks_cache: ClassVar[dict[type, frozenset[str]]] = {}
     _async_cache: ClassVar[dict[tuple[type, str], bool]] = {}
@@ -148,11 +143,12 @@ class Processor:
         except Exception:
             logger.exception("on_violation of processor %r raised; ignored", self.id)
 
-    def as_step(self) -> ProcessorStep:
-        """This processor as a workflow step with id ``processor:<id>``."""
-        from procflow.processors.step import ProcessorStep
-
-        return ProcessorStep(self)
+    def as_step(self) -> Any:
+        """This processor as a workflow step (a ``ProcessorStep``, id ``processor:<id>``)."""
+        adapter = Processor.step_adapter
+        if adapter is None:  # pragma: no cover - procflow.processors imports the adapter
+            raise ProcessorError("procflow.processors.step is not loaded")
+        return adapter(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r})"

@@ -12,17 +12,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validator, model_validator
 
 from procflow.errors import ProcessorError
-from procflow.messages import Chunk, Message, MessageList, MessageSource
-from procflow.processors.apply import (
-    StepInfo,
-    StepOverrides,
-    apply_input,
-    apply_input_step,
-    apply_output_result,
-    apply_output_step,
-    apply_tool_result,
-)
-from procflow.processors.args import OutputResult, ProcessorContext, ProcessorViolation
+from procflow.messages import Chunk, Message, MessageList
+from procflow.processors._hooks import PHASES, HookCall, run_hook
+from procflow.processors._stream import StreamPipeline
+from procflow.processors.args import ProcessorContext, ProcessorViolation
 from procflow.processors.base import Processor
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step
@@ -35,18 +28,6 @@ Phase = Literal["input", "input_step", "output_stream", "output_step", "output_r
 
 PROCESSOR_CONTEXT_KEY = "procflow__processorContext"
 """Request-context key under which the runner hands its ``ProcessorContext`` to steps."""
-
-_HOOK_OF: dict[str, str] = {
-    "input": "process_input", "input_step": "process_input_step",
-    "output_stream": "process_output_stream", "output_step": "process_output_step",
-    "output_result": "process_output_result", "tool_result": "process_tool_result",
-}
-_REQUIRED: dict[str, tuple[str, ...]] = {
-    "input": ("messages",), "input_step": ("messages",), "output_stream": (),
-    "output_step": ("messages",), "output_result": ("messages",),
-    "tool_result": ("tool_name", "tool_call_id"),
-}
-
 
 class ProcessorStepSchema(BaseModel):
     """The envelope processor steps take and return, discriminated on ``phase``.
@@ -96,7 +77,7 @@ class ProcessorStepSchema(BaseModel):
 
     @model_validator(mode="after")
     def _phase_fields(self) -> ProcessorStepSchema:
-        missing = [f for f in _REQUIRED[self.phase]
+        missing = [f for f in PHASES[self.phase].required
                    if getattr(self, f) is None and not (f == "messages" and self.message_list)]
         if missing:
             raise ValueError(f"phase {self.phase!r} needs {', '.join(missing)}")
@@ -107,9 +88,7 @@ class ProcessorStepSchema(BaseModel):
         if self.message_list is not None:
             return self.message_list
         ml = MessageList()
-        source: MessageSource = ("response" if self.phase in ("output_result", "output_step")
-                                 else "input")
-        ml.add(self.messages or [], source=source)
+        ml.add(self.messages or [], source=PHASES[self.phase].source)
         ml.add_system(self.system_messages)
         return ml
 
@@ -121,25 +100,16 @@ def is_processor_workflow(obj: Any) -> bool:
             and getattr(obj, "output_schema", None) is ProcessorStepSchema)
 
 
-def _messages_for(phase: str, ml: MessageList) -> list[Message]:
-    if phase == "input":
-        return ml.input()
-    if phase == "output_result":
-        return ml.response()
-    return ml.all()
-
-
 async def run_envelope(p: Processor, env: ProcessorStepSchema,
                        ctx: ProcessorContext) -> ProcessorStepSchema:
     """Run processor ``p`` for the envelope's phase; return the updated envelope."""
-    if _HOOK_OF[env.phase] not in p.implemented_hooks():
+    hook = PHASES[env.phase]
+    if hook.name not in p.implemented_hooks():
         return env
     before = len(ctx.violations)
     ctx.retry_count = env.retry_count
-    update: dict[str, Any] = {}
-    if env.phase == "output_stream":
-        from procflow.processors.stream import StreamPipeline
-
+    update: dict[str, Any]
+    if hook.stream:
         if env.part is None:
             return env
         pipe = StreamPipeline([p], ctx, env.message_list)
@@ -149,24 +119,10 @@ async def run_envelope(p: Processor, env: ProcessorStepSchema,
     else:
         start = env.live_list()
         ml = start.copy()
-        info = StepInfo(env.step_number, env.steps)
-        if env.phase == "input":
-            await apply_input(p, ml, ctx)
-        elif env.phase == "input_step":
-            got = await apply_input_step(p, ml, ctx, info,
-                                         StepOverrides(env.model, env.tools, env.tool_choice))
-            update = {"model": got.model, "tools": got.tools, "tool_choice": got.tool_choice}
-        elif env.phase == "output_step":
-            await apply_output_step(p, ml, ctx, info, finish_reason=env.finish_reason,
-                                    tool_calls=env.tool_calls, text=env.text, usage=env.usage)
-        elif env.phase == "output_result":
-            result = env.result if isinstance(env.result, OutputResult) else OutputResult()
-            await apply_output_result(p, ml, ctx, result)
-        else:
-            update["result"] = await apply_tool_result(
-                p, ml, ctx, info, tool_name=env.tool_name or "",
-                tool_call_id=env.tool_call_id or "", args=env.args, result=env.result)
-        update |= {"message_list": ml, "messages": _messages_for(env.phase, ml),
+        call = HookCall(ml, **{f: getattr(env, f) for f in hook.env_in})
+        await run_hook(hook, p, call, ctx)
+        update = {f: getattr(call, f) for f in hook.env_out}
+        update |= {"message_list": ml, "messages": hook.messages(ml),
                    "system_messages": ml.system(), "base": start}
     if len(ctx.violations) > before:
         update["violations"] = [*env.violations, *ctx.violations[before:]]
@@ -201,3 +157,6 @@ class ProcessorStep(Step):
         if pctx.tracer is not None:
             pctx.span = ctx.span  # read before the first await: safe beside parallel siblings
         return await run_envelope(self.processor, env, pctx)
+
+
+Processor.step_adapter = ProcessorStep

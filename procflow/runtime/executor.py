@@ -126,13 +126,9 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
     started = _now()
     tracer = ex.tracer
     span = None
-    if tracer is not None:  # Tracer.start, inlined: this runs for every traced step
-        tracer._next = number = tracer._next + 1
-        parent = scope.span
-        span = Span(str(number), None if parent is None else parent.span_id, step.id,
-                    step.span_kind, path, started, None, "running",
-                    data if step.trace_io else None)
-        tracer._append(span)
+    if tracer is not None:
+        span = tracer.open(step.id, step.span_kind, scope.span, path, started,
+                           data if step.trace_io else None)
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
     attempt = 0

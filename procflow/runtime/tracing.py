@@ -61,20 +61,34 @@ class Tracer:
 
     def leaf(self, name: str, kind: SpanKind, parent: Span | None, start: float,
              status: SpanStatus = "success", attributes: dict[str, Any] | None = None,
-             ) -> None:
-        """Record a span that ended just now and has no children, as a light ``Leaf``."""
+             end: float | None = None) -> None:
+        """Record a span that has no children and has ended, as a light ``Leaf``.
+
+        The fast path for hot callers (processor hook calls, stream totals): pass the
+        arguments positionally; ``end`` defaults to now.
+        """
         self._next = n = self._next + 1
         self._append((n, None if parent is None else parent.span_id, name, kind, start,
-                      _now(), status, attributes))
+                      _now() if end is None else end, status, attributes))
+
+    def open(self, name: str, kind: SpanKind, parent: Span | None, path: str | None,
+             start: float, input: Any = None) -> Span:
+        """Open a span under ``parent`` that started at ``start`` (close it with ``ok`` or
+        ``end``).
+
+        The fast path for hot callers (a traced step): every argument positional, the
+        clock read by the caller (who usually needs it too).
+        """
+        self._next = n = self._next + 1
+        span = Span(str(n), None if parent is None else parent.span_id, name, kind, path,
+                    start, None, "running", input)
+        self._append(span)
+        return span
 
     def start(self, name: str, kind: SpanKind, parent: Span | None,
               path: str | None = None, input: Any = None) -> Span:
-        """Open a span under ``parent``."""
-        self._next = n = self._next + 1
-        span = Span(str(n), None if parent is None else parent.span_id, name, kind, path,
-                    _now(), None, "running", input)
-        self._append(span)
-        return span
+        """Open a span under ``parent``, starting now."""
+        return self.open(name, kind, parent, path, _now(), input)
 
     @staticmethod
     def ok(span: Span, output: Any) -> None:

@@ -8,8 +8,9 @@ so importing this package never imports ``redis`` or ``psycopg``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from procflow._lazy import lazy_exports
 from procflow.storage.base import Storage
 from procflow.storage.memory import InMemoryStorage
 from procflow.storage.null import NullStorage
@@ -22,20 +23,5 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryStorage", "NullStorage", "PostgresStorage", "RedisStorage",
            "SQLiteStorage", "Storage"]
 
-_LAZY = ("PostgresStorage", "RedisStorage")
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RedisStorage":
-        from procflow.storage.redis import RedisStorage
-
-        return RedisStorage
-    if name == "PostgresStorage":
-        from procflow.storage.postgres import PostgresStorage
-
-        return PostgresStorage
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisStorage": ".redis",
+                                                             "PostgresStorage": ".postgres"})

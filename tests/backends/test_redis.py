@@ -22,7 +22,7 @@ from procflow._backends.redis import (
 )
 from procflow.cache import RedisCache
 from procflow.errors import StorageError
-from procflow.processors.builtin.cost_ledger_redis import RedisCostLedger
+from procflow.processors.builtin.cost.redis import RedisCostLedger
 from procflow.storage import RedisStorage
 
 

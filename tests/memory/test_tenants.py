@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from procflow.agent import Agent
-from procflow.agent.tools import ToolContext
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import ProcessorError
 from procflow.memory import (
@@ -23,6 +22,7 @@ from procflow.memory import (
 )
 from procflow.models import ScriptedModel
 from procflow.processors.args import ProcessorWriter
+from procflow.tools import ToolContext
 
 SECRET = "alice's locker code is 4512"
 

@@ -15,9 +15,9 @@ import redis.asyncio as aioredis
 from procflow.agent import Agent, FullOutput
 from procflow.models import ScriptedModel, ToolCall
 from procflow.processors import ProcessorViolation
-from procflow.processors.builtin.cost_guard import CostGuardProcessor, ModelPrice
-from procflow.processors.builtin.cost_ledger import InMemoryCostLedger
-from procflow.processors.builtin.cost_ledger_redis import RedisCostLedger
+from procflow.processors.builtin.cost.guard import CostGuardProcessor, ModelPrice
+from procflow.processors.builtin.cost.ledger import InMemoryCostLedger
+from procflow.processors.builtin.cost.redis import RedisCostLedger
 
 # ScriptedModel counts one token per word: a "hi" prompt answered "ok" uses 1 + 1 tokens.
 ONE_PER_TOKEN = {"scripted/scripted": ModelPrice(input=1_000_000, output=1_000_000)}

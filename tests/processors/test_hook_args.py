@@ -11,15 +11,9 @@ from typing import Any
 
 from procflow.errors import APICallError
 from procflow.messages import Chunk, Message, MessageList
-from procflow.processors import (
-    OutputResult,
-    Processor,
-    ProcessorContext,
-    ProcessorRunner,
-    ProcessorWriter,
-    StepInfo,
-    StepOverrides,
-)
+from procflow.processors import OutputResult, Processor, ProcessorContext, ProcessorWriter
+from procflow.processors._hooks import StepInfo, StepOverrides
+from procflow.processors._runner import ProcessorRunner
 from procflow.processors.args import ProcessorArgs
 
 SHARED = {f.name for f in dataclasses.fields(ProcessorArgs)}

@@ -17,14 +17,13 @@ from procflow.processors import (
     ProcessLLMRequestResult,
     Processor,
     ProcessorContext,
-    ProcessorRunner,
     ProcessorViolation,
     ProcessorWriter,
     ProcessToolResultResult,
     Signal,
-    StepInfo,
-    StepOverrides,
 )
+from procflow.processors._hooks import StepInfo, StepOverrides
+from procflow.processors._runner import ProcessorRunner
 
 
 def history(*texts: str, source: Any = "input") -> MessageList:

@@ -15,7 +15,8 @@ import pytest
 from procflow.errors import TripWire
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.base import ModelRequest
-from procflow.processors import ProcessorRunner, ProcessorViolation
+from procflow.processors import ProcessorViolation
+from procflow.processors._runner import ProcessorRunner
 from procflow.processors.builtin.injection import PromptInjectionDetector
 
 CORPUS = Path(__file__).parent / "data" / "injection_corpus.jsonl"

@@ -13,7 +13,8 @@ import pytest
 from procflow.errors import TripWire
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.base import ModelRequest
-from procflow.processors import OutputResult, ProcessorRunner, ProcessorViolation
+from procflow.processors import OutputResult, ProcessorViolation
+from procflow.processors._runner import ProcessorRunner
 from procflow.processors.builtin.moderation import ModerationProcessor
 
 CORPUS = Path(__file__).parent / "data" / "moderation_corpus.jsonl"

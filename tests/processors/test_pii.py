@@ -17,7 +17,8 @@ import pytest
 from procflow.errors import APICallError, ProcessorError, TripWire
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.base import ModelRequest
-from procflow.processors import OutputResult, ProcessorRunner, ProcessorViolation
+from procflow.processors import OutputResult, ProcessorViolation
+from procflow.processors._runner import ProcessorRunner
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin.pii import ALL_PII_TYPES, DEFAULT_PII_TYPES, PIIDetector
 from procflow.processors.builtin.pii.checks import (

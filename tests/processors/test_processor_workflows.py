@@ -11,12 +11,12 @@ from procflow.errors import ProcessorError, TripWire
 from procflow.messages import Chunk, Message, MessageList
 from procflow.processors import (
     Processor,
-    ProcessorRunner,
     ProcessorStep,
     ProcessorStepSchema,
     merge_processor_results,
     merge_text_edits,
 )
+from procflow.processors._runner import ProcessorRunner
 
 
 class Replace(Processor):

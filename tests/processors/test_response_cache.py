@@ -20,7 +20,7 @@ from procflow.messages import Chunk
 from procflow.models import ScriptedModel, ToolCall
 from procflow.models.base import ModelRequest
 from procflow.processors import Processor
-from procflow.processors.builtin.response_cache import (
+from procflow.processors.builtin.cache.response import (
     DEFAULT_RESPONSE_CACHE_TTL_SECONDS,
     RESPONSE_CACHE_CONTEXT_KEY,
     ResponseCache,

@@ -13,14 +13,16 @@ import pytest
 
 from procflow.errors import TripWire
 from procflow.messages import Chunk, Message, MessageList, ToolCallPart, ToolResultPart
-from procflow.processors import OutputResult, ProcessorRunner, StepInfo, StepOverrides
+from procflow.processors import OutputResult
+from procflow.processors._hooks import StepInfo, StepOverrides
+from procflow.processors._runner import ProcessorRunner
 from procflow.processors.builtin import token_limiter as tl
 from procflow.processors.builtin.token_limiter import (
     CONVERSATION_OVERHEAD,
     TokenLimiter,
     TokenLimiterOptions,
 )
-from procflow.processors.builtin.tool_call_filter import ToolCallFilter
+from procflow.processors.builtin.tools.filter import ToolCallFilter
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = Message.system("You are a terse assistant.")

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from procflow.agent import Agent, tool
-from procflow.agent.tools import Tool
 from procflow.errors import ProcessorError
 from procflow.models import ScriptedModel, ToolCall
-from procflow.processors.builtin.tool_search import (
+from procflow.processors.builtin.tools.search import (
     ToolSearchOptions,
     ToolSearchProcessor,
 )
+from procflow.tools import Tool
 
 
 @tool

@@ -16,11 +16,13 @@ from procflow.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from procflow.processors import OutputResult, ProcessorRunner, StepInfo, StepOverrides
+from procflow.processors import OutputResult
+from procflow.processors._hooks import StepInfo, StepOverrides
+from procflow.processors._runner import ProcessorRunner
 from procflow.processors.builtin import batch_parts
 from procflow.processors.builtin.batch_parts import BatchPartsProcessor
 from procflow.processors.builtin.regex import RegexFilterProcessor, RegexRule
-from procflow.processors.builtin.tool_call_filter import ToolCallFilter
+from procflow.processors.builtin.tools.filter import ToolCallFilter
 from procflow.processors.builtin.unicode import UnicodeNormalizer
 
 # -- helpers --------------------------------------------------------------------------

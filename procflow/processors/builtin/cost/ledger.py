@@ -2,7 +2,7 @@
 
 A ledger keeps timestamped amounts per key and sums those since a point in time. The
 contract is two coroutines; ``InMemoryCostLedger`` keeps entries in this process,
-``RedisCostLedger`` (``procflow.processors.builtin.cost_ledger_redis``) shares them
+``RedisCostLedger`` (``procflow.processors.builtin.cost.redis``) shares them
 between processes through a Redis server.
 """
 

@@ -10,35 +10,50 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from procflow.errors import ProcessorError, TripWire
 from procflow.messages import Chunk, MessageList
-from procflow.processors.apply import hook_span_name
+from procflow.processors._call import span_name
+from procflow.processors._hooks import TABLE
 from procflow.processors.args import ProcessorContext, ProcessorViolation, ProcessOutputStreamArgs
-from procflow.processors.base import Processor
 
-__all__ = ["StreamPipeline"]
+if TYPE_CHECKING:
+    from procflow.processors.base import Processor
 
-_HOOK = "process_output_stream"
+__all__ = ["Stage", "StreamPipeline"]
+
+_STREAM = TABLE["process_output_stream"]
+_HOOK = _STREAM.name
 _START = Chunk("start")
 
 
-_Stage = tuple[Processor, Callable[[Any], Any], bool, bool, ProcessOutputStreamArgs,
-               Callable[[Chunk], None]]
-"""(processor, hook, is_async, sees data parts, args, append to args.stream_parts):
-a tuple, not an object, because one is made per stream processor per model call."""
+class Stage(NamedTuple):
+    """One stream processor of one model call: what running a chunk through it needs.
+
+    A named tuple, so the per-chunk loop unpacks it as fast as a plain tuple.
+    """
+
+    processor: Processor
+    hook: Callable[[Any], Any]
+    is_async: bool
+    data_parts: bool
+    """Whether it sees custom "data-*" chunks."""
+    args: ProcessOutputStreamArgs
+    """Kept for the whole stream; only ``part`` changes."""
+    append: Callable[[Chunk], None]
+    """Appends to ``args.stream_parts``."""
 
 
-def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> _Stage:
+def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage:
     # The retry count cannot change while one model call streams: set it once.
     # (positional: message_list, state, retry_count, request_context, writer, processor,
     # context, part, stream_parts)
     parts: list[Chunk] = []
     args = ProcessOutputStreamArgs(ml, ctx.state_for(p.id), ctx.retry_count,
                                    ctx.request_context, ctx.writer, p, ctx, _START, parts)
-    return (p, p.process_output_stream, p.hook_is_async(_HOOK), p.process_data_parts, args,
-            parts.append)
+    return Stage(p, getattr(p, _HOOK), p.hook_is_async(_HOOK), p.process_data_parts, args,
+                 parts.append)
 
 
 class StreamPipeline:
@@ -65,7 +80,7 @@ class StreamPipeline:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {s[0].id: len(s[4].stream_parts) for s in self._stages}
+        return {s.processor.id: len(s.args.stream_parts) for s in self._stages}
 
     def record_spans(self, started: float) -> None:
         """One span per stream processor for this stream (not one per chunk), with its
@@ -74,15 +89,13 @@ class StreamPipeline:
         if tracer is None or not self._stages:
             return
         parent = self._ctx.span
-        parent_id = None if parent is None else parent.span_id
         tripped_id = None if self.tripwire is None else self.tripwire.processor_id
         ended = time.time()
         for stage in self._stages:
-            pid = stage[0].id
-            tracer._next = number = tracer._next + 1
-            tracer._append((number, parent_id, hook_span_name(pid, _HOOK), "processor",
-                            started, ended, "tripwire" if pid == tripped_id else "success",
-                            {"chunks": len(stage[4].stream_parts)}))
+            pid = stage.processor.id
+            tracer.leaf(span_name(pid, _STREAM), "processor", parent, started,
+                        "tripwire" if pid == tripped_id else "success",
+                        {"chunks": len(stage.args.stream_parts)}, ended)
 
     async def process(self, chunk: Chunk) -> list[Chunk]:
         """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.

@@ -19,7 +19,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,9 +27,7 @@ from procflow.context import THREAD_ID_KEY
 from procflow.errors import ProcessorError
 from procflow.processors.args import ProcessInputStepArgs, ProcessInputStepResult
 from procflow.processors.base import Processor
-
-if TYPE_CHECKING:
-    from procflow.agent.tools import Tool
+from procflow.tools import Tool
 
 __all__ = ["LOAD_TOOL_NAME", "SEARCH_TOOLS_NAME", "ToolSearchHit", "ToolSearchOptions",
            "ToolSearchProcessor"]
@@ -329,7 +327,6 @@ class ToolSearchProcessor(Processor):
         return ProcessInputStepResult(tools=out)
 
     def _meta_tools(self, loaded: _ThreadLoaded | _RequestLoaded) -> list[Tool]:
-        from procflow.agent.tools import Tool  # agent sits above processors: import late
 
         def search_tools(data: _SearchInput) -> dict[str, Any]:
             have = set(loaded.names())
@@ -380,7 +377,6 @@ def _options(search: ToolSearchOptions | Mapping[str, Any] | None) -> ToolSearch
 
 
 def _checked_tools(tools: Sequence[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
-    from procflow.agent.tools import Tool  # agent sits above processors: import late
 
     if isinstance(tools, str | bytes) or not isinstance(tools, Sequence | Mapping):
         raise ValueError(f"ToolSearchProcessor: tools must be a list of Tool, "

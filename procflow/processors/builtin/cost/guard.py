@@ -28,7 +28,7 @@ from uuid import uuid4
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY
 from procflow.processors.args import ProcessInputStepArgs, ProcessLLMResponseArgs
 from procflow.processors.base import Processor
-from procflow.processors.builtin.cost_ledger import CostLedger, InMemoryCostLedger
+from procflow.processors.builtin.cost.ledger import CostLedger, InMemoryCostLedger
 
 __all__ = ["DEFAULT_COST_MESSAGE", "DEFAULT_WINDOW", "CostGuardProcessor", "CostScope",
            "ModelPrice"]

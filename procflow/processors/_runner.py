@@ -17,18 +17,15 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from procflow.context import RequestContext
 from procflow.errors import ProcessorError, StepValidationError, TripWire
 from procflow.messages import Chunk, MessageList
-from procflow.processors.apply import (
+from procflow.processors._hooks import (
+    TABLE,
+    Hook,
+    HookCall,
     StepInfo,
     StepOverrides,
-    apply_api_error,
-    apply_input,
-    apply_input_step,
-    apply_llm_request,
-    apply_llm_response,
-    apply_output_result,
-    apply_output_step,
-    apply_tool_result,
+    run_hook,
 )
+from procflow.processors._stream import StreamPipeline
 from procflow.processors.args import (
     OutputResult,
     ProcessLLMRequestResult,
@@ -42,13 +39,21 @@ from procflow.processors.step import (
     ProcessorStepSchema,
     is_processor_workflow,
 )
-from procflow.processors.stream import StreamPipeline
 from procflow.runtime.tracing import ParentSpan
 
 if TYPE_CHECKING:
     from procflow.workflows.workflow import Workflow
 
 __all__ = ["ProcessorLike", "ProcessorRunner", "check_processors", "run_processor_workflow"]
+
+_INPUT = TABLE["process_input"]
+_INPUT_STEP = TABLE["process_input_step"]
+_LLM_REQUEST = TABLE["process_llm_request"]
+_LLM_RESPONSE = TABLE["process_llm_response"]
+_OUTPUT_STEP = TABLE["process_output_step"]
+_OUTPUT_RESULT = TABLE["process_output_result"]
+_TOOL_RESULT = TABLE["process_tool_result"]
+_API_ERROR = TABLE["process_api_error"]
 
 logger = logging.getLogger("procflow.processors")
 
@@ -186,9 +191,6 @@ class ProcessorRunner:
         self.context = context if context is not None else ProcessorContext()
         self.max_processor_retries = max_processor_retries
 
-    def _plain(self, hook: str) -> list[Processor]:
-        return [p for p in self.items if isinstance(p, Processor) and hook in p.implemented_hooks()]
-
     # -- retries --------------------------------------------------------------------
 
     def can_retry(self, trip: TripWire) -> bool:
@@ -201,60 +203,54 @@ class ProcessorRunner:
 
     # -- phases ---------------------------------------------------------------------
 
-    async def _through(self, item: Any, env: ProcessorStepSchema,
-                       ml: MessageList) -> ProcessorStepSchema:
-        out = await run_processor_workflow(item, env, self.context)
+    async def run(self, hook: Hook, call: HookCall) -> HookCall:
+        """Run ``hook`` of every processor, in order, on ``call`` (each sees the last's
+        changes); a processor workflow runs on the hook's envelope, when it has one."""
+        ctx = self.context
+        name = hook.name
+        for item in self.items:
+            if isinstance(item, Processor):
+                if name in item.implemented_hooks():
+                    await run_hook(hook, item, call, ctx)
+            elif hook.phase is not None and call.ml is not None:
+                await self._through(item, hook, call, call.ml)
+        return call
+
+    async def _through(self, wf: Any, hook: Hook, call: HookCall, ml: MessageList) -> None:
+        env = ProcessorStepSchema(
+            phase=hook.phase, messages=hook.messages(ml), message_list=ml,
+            system_messages=ml.system(), retry_count=self.context.retry_count,
+            **{f: getattr(call, f) for f in hook.env_in})
+        out = await run_processor_workflow(wf, env, self.context)
         if out.message_list is not None and out.message_list is not ml:
             ml.assign(out.message_list)
-        return out
+        for f in hook.env_out:
+            setattr(call, f, getattr(out, f))
 
     async def run_input(self, ml: MessageList) -> None:
         """``process_input`` of every processor, in order, on ``ml``."""
-        ctx = self.context
-        for item in self.items:
-            if isinstance(item, Processor):
-                if "process_input" in item.implemented_hooks():
-                    await apply_input(item, ml, ctx)
-            else:
-                await self._through(item, ProcessorStepSchema(
-                    phase="input", messages=ml.input(), message_list=ml,
-                    system_messages=ml.system(), retry_count=ctx.retry_count), ml)
+        await self.run(_INPUT, HookCall(ml))
 
     async def run_input_step(self, ml: MessageList, info: StepInfo,
                              current: StepOverrides) -> StepOverrides:
         """``process_input_step`` of every processor; returns the step's settings."""
-        ctx = self.context
-        for item in self.items:
-            if isinstance(item, Processor):
-                if "process_input_step" in item.implemented_hooks():
-                    current = await apply_input_step(item, ml, ctx, info, current)
-            else:
-                out = await self._through(item, ProcessorStepSchema(
-                    phase="input_step", messages=ml.all(), message_list=ml,
-                    system_messages=ml.system(), retry_count=ctx.retry_count,
-                    step_number=info.step_number, steps=list(info.steps or []),
-                    model=current.model, tools=current.tools, tool_choice=current.tool_choice),
-                    ml)
-                current = StepOverrides(out.model, out.tools, out.tool_choice)
-        return current
+        call = await self.run(_INPUT_STEP, HookCall(
+            ml, info.step_number, _steps(info), current.model, current.tools,
+            current.tool_choice))
+        return StepOverrides(call.model, call.tools, call.tool_choice)
 
     async def run_llm_request(self, prompt: list[dict[str, Any]], ml: MessageList | None,
                               info: StepInfo, model: Any) -> ProcessLLMRequestResult:
         """``process_llm_request``: the final prompt, and cached chunks if one answered."""
-        response: list[Chunk] | None = None
-        for p in self._plain("process_llm_request"):
-            got = await apply_llm_request(p, prompt, ml, self.context, info, model)
-            if got.prompt is not None:
-                prompt = got.prompt
-            if got.response is not None and response is None:
-                response = got.response
-        return ProcessLLMRequestResult(prompt=prompt, response=response)
+        call = await self.run(_LLM_REQUEST, HookCall(ml, info.step_number, _steps(info), model,
+                                                     prompt=prompt))
+        return ProcessLLMRequestResult(prompt=call.prompt, response=call.response)
 
     async def run_llm_response(self, chunks: list[Chunk], ml: MessageList | None,
                                info: StepInfo, model: Any, *, from_cache: bool) -> None:
         """``process_llm_response`` of every processor (side effects only)."""
-        for p in self._plain("process_llm_response"):
-            await apply_llm_response(p, chunks, ml, self.context, info, model, from_cache)
+        await self.run(_LLM_RESPONSE, HookCall(ml, info.step_number, _steps(info), model,
+                                               chunks=chunks, from_cache=from_cache))
 
     def output_stream(self, ml: MessageList | None = None) -> StreamPipeline:
         """The stream fast path for this array (workflows flattened when linear)."""
@@ -271,51 +267,22 @@ class ProcessorRunner:
                               finish_reason: str | None, tool_calls: list[dict[str, Any]],
                               text: str, usage: dict[str, Any] | None) -> None:
         """``process_output_step`` of every processor, after a model step."""
-        ctx = self.context
-        for item in self.items:
-            if isinstance(item, Processor):
-                if "process_output_step" in item.implemented_hooks():
-                    await apply_output_step(item, ml, ctx, info, finish_reason=finish_reason,
-                                            tool_calls=tool_calls, text=text, usage=usage)
-            else:
-                await self._through(item, ProcessorStepSchema(
-                    phase="output_step", messages=ml.all(), message_list=ml,
-                    system_messages=ml.system(), retry_count=ctx.retry_count,
-                    step_number=info.step_number, steps=list(info.steps or []),
-                    finish_reason=finish_reason, tool_calls=tool_calls, text=text,
-                    usage=usage), ml)
+        await self.run(_OUTPUT_STEP, HookCall(
+            ml, info.step_number, _steps(info), finish_reason=finish_reason,
+            tool_calls=tool_calls, text=text, usage=usage))
 
     async def run_output_result(self, ml: MessageList, result: OutputResult) -> None:
         """``process_output_result`` of every processor, once at the end."""
-        ctx = self.context
-        for item in self.items:
-            if isinstance(item, Processor):
-                if "process_output_result" in item.implemented_hooks():
-                    await apply_output_result(item, ml, ctx, result)
-            else:
-                await self._through(item, ProcessorStepSchema(
-                    phase="output_result", messages=ml.response(), message_list=ml,
-                    retry_count=ctx.retry_count, result=result), ml)
+        await self.run(_OUTPUT_RESULT, HookCall(ml, result=result))
 
     async def run_tool_result(self, ml: MessageList | None, info: StepInfo, *,
                               tool_name: str, tool_call_id: str, args: dict[str, Any],
                               result: Any) -> Any:
         """``process_tool_result`` of every processor; returns the final tool result."""
-        ctx = self.context
-        for item in self.items:
-            if isinstance(item, Processor):
-                if "process_tool_result" in item.implemented_hooks():
-                    result = await apply_tool_result(item, ml, ctx, info, tool_name=tool_name,
-                                                     tool_call_id=tool_call_id, args=args,
-                                                     result=result)
-            elif ml is not None:
-                out = await self._through(item, ProcessorStepSchema(
-                    phase="tool_result", message_list=ml, messages=ml.all(),
-                    retry_count=ctx.retry_count, step_number=info.step_number,
-                    tool_name=tool_name, tool_call_id=tool_call_id, args=args, result=result),
-                    ml)
-                result = out.result
-        return result
+        call = await self.run(_TOOL_RESULT, HookCall(
+            ml, info.step_number, _steps(info), tool_name=tool_name,
+            tool_call_id=tool_call_id, args=args, result=result))
+        return call.result
 
     async def run_api_error(self, error: BaseException, ml: MessageList,
                             info: StepInfo) -> bool:
@@ -323,10 +290,13 @@ class ProcessorRunner:
 
         An error processor that raises (other than a TripWire) is logged and skipped.
         """
-        for p in self._plain("process_api_error"):
+        call = HookCall(ml, info.step_number, _steps(info), error=error)
+        name = _API_ERROR.name
+        for p in self.items:
+            if not (isinstance(p, Processor) and name in p.implemented_hooks()):
+                continue
             try:
-                if await apply_api_error(p, error, ml, self.context, info):
-                    return True
+                await run_hook(_API_ERROR, p, call, self.context)
             except TripWire:
                 raise
             except ProcessorError as err:
@@ -335,4 +305,10 @@ class ProcessorRunner:
                 logger.error("error processor %r raised; ignored", p.id, exc_info=err.__cause__)
             except Exception:
                 logger.exception("error processor %r raised; ignored", p.id)
+            if call.retry:
+                return True
         return False
+
+
+def _steps(info: StepInfo) -> list[Any]:
+    return info.steps if info.steps is not None else []

@@ -40,7 +40,7 @@ from procflow.processors.args import (
     ProcessLLMResponseArgs,
 )
 from procflow.processors.base import Processor
-from procflow.processors.builtin.response_cache_codec import (
+from procflow.processors.builtin.cache.codec import (
     canonical,
     decode_chunks,
     encode_chunks,

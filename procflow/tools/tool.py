@@ -1,20 +1,20 @@
-"""Tools an agent's model may call: ``Tool(...)`` and the ``@tool`` decorator."""
+"""Tools a model may call: ``Tool(...)``, the ``@tool`` decorator and ``ToolContext``."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn, get_type_hints, overload
+from typing import Any, NoReturn, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from procflow.context import RequestContext
+from procflow.messages import Chunk
 from procflow.models.base import ToolSpec
-from procflow.processors.args import ProcessorWriter
 from procflow.steps.schema import describe_validation_error
 
-__all__ = ["Tool", "ToolContext", "ToolInputError", "ToolSuspended", "tool"]
+__all__ = ["ChunkWriter", "Tool", "ToolContext", "ToolInputError", "ToolSuspended", "tool"]
 
 
 class ToolInputError(ValueError):
@@ -27,6 +27,14 @@ class ToolSuspended(Exception):
     def __init__(self, payload: Any) -> None:
         super().__init__("tool suspended")
         self.payload = payload
+
+
+class ChunkWriter(Protocol):
+    """Sends custom "data-*" chunks to the caller's stream (the agent passes its
+    ``ProcessorWriter``)."""
+
+    async def custom(self, chunk: Chunk | Mapping[str, Any] | str, data: Any = None) -> None:
+        """Emit a custom chunk: a ``Chunk``, a ``{"type", "data"}`` mapping, or a type."""
 
 
 @dataclass(slots=True)
@@ -43,7 +51,7 @@ class ToolContext:
 
     tool_call_id: str
     request_context: RequestContext
-    writer: ProcessorWriter
+    writer: ChunkWriter
     resume_data: Any = None
 
     def suspend(self, payload: Any = None) -> NoReturn:
