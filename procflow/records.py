@@ -67,6 +67,8 @@ class StepResult:
         resume_data: The data the step was last resumed with.
         iterations: Loop iterations completed (for a ``dowhile``/``dountil`` body).
         partial: For a suspended ``foreach``: outputs of the items that finished, by index.
+        encoded: The stored form a persistent backend's codec made of it (a cache, set
+            when the step ends so the value is checked and encoded once).
     """
 
     status: StepStatus
@@ -79,6 +81,7 @@ class StepResult:
     resume_data: Any = None
     iterations: int = 0
     partial: dict[int, Any] | None = None
+    encoded: Any = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(slots=True)

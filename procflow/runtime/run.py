@@ -16,6 +16,7 @@ from procflow.errors import (
     RunStateError,
     SnapshotCorruptedError,
     StepValidationError,
+    StorageError,
     TripWire,
 )
 from procflow.messages import new_id
@@ -36,6 +37,7 @@ from procflow.runtime.step_context import BailSignal
 from procflow.runtime.stream import RunStream
 from procflow.runtime.tracing import ParentSpan, Tracer, finished_trace_hooks
 from procflow.storage.null import NullStorage
+from procflow.storage.values import UnstorableValueError, encode_value
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -321,6 +323,16 @@ class Run:
                 ex = self._execution(send, frozenset(), None)
                 self._trace(ex)
                 return await self._finish(ex, _Outcome("failed", error=exc))
+        if getattr(self.storage, "persistent", True) and not getattr(
+                self.storage, "keeps_objects", False):
+            try:
+                encode_value(input_data)
+            except UnstorableValueError as exc:
+                self._input = None
+                ex = self._execution(send, frozenset(), None)
+                self._trace(ex)
+                return await self._finish(ex, _Outcome("failed", error=ex.unstorable(
+                    exc, "input", None)))
         self._input = input_data
         return await self._execute(send, frozenset(), None)
 
@@ -460,11 +472,22 @@ class Run:
         status, result, error, suspended_paths, tripwire = outcome
         suspended = list(dict.fromkeys(suspended_paths))
         paths = [p.split(".") for p in suspended]
+        try:
+            await ex.flush(status, result=result, error=error, suspended=paths,
+                           tripwire=tripwire)
+        except Exception as exc:  # the storage failed or refused a value: a failed run
+            if not isinstance(error, StorageError):
+                error = exc
+            status, result, suspended, paths, tripwire = "failed", None, [], [], None
+            await _write_failure(ex, error)
         self.status = status
         self._suspended = suspended
         self._state = ex.top.state
-        await ex.flush(status, result=result, error=error, suspended=paths, tripwire=tripwire)
-        await self._save_trace(ex, status, result, error, tripwire)
+        try:
+            await self._save_trace(ex, status, result, error, tripwire)
+        except Exception:  # the run's outcome stands without its trace
+            logging.getLogger("procflow").warning(
+                "the trace of run %s could not be stored", self.run_id, exc_info=True)
         self._result = WorkflowResult(status, result, dict(self._records), error, self._state,
                                       paths, tripwire, None, self.run_id)
         if ex.send is not None:
@@ -473,6 +496,20 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run(workflow={self.workflow.id!r}, run_id={self.run_id!r}, status={self.status!r})"
+
+
+async def _write_failure(ex: Execution, error: BaseException) -> None:
+    """Best effort: store the run as failed (without its state if that was refused)."""
+    states: tuple[dict[str, Any] | None, ...] = (None, {})
+    for state in states:
+        try:
+            with anyio.CancelScope(shield=True):
+                await ex.flush("failed", error=error, state=state)
+            return
+        except Exception:
+            continue
+    logging.getLogger("procflow").warning(
+        "run %s failed and its status could not be stored", ex.run_id, exc_info=True)
 
 
 def _call_trace_hooks(record: TraceRecord) -> None:
