@@ -251,7 +251,9 @@ async def _run_items(ex: Execution, unit: Unit, items: Sequence[Any], scope: Sco
         fork = forks[i] = scope.fork()
         item_path = f"{path}[{i}]"
         try:
-            outputs[i] = await run_unit(ex, unit, items[i], fork, path=item_path, keep=False,
+            # Each finished item is recorded as it finishes (``step[i]``), so a restarted
+            # run replays it instead of running it again.
+            outputs[i] = await run_unit(ex, unit, items[i], fork, path=item_path,
                                         replay=True)
         except Failed as failed:
             failures[i] = failed
