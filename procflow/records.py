@@ -43,8 +43,9 @@ __all__ = [
 ]
 
 RunStatus = Literal["pending", "running", "success", "failed", "suspended", "tripwire",
-                    "canceled"]
-"""A run's status. "pending" and "running" are never final."""
+                    "canceled", "corrupted"]
+"""A run's status. "pending" and "running" are never final; "corrupted" is only listed
+(``Storage.list_runs``) for a run whose stored header cannot be decoded."""
 
 StepStatus = Literal["success", "failed", "suspended", "skipped", "running"]
 """A step's status."""

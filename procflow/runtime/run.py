@@ -140,9 +140,7 @@ class Run:
                 f"stored input of run '{run_id}' (workflow '{workflow.id}') no longer matches "
                 f"the workflow's input schema: {exc}", workflow_id=workflow.id,
                 run_id=run_id) from exc
-        trace = await store.load_trace(run_id)
-        if trace is not None:
-            run._spans = [_span_from_row(row) for row in trace.spans]
+        run._spans = await _earlier_spans(store, run_id)
         if snap.status not in ("pending", "running"):
             run._result = WorkflowResult(
                 snap.status, snap.result, dict(steps), snap.error, dict(snap.state),
@@ -454,7 +452,7 @@ class Run:
         if span is None:
             return
         attributes = {"tripwire": tripwire} if tripwire else {}
-        Tracer.end(span, "running" if status == "pending" else status,
+        Tracer.end(span, "running" if status == "pending" or status == "corrupted" else status,
                    output=result if self.workflow.trace_io else None, error=error, **attributes)
         if self.trace_parent is not None or ex.tracer is None:
             return
@@ -578,6 +576,21 @@ def _find_unit(wf: PlanUnit, path: str) -> StepUnit | PlanUnit | None:
             return None
         current = current.get_step(segment.split("[", 1)[0])
     return current
+
+
+async def _earlier_spans(store: Storage, run_id: str) -> list[SpanEntry]:
+    """The spans of a run's stored trace; a damaged trace reads as missing (the run's
+    snapshot is what loading and resuming need)."""
+    try:
+        trace = await store.load_trace(run_id)
+        if trace is None:
+            return []
+        return [_span_from_row(row) for row in trace.spans]
+    except (SnapshotCorruptedError, KeyError, TypeError, ValueError):
+        logging.getLogger("procflow").warning(
+            "the stored trace of run %s is corrupted; the run is loaded without it", run_id,
+            exc_info=True)
+        return []
 
 
 def _span_from_row(row: Mapping[str, Any]) -> Span:

@@ -29,6 +29,7 @@ from procflow._secrets import mask_text
 from procflow.errors import SnapshotCorruptedError, StepExecutionError, StepTimeoutError
 from procflow.records import RunSnapshot, RunStatus, StepResult, StepStatus, TraceRecord
 from procflow.storage.values import (
+    SKIP_BLOBS,
     UndecodableValueError,
     UnstorableValueError,
     decode_value,
@@ -42,6 +43,7 @@ __all__ = [
     "dump_step",
     "dump_trace",
     "encode_step",
+    "listed_snapshot",
     "load_snapshot_json",
     "load_step_json",
     "load_trace_header",
@@ -429,6 +431,27 @@ def load_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str,
         created_at=stored.created_at,
         updated_at=stored.updated_at,
     )
+
+
+def listed_snapshot(text: str | bytes, *, workflow_id: str, run_id: str,
+                    updated_at: float = 0.0) -> RunSnapshot:
+    """A header for a listing: decoded, or a stand-in with status "corrupted".
+
+    One damaged row must not hide the other runs: the stand-in names the run, its
+    ``error`` is the ``SnapshotCorruptedError`` saying what is wrong.
+
+    Args:
+        text: The stored JSON document.
+        workflow_id: The workflow the header is stored under.
+        run_id: The run the header is stored under.
+        updated_at: When the row was last written, if the backend keeps it apart.
+    """
+    try:
+        return load_snapshot_json(text, workflow_id=workflow_id, run_id=run_id,
+                                  blobs=SKIP_BLOBS)
+    except SnapshotCorruptedError as exc:
+        return RunSnapshot(workflow_id=workflow_id, run_id=run_id, status="corrupted",
+                           error=exc, created_at=updated_at, updated_at=updated_at)
 
 
 def parse_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str) -> _StoredRun:

@@ -32,6 +32,7 @@ from procflow.storage.codec import (
     dump_snapshot,
     dump_step,
     dump_trace,
+    listed_snapshot,
     load_snapshot_json,
     load_step_json,
     load_trace_header,
@@ -149,20 +150,22 @@ class PostgresStorage:
                         limit: int | None = None) -> list[RunSnapshot]:
         """Stored headers, newest first by ``updated_at`` (ties: first stored last).
 
+        Returns:
+            The headers; one that cannot be decoded is listed with status "corrupted".
+
         Raises:
-            SnapshotCorruptedError: A listed run's header cannot be decoded.
             StorageError: The database could not be read.
         """
         if limit is not None and limit <= 0:
             return []
         where, params = _filters(workflow_id=workflow_id, status=status)
-        query = (f"SELECT workflow_id, run_id, snapshot FROM procflow_runs {where} "
+        query = (f"SELECT workflow_id, run_id, snapshot, updated_at FROM procflow_runs {where} "
                  "ORDER BY updated_at DESC, seq DESC LIMIT %s")
         async with self.pool.connection("listing runs") as conn:
             cursor = await conn.execute(query, (*params, limit))
             rows = await cursor.fetchall()
-        return [load_snapshot_json(header, workflow_id=wf, run_id=run)
-                for wf, run, header in rows]
+        return [listed_snapshot(header, workflow_id=wf, run_id=run, updated_at=updated)
+                for wf, run, header, updated in rows]
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
         """Delete the run row and its step rows in one transaction (no error if unknown)."""

@@ -38,6 +38,7 @@ from procflow.storage.codec import (
     dump_snapshot,
     dump_step,
     dump_trace,
+    listed_snapshot,
     load_snapshot_json,
     load_step_json,
     load_trace_json,
@@ -167,8 +168,10 @@ class RedisStorage(AsyncResource):
             status: Only runs with this status (filtered after reading the headers).
             limit: At most this many runs.
 
+        Returns:
+            The headers; one that cannot be decoded is listed with status "corrupted".
+
         Raises:
-            SnapshotCorruptedError: A listed run's header cannot be decoded.
             StorageError: The server could not be reached.
         """
         if limit is not None and limit <= 0:
@@ -179,7 +182,7 @@ class RedisStorage(AsyncResource):
                           lambda ids: self._run_key(*ids))
         async with aclosing(rows):
             async for (wf, run), header in rows:
-                snapshot = load_snapshot_json(header, workflow_id=wf, run_id=run)
+                snapshot = listed_snapshot(header, workflow_id=wf, run_id=run)
                 if status is None or snapshot.status == status:
                     runs.append(snapshot)
                     if limit is not None and len(runs) >= limit:

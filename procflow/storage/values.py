@@ -55,8 +55,10 @@ from pydantic import BaseModel
 
 __all__ = [
     "MAX_DEPTH",
+    "SKIP_BLOBS",
     "TAG",
     "UndecodableValueError",
+    "UnreadBlob",
     "UnstorableValueError",
     "blob_refs",
     "decode_value",
@@ -412,8 +414,27 @@ def _model(data: dict[str, Any], blobs: Any) -> Any:
     return model
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnreadBlob:
+    """A large value a listing did not read (``SKIP_BLOBS``); load the run to get it.
+
+    Attributes:
+        sha256: The content's digest.
+        kind: "str", "bytes" or "bytearray".
+    """
+
+    sha256: str
+    kind: str
+
+
+SKIP_BLOBS: Final = object()
+"""Pass as ``blobs`` to decode blob references as ``UnreadBlob`` (run listings)."""
+
+
 def _from_blob(data: dict[str, Any], blobs: Any) -> Any:
     digest = data.get("sha256")
+    if blobs is SKIP_BLOBS:
+        return UnreadBlob(str(digest), str(data.get("kind")))
     content = None if blobs is None else blobs.get(digest)
     if content is None:
         raise _fail(f"blob {digest!r} is missing")
