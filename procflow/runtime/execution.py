@@ -21,7 +21,7 @@ import anyio
 from procflow.errors import StepValidationError
 from procflow.records import RunSnapshot, RunStatus, SpanKind, StepResult
 from procflow.runtime.events import EventType, WorkflowEvent
-from procflow.storage.codec import encode_step
+from procflow.storage.codec import encode_snapshot, encode_step
 from procflow.storage.values import UnstorableValueError
 
 if TYPE_CHECKING:
@@ -222,8 +222,10 @@ class Execution:
     """One execution of a run: results, state, storage and event plumbing."""
 
     __slots__ = (
+        "blobs_written",
         "context_json",
         "created_at",
+        "digests",
         "dirty",
         "encodes",
         "input",
@@ -260,6 +262,8 @@ class Execution:
         self.persistent: bool = getattr(storage, "persistent", True)
         # A storage keeping objects by reference (InMemoryStorage) encodes nothing.
         self.encodes = self.persistent and not getattr(storage, "keeps_objects", False)
+        self.blobs_written: set[str] = set()  # digests of the large values written
+        self.digests: dict[int, tuple[Any, str]] = {}  # large values hashed, by identity
         self.context_json = request_context.persisted() if self.persistent else {}
         self.sync = sync and self.persistent
         self.send = send
@@ -302,7 +306,7 @@ class Execution:
                 path inside the value and its type. Nothing was written.
         """
         try:
-            result.encoded = encode_step(result)
+            result.encoded = encode_step(result, digests=self.digests)
         except UnstorableValueError as exc:
             raise self.unstorable(exc, "", path) from None
 
@@ -344,14 +348,34 @@ class Execution:
             tripwire=tripwire, request_context=self.context_json,
             created_at=self.created_at, updated_at=time.time())
         try:
+            blobs = self.encode_header(snapshot, dirty) if self.encodes else ()
             await self.storage.save_snapshot(snapshot, dirty)
         except BaseException as exc:
             self.dirty = {**dirty, **self.dirty}  # not written: keep them for a retry
             if isinstance(exc, UnstorableValueError):
                 raise self.unstorable(exc, "", next(reversed(dirty), None)) from None
             raise
+        self.blobs_written.update(blobs)
         for result in dirty.values():
             result.encoded = None  # written: the value may be large, drop its copy
+
+    def encode_header(self, snapshot: RunSnapshot, dirty: dict[str, StepResult],
+                      ) -> list[str]:
+        """Encode the header for ``dump_run``, with the blobs (of the header and of the
+        dirty results) this execution has not written yet; returns their digests.
+
+        Raises:
+            UnstorableValueError: A header value cannot be stored.
+        """
+        header, blobs = encode_snapshot(snapshot, digests=self.digests)
+        for path, result in dirty.items():
+            if result.encoded is None:
+                self.encode(path, result)
+            blobs.update(result.encoded[1])
+        written = self.blobs_written
+        new = {digest: content for digest, content in blobs.items() if digest not in written}
+        snapshot.encoded = (header, new)
+        return list(new)
 
     async def event(self, type: EventType, step_id: str | None, payload: Any) -> None:
         if self.send is not None:

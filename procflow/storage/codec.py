@@ -19,7 +19,8 @@ plus its spans, which are JSON-ready already but are encoded just as defensively
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import pydantic_core
@@ -37,13 +38,18 @@ from procflow.storage.values import (
 )
 
 __all__ = [
+    "BLOB_PREFIX",
+    "BLOB_SIZE",
     "FORMAT_VERSION",
     "TRACE_FORMAT_VERSION",
+    "dump_run",
     "dump_snapshot",
     "dump_step",
     "dump_trace",
+    "encode_snapshot",
     "encode_step",
     "listed_snapshot",
+    "load_run",
     "load_snapshot_json",
     "load_step_json",
     "load_trace_header",
@@ -120,7 +126,8 @@ def _encode_error(exc: BaseException | None, depth: int = 0) -> dict[str, Any] |
 
 
 def _encode_fields(document: dict[str, Any], keys: tuple[str, ...],
-                   blobs: dict[str, bytes] | None, blob_size: int | None) -> str:
+                   blobs: dict[str, str | bytes] | None, blob_size: int | None,
+                   digests: dict[int, tuple[Any, str]] | None = None) -> str:
     """Encode the value fields of ``document`` in place, then the document as JSON.
 
     Raises:
@@ -128,29 +135,34 @@ def _encode_fields(document: dict[str, Any], keys: tuple[str, ...],
     """
     for key in keys:
         try:
-            document[key] = encode_value(document[key], blobs=blobs, blob_size=blob_size)
+            document[key] = encode_value(document[key], blobs=blobs, blob_size=blob_size,
+                                         digests=digests)
         except UnstorableValueError as exc:
             exc.parts.append(key)
             raise
     return pydantic_core.to_json(document).decode()
 
 
+BLOB_SIZE: Final = 64 * 1024
+"""Strings and bytes longer than this are stored once, as content-addressed blobs."""
+
+BLOB_PREFIX: Final = "$blob:"
+"""The path prefix of the blob rows stored beside a run's step rows."""
+
 _STEP_VALUES: Final = ("output", "suspend_payload", "resume_data", "partial")
 _RUN_VALUES: Final = ("input", "state", "result", "suspended", "tripwire",
                       "request_context")
 
 
-def dump_snapshot(snapshot: RunSnapshot, *, blobs: dict[str, bytes] | None = None,
-                  blob_size: int | None = None) -> str:
-    """Encode a run header as a JSON document.
+def encode_snapshot(snapshot: RunSnapshot, *, blob_size: int | None = BLOB_SIZE,
+                    digests: dict[int, tuple[Any, str]] | None = None,
+                    ) -> tuple[str, dict[str, str | bytes]]:
+    """Encode a run header: its JSON document and the blobs it references.
 
     Args:
         snapshot: The header to encode.
-        blobs: Where large strings and bytes go (with ``blob_size``), by sha256.
         blob_size: Strings and bytes longer than this become blob references.
-
-    Returns:
-        The JSON text; values are encoded by ``procflow.storage.values``.
+        digests: Known digests of large values by identity (see ``encode_value``).
 
     Raises:
         UnstorableValueError: A value cannot be stored (its path starts at the field,
@@ -171,16 +183,28 @@ def dump_snapshot(snapshot: RunSnapshot, *, blobs: dict[str, bytes] | None = Non
         "tripwire": snapshot.tripwire,
         "request_context": snapshot.request_context,
     }
-    return _encode_fields(document, _RUN_VALUES, blobs, blob_size)
+    blobs: dict[str, str | bytes] = {}
+    return _encode_fields(document, _RUN_VALUES, blobs, blob_size, digests), blobs
 
 
-def encode_step(result: StepResult, *, blob_size: int | None = None,
-                ) -> tuple[str, dict[str, bytes]]:
+def dump_snapshot(snapshot: RunSnapshot) -> str:
+    """Encode a run header as one JSON document, every value inline (no blobs).
+
+    Raises:
+        UnstorableValueError: A value cannot be stored.
+    """
+    return encode_snapshot(snapshot, blob_size=None)[0]
+
+
+def encode_step(result: StepResult, *, blob_size: int | None = BLOB_SIZE,
+                digests: dict[int, tuple[Any, str]] | None = None,
+                ) -> tuple[str, dict[str, str | bytes]]:
     """Encode one step result: its JSON document and the blobs it references.
 
     Args:
         result: The step result to encode.
         blob_size: Strings and bytes longer than this become blob references.
+        digests: Known digests of large values by identity (see ``encode_value``).
 
     Raises:
         UnstorableValueError: A value cannot be stored (its path starts at the field,
@@ -198,29 +222,102 @@ def encode_step(result: StepResult, *, blob_size: int | None = None,
         "iterations": result.iterations,
         "partial": result.partial,
     }
-    blobs: dict[str, bytes] = {}
-    return _encode_fields(document, _STEP_VALUES, blobs, blob_size), blobs
+    blobs: dict[str, str | bytes] = {}
+    return _encode_fields(document, _STEP_VALUES, blobs, blob_size, digests), blobs
 
 
-def dump_step(result: StepResult, *, blobs: dict[str, bytes] | None = None) -> str:
-    """Encode one step result as a JSON document (the runtime's cached encoding, when
-    it made one: see ``StepResult.encoded``).
-
-    Args:
-        result: The step result to encode.
-        blobs: Where the blobs the document references go, by sha256.
-
-    Returns:
-        The JSON text.
+def dump_step(result: StepResult) -> str:
+    """Encode one step result as one JSON document, every value inline (no blobs).
 
     Raises:
         UnstorableValueError: A value cannot be stored.
     """
-    cached = result.encoded
-    text, found = cached if cached is not None else encode_step(result)
-    if blobs is not None:
-        blobs.update(found)
-    return text
+    return encode_step(result, blob_size=None)[0]
+
+
+def dump_run(snapshot: RunSnapshot, steps: Mapping[str, StepResult],
+             ) -> tuple[str, list[tuple[str, str]]]:
+    """Encode a run header and step results as a backend stores them.
+
+    Large strings and bytes (over ``BLOB_SIZE``) are stored once, as content-addressed
+    blob rows beside the step rows (path ``"$blob:<sha256>"``), and referenced by digest
+    from the documents. The runtime encodes each result when its step ends and the
+    header at each write (``encoded``, with only the blobs this execution has not
+    written yet); anything else is encoded here.
+
+    Args:
+        snapshot: The run's header.
+        steps: The step results to write.
+
+    Returns:
+        The header document and the ``(path, document)`` rows to upsert, blobs included.
+
+    Raises:
+        UnstorableValueError: A value cannot be stored.
+    """
+    given = snapshot.encoded is not None
+    header, blobs = snapshot.encoded if given else encode_snapshot(snapshot)
+    rows: list[tuple[str, str]] = []
+    for path, result in steps.items():
+        text, found = result.encoded if result.encoded is not None else encode_step(result)
+        rows.append((path, text))
+        if not given:
+            blobs = {**blobs, **found}
+    rows.extend((BLOB_PREFIX + digest, _blob_row(content))
+                for digest, content in blobs.items())
+    return header, rows
+
+
+def _blob_row(content: str | bytes) -> str:
+    if isinstance(content, str):
+        return "s" + content
+    return "b" + base64.b64encode(content).decode("ascii")
+
+
+def load_run(header: str | bytes, rows: Iterable[tuple[str, str | bytes]], *,
+             workflow_id: str, run_id: str) -> tuple[RunSnapshot, dict[str, StepResult]]:
+    """Decode what ``dump_run`` stored: the header and the step rows, blobs included.
+
+    Args:
+        header: The header document.
+        rows: Every ``(path, document)`` row stored for the run.
+        workflow_id: The workflow the run is stored under.
+        run_id: The run.
+
+    Raises:
+        SnapshotCorruptedError: A part cannot be decoded (its message names the part:
+            the snapshot, the result of step ``x``, or blob ``sha``).
+    """
+    blobs: dict[str, str | bytes] = {}
+    documents: list[tuple[str, str | bytes]] = []
+    for path, text in rows:
+        if path.startswith(BLOB_PREFIX):
+            digest = path.removeprefix(BLOB_PREFIX)
+            blobs[digest] = _blob_content(text, digest, workflow_id=workflow_id,
+                                          run_id=run_id)
+        else:
+            documents.append((path, text))
+    snapshot = load_snapshot_json(header, workflow_id=workflow_id, run_id=run_id,
+                                  blobs=blobs)
+    steps = {path: load_step_json(text, workflow_id=workflow_id, run_id=run_id, path=path,
+                                  blobs=blobs)
+             for path, text in documents}
+    return snapshot, steps
+
+
+def _blob_content(text: str | bytes, digest: str, *, workflow_id: str,
+                  run_id: str) -> str | bytes:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    try:
+        if text[:1] == "s":
+            return text[1:]
+        if text[:1] == "b":
+            return base64.b64decode(text[1:], validate=True)
+    except ValueError:
+        pass
+    raise _corrupted(f"blob {digest!r}", "it is neither text nor base64 bytes",
+                     workflow_id=workflow_id, run_id=run_id)
 
 
 def _jsonable_span(span: Any) -> dict[str, Any]:
@@ -392,14 +489,15 @@ def _decoded(what: str, raw: Any, blobs: Any, *, workflow_id: str, run_id: str) 
 
 
 def load_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str,
-                       blobs: Any = None) -> RunSnapshot:
+                       blobs: Any = SKIP_BLOBS) -> RunSnapshot:
     """Decode a run header written by ``dump_snapshot``.
 
     Args:
         text: The stored JSON document.
         workflow_id: The workflow the header is stored under (for checks and messages).
         run_id: The run the header is stored under.
-        blobs: sha256 digest to content, for the blobs the header references.
+        blobs: sha256 digest to content, for the blobs the header references
+            (default: they decode as ``UnreadBlob``, as listings need).
 
     Returns:
         The header; its ``error`` (if any) is a ``StepExecutionError``.
@@ -472,7 +570,7 @@ def parse_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str) -> 
 
 
 def load_step_json(text: str | bytes, *, workflow_id: str, run_id: str,
-                   path: str, blobs: Any = None) -> StepResult:
+                   path: str, blobs: Any = SKIP_BLOBS) -> StepResult:
     """Decode a step result written by ``dump_step``.
 
     Args:
@@ -480,7 +578,8 @@ def load_step_json(text: str | bytes, *, workflow_id: str, run_id: str,
         workflow_id: The workflow of the run (for messages).
         run_id: The run the step belongs to.
         path: The step's path ("step", "outer.inner", ...).
-        blobs: sha256 digest to content, for the blobs the result references.
+        blobs: sha256 digest to content, for the blobs the result references
+            (default: they decode as ``UnreadBlob``).
 
     Returns:
         The step result; ``partial`` keys are ints again, ``error`` a ``StepExecutionError``.

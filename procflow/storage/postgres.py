@@ -29,12 +29,11 @@ from procflow._backends.postgres import PostgresPool
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
 from procflow.runtime.tracing import TraceRecord
 from procflow.storage.codec import (
-    dump_snapshot,
-    dump_step,
+    dump_run,
     dump_trace,
     listed_snapshot,
+    load_run,
     load_snapshot_json,
-    load_step_json,
     load_trace_header,
     load_trace_json,
 )
@@ -114,10 +113,10 @@ class PostgresStorage:
             StorageError: The database could not be written.
         """
         workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
+        header, rows = dump_run(snapshot, steps)
         run_row = (workflow_id, run_id, snapshot.status, snapshot.created_at,
-                   snapshot.updated_at, dump_snapshot(snapshot))
-        step_rows = [(workflow_id, run_id, path, dump_step(result))
-                     for path, result in steps.items()]
+                   snapshot.updated_at, header)
+        step_rows = [(workflow_id, run_id, path, text) for path, text in rows]
         async with self.pool.connection(f"saving run {run_id!r} of workflow "
                                         f"{workflow_id!r}") as conn, conn.transaction():
             await conn.execute(_UPSERT_RUN, run_row)
@@ -139,11 +138,9 @@ class PostgresStorage:
             rows = await cursor.fetchall()
         if not rows:
             return None
-        snapshot = load_snapshot_json(rows[0][0], workflow_id=workflow_id, run_id=run_id)
-        steps = {path: load_step_json(result, workflow_id=workflow_id, run_id=run_id,
-                                      path=path)
-                 for _, path, result in rows if path is not None}
-        return snapshot, steps
+        return load_run(rows[0][0], [(path, result) for _, path, result in rows
+                                     if path is not None],
+                        workflow_id=workflow_id, run_id=run_id)
 
     async def list_runs(self, *, workflow_id: str | None = None,
                         status: RunStatus | None = None,

@@ -35,12 +35,11 @@ from procflow._backends.redis import RedisConnection, escape_key
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
-    dump_snapshot,
-    dump_step,
+    dump_run,
     dump_trace,
     listed_snapshot,
+    load_run,
     load_snapshot_json,
-    load_step_json,
     load_trace_json,
 )
 
@@ -122,9 +121,8 @@ class RedisStorage(AsyncResource):
             StorageError: The server could not be reached or refused the write.
         """
         workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
-        header = dump_snapshot(snapshot)
-        fields: dict[FieldT, EncodableT] = {path: dump_step(result)
-                                             for path, result in steps.items()}
+        header, rows = dump_run(snapshot, steps)
+        fields: dict[FieldT, EncodableT] = dict(rows)
         member = json.dumps([workflow_id, run_id])
         with self._redis.translate(f"saving run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
@@ -150,13 +148,9 @@ class RedisStorage(AsyncResource):
                 header, fields = await pipe.execute()
         if header is None:
             return None
-        snapshot = load_snapshot_json(header, workflow_id=workflow_id, run_id=run_id)
-        steps: dict[str, StepResult] = {}
-        for raw_path, value in fields.items():
-            path = _field_name(raw_path, workflow_id=workflow_id, run_id=run_id)
-            steps[path] = load_step_json(value, workflow_id=workflow_id, run_id=run_id,
-                                         path=path)
-        return snapshot, steps
+        rows = [(_field_name(raw_path, workflow_id=workflow_id, run_id=run_id), value)
+                for raw_path, value in fields.items()]
+        return load_run(header, rows, workflow_id=workflow_id, run_id=run_id)
 
     async def list_runs(self, *, workflow_id: str | None = None,
                         status: RunStatus | None = None,

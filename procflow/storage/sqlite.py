@@ -28,12 +28,10 @@ from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.errors import SnapshotCorruptedError
 from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
-    dump_snapshot,
-    dump_step,
+    dump_run,
     dump_trace,
     listed_snapshot,
-    load_snapshot_json,
-    load_step_json,
+    load_run,
     load_trace_header,
     load_trace_json,
 )
@@ -150,10 +148,10 @@ class SQLiteStorage(AsyncResource):
         """
         # Encode here, in the caller's thread: the values may change once we return.
         workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
+        header, rows = dump_run(snapshot, steps)
         run_row = (workflow_id, run_id, snapshot.status, snapshot.created_at,
-                   snapshot.updated_at, dump_snapshot(snapshot))
-        step_rows = [(workflow_id, run_id, path, dump_step(result))
-                     for path, result in steps.items()]
+                   snapshot.updated_at, header)
+        step_rows = [(workflow_id, run_id, path, text) for path, text in rows]
 
         def save(connection: sqlite3.Connection) -> None:
             with transaction(connection):
@@ -189,13 +187,8 @@ class SQLiteStorage(AsyncResource):
         if rows is None:
             return None
         header, step_rows = rows
-        snapshot = load_snapshot_json(_text(header), workflow_id=workflow_id, run_id=run_id)
-        steps = {
-            path: load_step_json(_text(result), workflow_id=workflow_id, run_id=run_id,
-                                 path=path)
-            for path, result in step_rows
-        }
-        return snapshot, steps
+        return load_run(_text(header), [(path, _text(result)) for path, result in step_rows],
+                        workflow_id=workflow_id, run_id=run_id)
 
     async def list_runs(self, *, workflow_id: str | None = None,
                         status: RunStatus | None = None,

@@ -168,11 +168,13 @@ def _find_class(path: Any) -> type[Any] | None:
 class _Encoder:
     """One encoding pass; ``blobs`` collects large strings and bytes (see ``blob``)."""
 
-    __slots__ = ("blob_size", "blobs")
+    __slots__ = ("blob_size", "blobs", "digests")
 
-    def __init__(self, blob_size: int | None) -> None:
+    def __init__(self, blob_size: int | None,
+                 digests: dict[int, tuple[Any, str]] | None = None) -> None:
         self.blob_size = blob_size
-        self.blobs: dict[str, bytes] = {}
+        self.blobs: dict[str, str | bytes] = {}
+        self.digests = digests
 
     def value(self, value: Any, depth: int) -> Any:
         cls = type(value)
@@ -256,12 +258,23 @@ class _Encoder:
     def blob(self, kind: str, value: str | bytes | bytearray) -> Any:
         import hashlib
 
+        digests = self.digests
+        if digests is not None and kind != "bytearray":
+            # The same (immutable) object again, e.g. a value passed on unchanged: its
+            # digest is known and its content was collected the first time.
+            known = digests.get(id(value))
+            if known is not None and known[0] is value:
+                self.blobs[known[1]] = value if isinstance(value, str) else bytes(value)
+                return {TAG: "blob", "kind": kind, "sha256": known[1]}
         try:
             data = value.encode() if isinstance(value, str) else bytes(value)
         except UnicodeEncodeError as exc:
             raise UnstorableValueError("str", f"the text is not valid Unicode: {exc}") from exc
-        digest = hashlib.sha256(data).hexdigest()
-        self.blobs[digest] = data
+        # The kind is hashed too: the same bytes as text and as bytes are two blobs.
+        digest = hashlib.sha256(kind.encode() + b"\0" + data).hexdigest()
+        self.blobs[digest] = value if isinstance(value, str) else data
+        if digests is not None and kind != "bytearray":
+            digests[id(value)] = (value, digest)
         return {TAG: "blob", "kind": kind, "sha256": digest}
 
 
@@ -302,19 +315,23 @@ _CONTAINERS: Final = frozenset({list, dict, tuple, set, frozenset})
 
 
 def encode_value(value: Any, *, blob_size: int | None = None,
-                 blobs: dict[str, bytes] | None = None) -> Any:
+                 blobs: dict[str, str | bytes] | None = None,
+                 digests: dict[int, tuple[Any, str]] | None = None) -> Any:
     """``value`` as JSON-ready data that ``decode_value`` turns back into it.
 
     Args:
         value: What to encode.
         blob_size: Strings and bytes longer than this are stored as references to
             content-addressed blobs (``None``: inline everything).
-        blobs: Where the blobs' contents go (by sha256 hex digest).
+        blobs: Where the blobs' contents go (by sha256 hex digest): the string itself,
+            or the bytes.
+        digests: A cache of the digests of large strings and bytes by identity, kept
+            across calls so an unchanged value is not hashed again.
 
     Raises:
         UnstorableValueError: The value (or something inside it) cannot be stored.
     """
-    encoder = _Encoder(blob_size)
+    encoder = _Encoder(blob_size, digests)
     out = encoder.value(value, 0)
     if blobs is not None:
         blobs.update(encoder.blobs)
@@ -439,9 +456,11 @@ def _from_blob(data: dict[str, Any], blobs: Any) -> Any:
     if content is None:
         raise _fail(f"blob {digest!r} is missing")
     kind = data.get("kind")
-    if kind == "str":
-        return bytes(content).decode()
-    return bytes(content) if kind == "bytes" else bytearray(content)
+    if kind == "str" and isinstance(content, str):
+        return content
+    if kind in ("bytes", "bytearray") and isinstance(content, bytes | bytearray):
+        return bytes(content) if kind == "bytes" else bytearray(content)
+    raise _fail(f"blob {digest!r} does not hold {kind!r} content")
 
 
 def decode_value(data: Any, blobs: Any = None) -> Any:
