@@ -182,7 +182,9 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
         if attempt:
             span.set(attempts=attempt + 1)
     if keep:
-        if ex.sync:
+        # A foreach item ("each[3]") is written at once only where it survives a crash
+        # (an encoding storage); in memory it is kept and goes with the next write.
+        if ex.sync and (ex.encodes or path[-1] != "]"):
             await ex.record(path, result)
         else:
             ex.keep(path, result)

@@ -26,8 +26,7 @@ from types import TracebackType
 from typing import Any, Final, Self, final
 
 from procflow._backends.postgres import PostgresPool
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.runtime.tracing import TraceRecord
+from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
     dump_run,
     dump_trace,
