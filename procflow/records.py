@@ -44,8 +44,9 @@ __all__ = [
 ]
 
 RunStatus = Literal["pending", "running", "success", "failed", "suspended", "tripwire",
-                    "canceled"]
-"""A run's status. "pending" and "running" are never final."""
+                    "canceled", "corrupted"]
+"""A run's status. "pending" and "running" are never final; "corrupted" is only listed
+(``Storage.list_runs``) for a run whose stored header cannot be decoded."""
 
 StepStatus = Literal["success", "failed", "suspended", "skipped", "running"]
 """A step's status."""
@@ -142,6 +143,8 @@ class StepResult:
         resume_data: The data the step was last resumed with.
         iterations: Loop iterations completed (for a ``dowhile``/``dountil`` body).
         partial: For a suspended ``foreach``: outputs of the items that finished, by index.
+        encoded: The stored form a persistent backend's codec made of it (a cache, set
+            when the step ends so the value is checked and encoded once).
     """
 
     status: StepStatus
@@ -154,6 +157,7 @@ class StepResult:
     resume_data: Any = None
     iterations: int = 0
     partial: dict[int, Any] | None = None
+    encoded: Any = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(slots=True)
@@ -173,6 +177,8 @@ class RunSnapshot:
         request_context: The JSON-serialisable entries of the request context.
         created_at: When the run was created (seconds since the epoch).
         updated_at: When this snapshot was taken.
+        encoded: The stored form the runtime made of it, with the blobs still to write
+            (a cache: see ``procflow.storage.codec.dump_run``).
     """
 
     workflow_id: str
@@ -187,6 +193,7 @@ class RunSnapshot:
     request_context: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0
+    encoded: Any = field(default=None, init=False, repr=False, compare=False)
 
 
 SpanKind = Literal["run", "step", "workflow", "parallel", "branch", "foreach", "loop", "sleep",
@@ -196,6 +203,8 @@ SpanStatus = Literal["running", "success", "failed", "suspended", "skipped", "tr
 
 DEFAULT_TRUNCATE = 2000
 """Characters kept of each span's serialised input and output."""
+
+_MASK_MARGIN = 512  # characters masked past a truncated preview's end
 
 
 @dataclass(slots=True)
@@ -352,11 +361,55 @@ def _jsonable(value: Any, truncate: int, secrets: tuple[str, ...]) -> Any:
         data = to_jsonable_python(value, fallback=repr, serialize_unknown=True)
     except Exception:  # anything unencodable is shown as its repr
         data = repr(value)
-    data = redact_secrets(data, secrets)
-    text = json.dumps(data, default=repr, ensure_ascii=False)
-    if len(text) <= truncate:
-        return data
-    return {"truncated": True, "chars": len(text), "preview": text[:truncate]}
+    budget = [truncate + _MASK_MARGIN]
+    clipped = _clip(data, budget)
+    if budget[0] > 0:  # small: serialised whole
+        data = redact_secrets(data, secrets)
+        text = json.dumps(data, default=repr, ensure_ascii=False)
+        if len(text) <= truncate:
+            return data
+        return {"truncated": True, "chars": len(text), "preview": text[:truncate]}
+    # Only the preview is kept, so only what it can show is serialised and masked (with
+    # a margin, for a secret cut at its end): megabytes never stored would cost seconds.
+    preview = json.dumps(redact_secrets(clipped, secrets), default=repr, ensure_ascii=False)
+    return {"truncated": True, "chars": _chars(data), "preview": preview[:truncate]}
+
+
+def _chars(data: Any) -> int:
+    """About how many characters ``data`` takes as JSON (string escapes not counted)."""
+    if isinstance(data, str):
+        return len(data) + 2
+    if isinstance(data, dict):
+        return 2 + sum(len(str(k)) + 4 + _chars(v) for k, v in data.items())
+    if isinstance(data, list):
+        return 2 + sum(_chars(item) + 2 for item in data)
+    return len(str(data))
+
+
+def _clip(data: Any, budget: list[int]) -> Any:
+    """JSON-ready ``data`` cut to about ``budget[0]`` characters of text (the budget is
+    spent as the walk goes; what comes after it is dropped)."""
+    if isinstance(data, str):
+        kept = data[:max(budget[0], 0)]
+        budget[0] -= len(kept) + 4
+        return kept
+    if isinstance(data, dict):
+        out: dict[Any, Any] = {}
+        for key, item in data.items():
+            if budget[0] <= 0:
+                break
+            budget[0] -= len(str(key)) + 4
+            out[key] = _clip(item, budget)
+        return out
+    if isinstance(data, list):
+        items: list[Any] = []
+        for item in data:
+            if budget[0] <= 0:
+                break
+            items.append(_clip(item, budget))
+        return items
+    budget[0] -= 8
+    return data
 
 
 def _row(span: Span, truncate: int, secrets: tuple[str, ...]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from procflow.models.base import LanguageModel
 from procflow.processors._hooks import StepInfo, StepOverrides
 from procflow.processors._runner import ProcessorRunner
 from procflow.processors.args import ProcessorContext
+from procflow.storage.values import register_type
 
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
@@ -219,3 +220,7 @@ class AgentDeps:
             state.tripwire = trip.to_dict()
             await self.emit(Chunk.tripwire(trip.reason, trip.processor_id, trip.retry,
                                            trip.metadata))
+
+
+# Durable storage keeps the loop's state as its JSON and rebuilds the object on load.
+register_type(AgentState, AgentState.to_json, _from_json, name="procflow.AgentState")

@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 from typing_extensions import TypeVar
 
+from procflow.errors import StepValidationError
 from procflow.records import RunSnapshot, RunStatus, SpanKind, StepResult, Usage
 from procflow.runtime.events import EventType, WorkflowEvent
+from procflow.storage.codec import encode_snapshot, encode_step
+from procflow.storage.values import UnstorableValueError
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -228,9 +231,12 @@ class Execution:
     """One execution of a run: results, state, storage and event plumbing."""
 
     __slots__ = (
+        "blobs_written",
         "context_json",
         "created_at",
+        "digests",
         "dirty",
+        "encodes",
         "input",
         "persistent",
         "records",
@@ -264,6 +270,10 @@ class Execution:
         self.request_context = request_context
         self.storage = storage
         self.persistent: bool = getattr(storage, "persistent", True)
+        # A storage keeping objects by reference (InMemoryStorage) encodes nothing.
+        self.encodes = self.persistent and not getattr(storage, "keeps_objects", False)
+        self.blobs_written: set[str] = set()  # digests of the large values written
+        self.digests: dict[int, tuple[Any, str]] = {}  # large values hashed, by identity
         self.context_json = request_context.persisted() if self.persistent else {}
         self.sync = sync and self.persistent
         self.send = send
@@ -283,10 +293,48 @@ class Execution:
     # -- results, snapshots, events ----------------------------------------------
 
     def keep(self, path: str, result: StepResult) -> None:
-        """Keep a step's result for the next flush (the hot path: no await)."""
-        self.records[path] = result
+        """Keep a step's result for the next flush (the hot path: no await).
+
+        For a persistent storage the result is encoded here, once (see ``encode``).
+
+        Raises:
+            Failed: The result holds a value storage cannot keep; the step is recorded
+                as failed with a ``StepValidationError`` instead.
+        """
         if self.persistent:
+            if result.encoded is None and self.encodes:
+                try:
+                    self.encode(path, result)
+                except StepValidationError as exc:
+                    failed = StepResult("failed", error=exc, started_at=result.started_at,
+                                        ended_at=time.time(), attempts=result.attempts)
+                    self.encode(path, failed)
+                    self.records[path] = self.dirty[path] = failed
+                    raise Failed(path, exc) from None
             self.dirty[path] = result
+        self.records[path] = result
+
+    def encode(self, path: str, result: StepResult) -> None:
+        """Encode a step's result for storage now, at the step (cached on the result).
+
+        Raises:
+            StepValidationError: A value in it cannot be stored; names the step, the
+                path inside the value and its type. Nothing was written.
+        """
+        try:
+            result.encoded = encode_step(result, digests=self.digests)
+        except UnstorableValueError as exc:
+            raise self.unstorable(exc, "", path) from None
+
+    def unstorable(self, exc: UnstorableValueError, root: str,
+                   path: str | None) -> StepValidationError:
+        """The ``StepValidationError`` for a value storage refused."""
+        where = exc.where(root)
+        place = f"step '{path}'" if path is not None else "the run"
+        return StepValidationError(
+            f"workflow '{self.wf.id}', {place}: {where} is a {exc.type_name}, which the "
+            f"run's storage ({type(self.storage).__name__}) cannot keep: {exc.reason}",
+            workflow_id=self.wf.id, run_id=self.run_id, step_id=path, field=where)
 
     async def record(self, path: str, result: StepResult) -> None:
         """Keep a step's result, and write a snapshot now under "sync" durability."""
@@ -296,8 +344,14 @@ class Execution:
 
     async def flush(self, status: RunStatus, *, result: Any = None,
                     error: BaseException | None = None, suspended: list[list[str]] | None = None,
-                    tripwire: dict[str, Any] | None = None) -> None:
-        """Write the run header and the step results changed since the last flush."""
+                    tripwire: dict[str, Any] | None = None,
+                    state: dict[str, Any] | None = None) -> None:
+        """Write the run header and the step results changed since the last flush.
+
+        Raises:
+            StepValidationError: A header value (the state, the result) cannot be stored.
+            StorageError: The storage failed; the step results are kept for a retry.
+        """
         dirty, self.dirty = self.dirty, {}
         if not self.persistent:
             return
@@ -305,10 +359,39 @@ class Execution:
             self.context_json = self.request_context.persisted()
         snapshot = RunSnapshot(
             workflow_id=self.wf.id, run_id=self.run_id, status=status, input=self.input,
-            state=self.top.state, result=result, error=error, suspended=suspended or [],
+            state=self.top.state if state is None else state, result=result, error=error,
+            suspended=suspended or [],
             tripwire=tripwire, request_context=self.context_json,
             created_at=self.created_at, updated_at=time.time())
-        await self.storage.save_snapshot(snapshot, dirty)
+        try:
+            blobs = self.encode_header(snapshot, dirty) if self.encodes else ()
+            await self.storage.save_snapshot(snapshot, dirty)
+        except BaseException as exc:
+            self.dirty = {**dirty, **self.dirty}  # not written: keep them for a retry
+            if isinstance(exc, UnstorableValueError):
+                raise self.unstorable(exc, "", next(reversed(dirty), None)) from None
+            raise
+        self.blobs_written.update(blobs)
+        for result in dirty.values():
+            result.encoded = None  # written: the value may be large, drop its copy
+
+    def encode_header(self, snapshot: RunSnapshot, dirty: dict[str, StepResult],
+                      ) -> list[str]:
+        """Encode the header for ``dump_run``, with the blobs (of the header and of the
+        dirty results) this execution has not written yet; returns their digests.
+
+        Raises:
+            UnstorableValueError: A header value cannot be stored.
+        """
+        header, blobs = encode_snapshot(snapshot, digests=self.digests)
+        for path, result in dirty.items():
+            if result.encoded is None:
+                self.encode(path, result)
+            blobs.update(result.encoded[1])
+        written = self.blobs_written
+        new = {digest: content for digest, content in blobs.items() if digest not in written}
+        snapshot.encoded = (header, new)
+        return list(new)
 
     async def event(self, type: EventType, step_id: str | None, payload: Any) -> None:
         if self.send is not None:

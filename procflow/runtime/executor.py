@@ -167,11 +167,19 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
                                         run_id=ex.run_id)
             except StepValidationError as exc:
                 await _fail(ex, path, exc, started, attempt + 1)
+        ended = _now()
+        if keep:
+            result = StepResult("success", out, None, started, ended, attempt + 1, None,
+                                resume_data, iteration)
+            if ex.encodes:  # refused here, as this step's failure, if unstorable
+                try:
+                    ex.encode(path, result)
+                except StepValidationError as exc:
+                    await _fail(ex, path, exc, started, attempt + 1)
     except BaseException as exc:
         if span is not None:
             close_span(span, exc, attempt)
         raise
-    ended = _now()
     if span is not None:  # Tracer.ok, inlined: this runs for every traced step
         span.end = ended
         span.status = "success"
@@ -179,9 +187,9 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
         if attempt:
             span.set(attempts=attempt + 1)
     if keep:
-        result = StepResult("success", out, None, started, ended, attempt + 1, None,
-                            resume_data, iteration)
-        if ex.sync:
+        # A foreach item ("each[3]") is written at once only where it survives a crash
+        # (an encoding storage); in memory it is kept and goes with the next write.
+        if ex.sync and (ex.encodes or path[-1] != "]"):
             await ex.record(path, result)
         else:
             ex.keep(path, result)

@@ -7,6 +7,7 @@ the factories here; the runtime only ever sees the resulting ``Node`` callables.
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -251,7 +252,9 @@ async def _run_items(ex: Execution, unit: Unit, items: Sequence[Any], scope: Sco
         fork = forks[i] = scope.fork()
         item_path = f"{path}[{i}]"
         try:
-            outputs[i] = await run_unit(ex, unit, items[i], fork, path=item_path, keep=False,
+            # Each finished item is recorded as it finishes (``step[i]``), so a restarted
+            # run replays it instead of running it again.
+            outputs[i] = await run_unit(ex, unit, items[i], fork, path=item_path,
                                         replay=True)
         except Failed as failed:
             failures[i] = failed
@@ -349,7 +352,14 @@ def loop_node(unit: Unit, condition: Condition, mode: Literal["dowhile", "dounti
 def sleep_node(entry_id: str, seconds: float | Callable[[Any], Any]) -> Node:
     """``.sleep(seconds)``: wait, passing the data through."""
     async def delay(ctx: StepContext) -> float:
-        return float(await _maybe_await(seconds(ctx)) if callable(seconds) else seconds)
+        value = await _maybe_await(seconds(ctx)) if callable(seconds) else seconds
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise Failed(ctx.step_id, StepExecutionError(
+                f"workflow '{ctx.workflow_id}': sleep '{ctx.step_id}' needs a finite number "
+                f"of seconds, got {value!r}", workflow_id=ctx.workflow_id,
+                step_id=ctx.step_id))
+        return float(value)
     return _sleep(entry_id, delay)
 
 

@@ -16,6 +16,7 @@ from procflow.errors import (
     RunStateError,
     SnapshotCorruptedError,
     StepValidationError,
+    StorageError,
     TripWire,
 )
 from procflow.messages import new_secret_id
@@ -38,6 +39,7 @@ from procflow.runtime.stream import RunStream
 from procflow.runtime.sync import call_sync
 from procflow.runtime.tracing import ParentSpan, Tracer, finished_trace_hooks
 from procflow.storage.null import NullStorage
+from procflow.storage.values import UnstorableValueError, encode_value
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -143,9 +145,7 @@ class Run(Generic[OutputT]):
                 f"stored input of run '{run_id}' (workflow '{workflow.id}') no longer matches "
                 f"the workflow's input schema: {exc}", workflow_id=workflow.id,
                 run_id=run_id) from exc
-        trace = await store.load_trace(run_id)
-        if trace is not None:
-            run._spans = [_span_from_row(row) for row in trace.spans]
+        run._spans = await _earlier_spans(store, run_id)
         if snap.status not in ("pending", "running"):
             run._result = WorkflowResult(
                 snap.status, snap.result, dict(steps), snap.error, dict(snap.state),
@@ -345,6 +345,16 @@ class Run(Generic[OutputT]):
                 ex = self._execution(send, frozenset(), None)
                 self._trace(ex)
                 return await self._finish(ex, _Outcome("failed", error=exc))
+        if getattr(self.storage, "persistent", True) and not getattr(
+                self.storage, "keeps_objects", False):
+            try:
+                encode_value(input_data)
+            except UnstorableValueError as exc:
+                self._input = None
+                ex = self._execution(send, frozenset(), None)
+                self._trace(ex)
+                return await self._finish(ex, _Outcome("failed", error=ex.unstorable(
+                    exc, "input", None)))
         self._input = input_data
         return await self._execute(send, frozenset(), None)
 
@@ -469,7 +479,7 @@ class Run(Generic[OutputT]):
         if span is None:
             return
         attributes = {"tripwire": tripwire} if tripwire else {}
-        Tracer.end(span, "running" if status == "pending" else status,
+        Tracer.end(span, "running" if status == "pending" or status == "corrupted" else status,
                    output=result if self.workflow.trace_io else None, error=error, **attributes)
         if self.trace_parent is not None or ex.tracer is None:
             return
@@ -487,14 +497,25 @@ class Run(Generic[OutputT]):
         status, result, error, suspended_paths, tripwire = outcome
         suspended = list(dict.fromkeys(suspended_paths))
         paths = [p.split(".") for p in suspended]
+        try:
+            await ex.flush(status, result=result, error=error, suspended=paths,
+                           tripwire=tripwire)
+        except Exception as exc:  # the storage failed or refused a value: a failed run
+            if not isinstance(error, StorageError):
+                error = exc
+            status, result, suspended, paths, tripwire = "failed", None, [], [], None
+            await _write_failure(ex, error)
         self.status = status
         self._suspended = suspended
         self._state = ex.top.state
-        await ex.flush(status, result=result, error=error, suspended=paths, tripwire=tripwire)
         usage = ex.usage
         if usage is not None and ex.top.span is not None:
             ex.top.span.set(usage=usage.to_dict())
-        await self._save_trace(ex, status, result, error, tripwire)
+        try:
+            await self._save_trace(ex, status, result, error, tripwire)
+        except Exception:  # the run's outcome stands without its trace
+            logging.getLogger("procflow").warning(
+                "the trace of run %s could not be stored", self.run_id, exc_info=True)
         self._result = WorkflowResult(status, result, dict(self._records), error, self._state,
                                       paths, tripwire, usage, self.run_id)
 
@@ -504,6 +525,20 @@ class Run(Generic[OutputT]):
 
     def __repr__(self) -> str:
         return f"Run(workflow={self.workflow.id!r}, run_id={self.run_id!r}, status={self.status!r})"
+
+
+async def _write_failure(ex: Execution, error: BaseException) -> None:
+    """Best effort: store the run as failed (without its state if that was refused)."""
+    states: tuple[dict[str, Any] | None, ...] = (None, {})
+    for state in states:
+        try:
+            with anyio.CancelScope(shield=True):
+                await ex.flush("failed", error=error, state=state)
+            return
+        except Exception:
+            continue
+    logging.getLogger("procflow").warning(
+        "run %s failed and its status could not be stored", ex.run_id, exc_info=True)
 
 
 def _call_trace_hooks(record: TraceRecord) -> None:
@@ -572,6 +607,21 @@ def _find_unit(wf: PlanUnit, path: str) -> StepUnit | PlanUnit | None:
             return None
         current = current.get_step(segment.split("[", 1)[0])
     return current
+
+
+async def _earlier_spans(store: Storage, run_id: str) -> list[SpanEntry]:
+    """The spans of a run's stored trace; a damaged trace reads as missing (the run's
+    snapshot is what loading and resuming need)."""
+    try:
+        trace = await store.load_trace(run_id)
+        if trace is None:
+            return []
+        return [_span_from_row(row) for row in trace.spans]
+    except (SnapshotCorruptedError, KeyError, TypeError, ValueError):
+        logging.getLogger("procflow").warning(
+            "the stored trace of run %s is corrupted; the run is loaded without it", run_id,
+            exc_info=True)
+        return []
 
 
 def _span_from_row(row: Mapping[str, Any]) -> Span:

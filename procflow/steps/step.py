@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeGuard, TypeVar, overload
@@ -73,10 +74,13 @@ class Step(Generic[InputT, OutputT]):
             raise WorkflowDefinitionError(
                 f"step '{id}': execute must be callable, got {type(execute).__name__}",
                 step_id=id)
-        if retries is not None and (not isinstance(retries, int) or retries < 0):
+        if retries is not None and (not isinstance(retries, int) or isinstance(retries, bool)
+                                    or retries < 0):
             raise WorkflowDefinitionError(
                 f"step '{id}': retries must be a non-negative int, got {retries!r}", step_id=id)
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+        if timeout is not None and (not isinstance(timeout, int | float)
+                                    or isinstance(timeout, bool)
+                                    or not math.isfinite(timeout) or timeout <= 0):
             raise WorkflowDefinitionError(
                 f"step '{id}': timeout must be a positive number of seconds, got {timeout!r}",
                 step_id=id)

@@ -15,13 +15,14 @@ from procflow.storage.base import Storage
 from procflow.storage.memory import InMemoryStorage
 from procflow.storage.null import NullStorage
 from procflow.storage.sqlite import SQLiteStorage
+from procflow.storage.values import register_type
 
 if TYPE_CHECKING:
     from procflow.storage.postgres import PostgresStorage
     from procflow.storage.redis import RedisStorage
 
 __all__ = ["InMemoryStorage", "NullStorage", "PostgresStorage", "RedisStorage",
-           "SQLiteStorage", "Storage"]
+           "SQLiteStorage", "Storage", "register_type"]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisStorage": ".redis",
                                                              "PostgresStorage": ".postgres"})

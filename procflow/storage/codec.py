@@ -1,12 +1,12 @@
 """JSON encoding of run snapshots, shared by the persistent storage backends.
 
 A run is stored as one header document (``dump_snapshot``) plus one document per step
-path (``dump_step``). Values the user controls (inputs, outputs, state, payloads) may be
-pydantic models or arbitrary Python objects: they are encoded with pydantic's JSON
-serializer, and whatever it cannot encode is stored as its ``repr`` string, so encoding
-never fails. Decoding is the reverse, except that pydantic models come back as plain JSON
-dicts (the runtime re-validates them against the step's schema) and exceptions come back
-as ``StepExecutionError`` carrying the original type name in their message.
+path (``dump_step``). Values the user controls (inputs, outputs, state, payloads) are
+encoded by ``procflow.storage.values``: losslessly, types included, or refused with
+``UnstorableValueError`` (the runtime refuses them at the step, as a
+``StepValidationError``, and caches the encoding on the ``StepResult``). Decoding is the
+reverse, except that exceptions come back as ``StepExecutionError`` carrying the
+original type name in their message.
 
 Decoding validates the shape and the status values; anything wrong raises
 ``SnapshotCorruptedError`` naming the workflow, the run (and the step path).
@@ -19,7 +19,8 @@ plus its spans, which are JSON-ready already but are encoded just as defensively
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import pydantic_core
@@ -28,13 +29,27 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from procflow._secrets import mask_text
 from procflow.errors import SnapshotCorruptedError, StepExecutionError, StepTimeoutError
 from procflow.records import RunSnapshot, RunStatus, StepResult, StepStatus, TraceRecord
+from procflow.storage.values import (
+    SKIP_BLOBS,
+    UndecodableValueError,
+    UnstorableValueError,
+    decode_value,
+    encode_value,
+)
 
 __all__ = [
+    "BLOB_PREFIX",
+    "BLOB_SIZE",
     "FORMAT_VERSION",
     "TRACE_FORMAT_VERSION",
+    "dump_run",
     "dump_snapshot",
     "dump_step",
     "dump_trace",
+    "encode_snapshot",
+    "encode_step",
+    "listed_snapshot",
+    "load_run",
     "load_snapshot_json",
     "load_step_json",
     "load_trace_header",
@@ -59,11 +74,7 @@ _MAX_CAUSE_DEPTH: Final = 3
 
 
 def _fallback(value: Any) -> Any:
-    """Stand-in for a value pydantic cannot encode: its own ``to_json()`` when it has one
-    (e.g. the agent loop's state), else its repr, or its type name."""
-    to_json = getattr(type(value), "to_json", None)
-    if callable(to_json):
-        return to_json(value)
+    """Stand-in for a span value that cannot be encoded: its repr, or its type name."""
     try:
         return repr(value)
     except Exception:
@@ -84,13 +95,6 @@ def _jsonable(value: Any) -> Any:
         )
     except Exception:
         return _fallback(value)
-
-
-def _jsonable_mapping(value: Mapping[Any, Any] | None) -> dict[str, Any] | None:
-    """Like ``_jsonable`` per entry, so that a dict field stays a dict."""
-    if value is None:
-        return None
-    return {str(key): _jsonable(item) for key, item in value.items()}
 
 
 def _type_name(exc: BaseException) -> str:
@@ -121,27 +125,48 @@ def _encode_error(exc: BaseException | None, depth: int = 0) -> dict[str, Any] |
     return stored
 
 
-def _dump(document: dict[str, Any], value_keys: tuple[str, ...],
-          mapping_keys: tuple[str, ...]) -> str:
-    try:
-        return _to_json(document)
-    except Exception:
-        # A cycle or an unencodable nested value: degrade field by field instead.
-        for key in value_keys:
-            document[key] = _jsonable(document[key])
-        for key in mapping_keys:
-            document[key] = _jsonable_mapping(document[key])
-        return _to_json(document)
+def _encode_fields(document: dict[str, Any], keys: tuple[str, ...],
+                   blobs: dict[str, str | bytes] | None, blob_size: int | None,
+                   digests: dict[int, tuple[Any, str]] | None = None) -> str:
+    """Encode the value fields of ``document`` in place, then the document as JSON.
+
+    Raises:
+        UnstorableValueError: A value cannot be stored; ``where()`` starts at its field.
+    """
+    for key in keys:
+        try:
+            document[key] = encode_value(document[key], blobs=blobs, blob_size=blob_size,
+                                         digests=digests)
+        except UnstorableValueError as exc:
+            exc.parts.append(key)
+            raise
+    return pydantic_core.to_json(document).decode()
 
 
-def dump_snapshot(snapshot: RunSnapshot) -> str:
-    """Encode a run header as a JSON document.
+BLOB_SIZE: Final = 64 * 1024
+"""Strings and bytes longer than this are stored once, as content-addressed blobs."""
+
+BLOB_PREFIX: Final = "$blob:"
+"""The path prefix of the blob rows stored beside a run's step rows."""
+
+_STEP_VALUES: Final = ("output", "suspend_payload", "resume_data", "partial")
+_RUN_VALUES: Final = ("input", "state", "result", "suspended", "tripwire",
+                      "request_context")
+
+
+def encode_snapshot(snapshot: RunSnapshot, *, blob_size: int | None = BLOB_SIZE,
+                    digests: dict[int, tuple[Any, str]] | None = None,
+                    ) -> tuple[str, dict[str, str | bytes]]:
+    """Encode a run header: its JSON document and the blobs it references.
 
     Args:
         snapshot: The header to encode.
+        blob_size: Strings and bytes longer than this become blob references.
+        digests: Known digests of large values by identity (see ``encode_value``).
 
-    Returns:
-        The JSON text; values that cannot be encoded are stored as their ``repr``.
+    Raises:
+        UnstorableValueError: A value cannot be stored (its path starts at the field,
+            e.g. ``"state.cart[2]"``).
     """
     document: dict[str, Any] = {
         "v": FORMAT_VERSION,
@@ -158,18 +183,32 @@ def dump_snapshot(snapshot: RunSnapshot) -> str:
         "tripwire": snapshot.tripwire,
         "request_context": snapshot.request_context,
     }
-    return _dump(document, ("input", "result", "suspended"),
-                 ("state", "tripwire", "request_context"))
+    blobs: dict[str, str | bytes] = {}
+    return _encode_fields(document, _RUN_VALUES, blobs, blob_size, digests), blobs
 
 
-def dump_step(result: StepResult) -> str:
-    """Encode one step result as a JSON document.
+def dump_snapshot(snapshot: RunSnapshot) -> str:
+    """Encode a run header as one JSON document, every value inline (no blobs).
+
+    Raises:
+        UnstorableValueError: A value cannot be stored.
+    """
+    return encode_snapshot(snapshot, blob_size=None)[0]
+
+
+def encode_step(result: StepResult, *, blob_size: int | None = BLOB_SIZE,
+                digests: dict[int, tuple[Any, str]] | None = None,
+                ) -> tuple[str, dict[str, str | bytes]]:
+    """Encode one step result: its JSON document and the blobs it references.
 
     Args:
         result: The step result to encode.
+        blob_size: Strings and bytes longer than this become blob references.
+        digests: Known digests of large values by identity (see ``encode_value``).
 
-    Returns:
-        The JSON text; values that cannot be encoded are stored as their ``repr``.
+    Raises:
+        UnstorableValueError: A value cannot be stored (its path starts at the field,
+            e.g. ``"output.items[3].price"``).
     """
     document: dict[str, Any] = {
         "status": result.status,
@@ -183,7 +222,102 @@ def dump_step(result: StepResult) -> str:
         "iterations": result.iterations,
         "partial": result.partial,
     }
-    return _dump(document, ("output", "suspend_payload", "resume_data"), ("partial",))
+    blobs: dict[str, str | bytes] = {}
+    return _encode_fields(document, _STEP_VALUES, blobs, blob_size, digests), blobs
+
+
+def dump_step(result: StepResult) -> str:
+    """Encode one step result as one JSON document, every value inline (no blobs).
+
+    Raises:
+        UnstorableValueError: A value cannot be stored.
+    """
+    return encode_step(result, blob_size=None)[0]
+
+
+def dump_run(snapshot: RunSnapshot, steps: Mapping[str, StepResult],
+             ) -> tuple[str, list[tuple[str, str]]]:
+    """Encode a run header and step results as a backend stores them.
+
+    Large strings and bytes (over ``BLOB_SIZE``) are stored once, as content-addressed
+    blob rows beside the step rows (path ``"$blob:<sha256>"``), and referenced by digest
+    from the documents. The runtime encodes each result when its step ends and the
+    header at each write (``encoded``, with only the blobs this execution has not
+    written yet); anything else is encoded here.
+
+    Args:
+        snapshot: The run's header.
+        steps: The step results to write.
+
+    Returns:
+        The header document and the ``(path, document)`` rows to upsert, blobs included.
+
+    Raises:
+        UnstorableValueError: A value cannot be stored.
+    """
+    given = snapshot.encoded is not None
+    header, blobs = snapshot.encoded if given else encode_snapshot(snapshot)
+    rows: list[tuple[str, str]] = []
+    for path, result in steps.items():
+        text, found = result.encoded if result.encoded is not None else encode_step(result)
+        rows.append((path, text))
+        if not given:
+            blobs = {**blobs, **found}
+    rows.extend((BLOB_PREFIX + digest, _blob_row(content))
+                for digest, content in blobs.items())
+    return header, rows
+
+
+def _blob_row(content: str | bytes) -> str:
+    if isinstance(content, str):
+        return "s" + content
+    return "b" + base64.b64encode(content).decode("ascii")
+
+
+def load_run(header: str | bytes, rows: Iterable[tuple[str, str | bytes]], *,
+             workflow_id: str, run_id: str) -> tuple[RunSnapshot, dict[str, StepResult]]:
+    """Decode what ``dump_run`` stored: the header and the step rows, blobs included.
+
+    Args:
+        header: The header document.
+        rows: Every ``(path, document)`` row stored for the run.
+        workflow_id: The workflow the run is stored under.
+        run_id: The run.
+
+    Raises:
+        SnapshotCorruptedError: A part cannot be decoded (its message names the part:
+            the snapshot, the result of step ``x``, or blob ``sha``).
+    """
+    blobs: dict[str, str | bytes] = {}
+    documents: list[tuple[str, str | bytes]] = []
+    for path, text in rows:
+        if path.startswith(BLOB_PREFIX):
+            digest = path.removeprefix(BLOB_PREFIX)
+            blobs[digest] = _blob_content(text, digest, workflow_id=workflow_id,
+                                          run_id=run_id)
+        else:
+            documents.append((path, text))
+    snapshot = load_snapshot_json(header, workflow_id=workflow_id, run_id=run_id,
+                                  blobs=blobs)
+    steps = {path: load_step_json(text, workflow_id=workflow_id, run_id=run_id, path=path,
+                                  blobs=blobs)
+             for path, text in documents}
+    return snapshot, steps
+
+
+def _blob_content(text: str | bytes, digest: str, *, workflow_id: str,
+                  run_id: str) -> str | bytes:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    try:
+        if text[:1] == "s":
+            return text[1:]
+        if text[:1] == "b":
+            return base64.b64decode(text[1:], validate=True)
+    except ValueError:
+        pass
+    raise _corrupted(f"blob {digest!r}", "it is neither text nor base64 bytes",
+                     workflow_id=workflow_id, run_id=run_id)
 
 
 def _jsonable_span(span: Any) -> dict[str, Any]:
@@ -260,7 +394,7 @@ class _StoredStep(BaseModel):
     suspend_payload: Any
     resume_data: Any
     iterations: int
-    partial: dict[int, Any] | None
+    partial: Any
 
 
 class _StoredRun(BaseModel):
@@ -347,13 +481,23 @@ def _decode_error(stored: _StoredError | None, *, workflow_id: str,
     return error
 
 
-def load_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str) -> RunSnapshot:
+def _decoded(what: str, raw: Any, blobs: Any, *, workflow_id: str, run_id: str) -> Any:
+    try:
+        return decode_value(raw, blobs)
+    except UndecodableValueError as exc:
+        raise _corrupted(what, str(exc), workflow_id=workflow_id, run_id=run_id) from exc
+
+
+def load_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str,
+                       blobs: Any = SKIP_BLOBS) -> RunSnapshot:
     """Decode a run header written by ``dump_snapshot``.
 
     Args:
         text: The stored JSON document.
         workflow_id: The workflow the header is stored under (for checks and messages).
         run_id: The run the header is stored under.
+        blobs: sha256 digest to content, for the blobs the header references
+            (default: they decode as ``UnreadBlob``, as listings need).
 
     Returns:
         The header; its ``error`` (if any) is a ``StepExecutionError``.
@@ -362,6 +506,54 @@ def load_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str) -> R
         SnapshotCorruptedError: The document is not valid JSON, has the wrong shape, an
             unknown status, an unsupported version, or belongs to another run.
     """
+    stored = parse_snapshot_json(text, workflow_id=workflow_id, run_id=run_id)
+    values = _decoded("snapshot", [stored.input, stored.state, stored.result,
+                                   stored.tripwire, stored.request_context], blobs,
+                      workflow_id=workflow_id, run_id=run_id)
+    input_, state, result, tripwire, request_context = values
+    if not isinstance(state, dict) or not isinstance(request_context, dict) or not (
+            tripwire is None or isinstance(tripwire, dict)):
+        raise _corrupted("snapshot", "state, tripwire or request_context is not an object",
+                         workflow_id=workflow_id, run_id=run_id)
+    return RunSnapshot(
+        workflow_id=stored.workflow_id,
+        run_id=stored.run_id,
+        status=stored.status,
+        input=input_,
+        state=state,
+        result=result,
+        error=_decode_error(stored.error, workflow_id=workflow_id, run_id=run_id),
+        suspended=stored.suspended,
+        tripwire=tripwire,
+        request_context=request_context,
+        created_at=stored.created_at,
+        updated_at=stored.updated_at,
+    )
+
+
+def listed_snapshot(text: str | bytes, *, workflow_id: str, run_id: str,
+                    updated_at: float = 0.0) -> RunSnapshot:
+    """A header for a listing: decoded, or a stand-in with status "corrupted".
+
+    One damaged row must not hide the other runs: the stand-in names the run, its
+    ``error`` is the ``SnapshotCorruptedError`` saying what is wrong.
+
+    Args:
+        text: The stored JSON document.
+        workflow_id: The workflow the header is stored under.
+        run_id: The run the header is stored under.
+        updated_at: When the row was last written, if the backend keeps it apart.
+    """
+    try:
+        return load_snapshot_json(text, workflow_id=workflow_id, run_id=run_id,
+                                  blobs=SKIP_BLOBS)
+    except SnapshotCorruptedError as exc:
+        return RunSnapshot(workflow_id=workflow_id, run_id=run_id, status="corrupted",
+                           error=exc, created_at=updated_at, updated_at=updated_at)
+
+
+def parse_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str) -> _StoredRun:
+    """Parse and check a header document, leaving its values encoded."""
     try:
         stored = _StoredRun.model_validate_json(text)
     except ValidationError as exc:
@@ -374,24 +566,11 @@ def load_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str) -> R
     if (stored.workflow_id, stored.run_id) != (workflow_id, run_id):
         raise _corrupted("snapshot", f"it names run {stored.run_id!r} of workflow "
                          f"{stored.workflow_id!r}", workflow_id=workflow_id, run_id=run_id)
-    return RunSnapshot(
-        workflow_id=stored.workflow_id,
-        run_id=stored.run_id,
-        status=stored.status,
-        input=stored.input,
-        state=stored.state,
-        result=stored.result,
-        error=_decode_error(stored.error, workflow_id=workflow_id, run_id=run_id),
-        suspended=stored.suspended,
-        tripwire=stored.tripwire,
-        request_context=stored.request_context,
-        created_at=stored.created_at,
-        updated_at=stored.updated_at,
-    )
+    return stored
 
 
 def load_step_json(text: str | bytes, *, workflow_id: str, run_id: str,
-                   path: str) -> StepResult:
+                   path: str, blobs: Any = SKIP_BLOBS) -> StepResult:
     """Decode a step result written by ``dump_step``.
 
     Args:
@@ -399,6 +578,8 @@ def load_step_json(text: str | bytes, *, workflow_id: str, run_id: str,
         workflow_id: The workflow of the run (for messages).
         run_id: The run the step belongs to.
         path: The step's path ("step", "outer.inner", ...).
+        blobs: sha256 digest to content, for the blobs the result references
+            (default: they decode as ``UnreadBlob``).
 
     Returns:
         The step result; ``partial`` keys are ints again, ``error`` a ``StepExecutionError``.
@@ -407,22 +588,30 @@ def load_step_json(text: str | bytes, *, workflow_id: str, run_id: str,
         SnapshotCorruptedError: The document is not valid JSON, has the wrong shape or an
             unknown status.
     """
+    what = f"result of step {path!r}"
     try:
         stored = _StoredStep.model_validate_json(text)
     except ValidationError as exc:
-        raise _corrupted(f"result of step {path!r}", _describe(exc),
-                         workflow_id=workflow_id, run_id=run_id) from exc
+        raise _corrupted(what, _describe(exc), workflow_id=workflow_id,
+                         run_id=run_id) from exc
+    output, suspend_payload, resume_data, partial = _decoded(
+        what, [stored.output, stored.suspend_payload, stored.resume_data, stored.partial],
+        blobs, workflow_id=workflow_id, run_id=run_id)
+    if partial is not None and not (isinstance(partial, dict)
+                                    and all(type(k) is int for k in partial)):
+        raise _corrupted(what, "partial is not a mapping of item numbers",
+                         workflow_id=workflow_id, run_id=run_id)
     return StepResult(
         status=stored.status,
-        output=stored.output,
+        output=output,
         error=_decode_error(stored.error, workflow_id=workflow_id, run_id=run_id),
         started_at=stored.started_at,
         ended_at=stored.ended_at,
         attempts=stored.attempts,
-        suspend_payload=stored.suspend_payload,
-        resume_data=stored.resume_data,
+        suspend_payload=suspend_payload,
+        resume_data=resume_data,
         iterations=stored.iterations,
-        partial=stored.partial,
+        partial=partial,
     )
 
 

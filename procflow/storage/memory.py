@@ -36,6 +36,9 @@ class InMemoryStorage:
 
     __slots__ = ("__weakref__", "_max_runs", "_runs", "_steps", "_traces")
 
+    keeps_objects = True
+    """Values are kept as they are, never encoded (so any value can be stored)."""
+
     def __init__(self, *, max_runs: int | None = None) -> None:
         """Args:
             max_runs: Keep at most this many runs and traces, forgetting the oldest

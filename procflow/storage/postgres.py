@@ -28,11 +28,11 @@ from typing import Any, Final, Self, final
 from procflow._backends.postgres import PostgresPool
 from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
-    dump_snapshot,
-    dump_step,
+    dump_run,
     dump_trace,
+    listed_snapshot,
+    load_run,
     load_snapshot_json,
-    load_step_json,
     load_trace_header,
     load_trace_json,
 )
@@ -112,10 +112,10 @@ class PostgresStorage:
             StorageError: The database could not be written.
         """
         workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
+        header, rows = dump_run(snapshot, steps)
         run_row = (workflow_id, run_id, snapshot.status, snapshot.created_at,
-                   snapshot.updated_at, dump_snapshot(snapshot))
-        step_rows = [(workflow_id, run_id, path, dump_step(result))
-                     for path, result in steps.items()]
+                   snapshot.updated_at, header)
+        step_rows = [(workflow_id, run_id, path, text) for path, text in rows]
         async with self.pool.connection(f"saving run {run_id!r} of workflow "
                                         f"{workflow_id!r}") as conn, conn.transaction():
             await conn.execute(_UPSERT_RUN, run_row)
@@ -137,31 +137,31 @@ class PostgresStorage:
             rows = await cursor.fetchall()
         if not rows:
             return None
-        snapshot = load_snapshot_json(rows[0][0], workflow_id=workflow_id, run_id=run_id)
-        steps = {path: load_step_json(result, workflow_id=workflow_id, run_id=run_id,
-                                      path=path)
-                 for _, path, result in rows if path is not None}
-        return snapshot, steps
+        return load_run(rows[0][0], [(path, result) for _, path, result in rows
+                                     if path is not None],
+                        workflow_id=workflow_id, run_id=run_id)
 
     async def list_runs(self, *, workflow_id: str | None = None,
                         status: RunStatus | None = None,
                         limit: int | None = None) -> list[RunSnapshot]:
         """Stored headers, newest first by ``updated_at`` (ties: first stored last).
 
+        Returns:
+            The headers; one that cannot be decoded is listed with status "corrupted".
+
         Raises:
-            SnapshotCorruptedError: A listed run's header cannot be decoded.
             StorageError: The database could not be read.
         """
         if limit is not None and limit <= 0:
             return []
         where, params = _filters(workflow_id=workflow_id, status=status)
-        query = (f"SELECT workflow_id, run_id, snapshot FROM procflow_runs {where} "
+        query = (f"SELECT workflow_id, run_id, snapshot, updated_at FROM procflow_runs {where} "
                  "ORDER BY updated_at DESC, seq DESC LIMIT %s")
         async with self.pool.connection("listing runs") as conn:
             cursor = await conn.execute(query, (*params, limit))
             rows = await cursor.fetchall()
-        return [load_snapshot_json(header, workflow_id=wf, run_id=run)
-                for wf, run, header in rows]
+        return [listed_snapshot(header, workflow_id=wf, run_id=run, updated_at=updated)
+                for wf, run, header, updated in rows]
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
         """Delete the run row and its step rows in one transaction (no error if unknown)."""

@@ -35,11 +35,11 @@ from procflow._backends.redis import RedisConnection, escape_key
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
-    dump_snapshot,
-    dump_step,
+    dump_run,
     dump_trace,
+    listed_snapshot,
+    load_run,
     load_snapshot_json,
-    load_step_json,
     load_trace_json,
 )
 
@@ -127,9 +127,8 @@ class RedisStorage(AsyncResource):
             StorageError: The server could not be reached or refused the write.
         """
         workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
-        header = dump_snapshot(snapshot)
-        fields: dict[FieldT, EncodableT] = {path: dump_step(result)
-                                             for path, result in steps.items()}
+        header, rows = dump_run(snapshot, steps)
+        fields: dict[FieldT, EncodableT] = dict(rows)
         member = json.dumps([workflow_id, run_id])
         with self._redis.translate(f"saving run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
@@ -155,13 +154,9 @@ class RedisStorage(AsyncResource):
                 header, fields = await pipe.execute()
         if header is None:
             return None
-        snapshot = load_snapshot_json(header, workflow_id=workflow_id, run_id=run_id)
-        steps: dict[str, StepResult] = {}
-        for raw_path, value in fields.items():
-            path = _field_name(raw_path, workflow_id=workflow_id, run_id=run_id)
-            steps[path] = load_step_json(value, workflow_id=workflow_id, run_id=run_id,
-                                         path=path)
-        return snapshot, steps
+        rows = [(_field_name(raw_path, workflow_id=workflow_id, run_id=run_id), value)
+                for raw_path, value in fields.items()]
+        return load_run(header, rows, workflow_id=workflow_id, run_id=run_id)
 
     async def list_runs(self, *, workflow_id: str | None = None,
                         status: RunStatus | None = None,
@@ -173,8 +168,10 @@ class RedisStorage(AsyncResource):
             status: Only runs with this status (filtered after reading the headers).
             limit: At most this many runs.
 
+        Returns:
+            The headers; one that cannot be decoded is listed with status "corrupted".
+
         Raises:
-            SnapshotCorruptedError: A listed run's header cannot be decoded.
             StorageError: The server could not be reached.
         """
         if limit is not None and limit <= 0:
@@ -185,7 +182,7 @@ class RedisStorage(AsyncResource):
                           lambda ids: self._run_key(*ids))
         async with aclosing(rows):
             async for (wf, run), header in rows:
-                snapshot = load_snapshot_json(header, workflow_id=wf, run_id=run)
+                snapshot = listed_snapshot(header, workflow_id=wf, run_id=run)
                 if status is None or snapshot.status == status:
                     runs.append(snapshot)
                     if limit is not None and len(runs) >= limit:

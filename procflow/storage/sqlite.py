@@ -28,11 +28,10 @@ from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.errors import SnapshotCorruptedError
 from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
-    dump_snapshot,
-    dump_step,
+    dump_run,
     dump_trace,
-    load_snapshot_json,
-    load_step_json,
+    listed_snapshot,
+    load_run,
     load_trace_header,
     load_trace_json,
 )
@@ -149,10 +148,10 @@ class SQLiteStorage(AsyncResource):
         """
         # Encode here, in the caller's thread: the values may change once we return.
         workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
+        header, rows = dump_run(snapshot, steps)
         run_row = (workflow_id, run_id, snapshot.status, snapshot.created_at,
-                   snapshot.updated_at, dump_snapshot(snapshot))
-        step_rows = [(workflow_id, run_id, path, dump_step(result))
-                     for path, result in steps.items()]
+                   snapshot.updated_at, header)
+        step_rows = [(workflow_id, run_id, path, text) for path, text in rows]
 
         def save(connection: sqlite3.Connection) -> None:
             with transaction(connection):
@@ -188,13 +187,8 @@ class SQLiteStorage(AsyncResource):
         if rows is None:
             return None
         header, step_rows = rows
-        snapshot = load_snapshot_json(_text(header), workflow_id=workflow_id, run_id=run_id)
-        steps = {
-            path: load_step_json(_text(result), workflow_id=workflow_id, run_id=run_id,
-                                 path=path)
-            for path, result in step_rows
-        }
-        return snapshot, steps
+        return load_run(_text(header), [(path, _text(result)) for path, result in step_rows],
+                        workflow_id=workflow_id, run_id=run_id)
 
     async def list_runs(self, *, workflow_id: str | None = None,
                         status: RunStatus | None = None,
@@ -206,22 +200,25 @@ class SQLiteStorage(AsyncResource):
             status: Only runs with this status.
             limit: At most this many runs.
 
+        Returns:
+            The headers; one that cannot be decoded is listed with status "corrupted".
+
         Raises:
-            SnapshotCorruptedError: A listed run's header cannot be decoded.
             StorageError: The database could not be read.
         """
         if limit is not None and limit <= 0:
             return []
         where, params = _filters(workflow_id, status, limit)
-        query = (f"SELECT workflow_id, run_id, snapshot FROM runs {where} "
+        query = (f"SELECT workflow_id, run_id, snapshot, updated_at FROM runs {where} "
                  "ORDER BY updated_at DESC, rowid DESC LIMIT ?")
 
-        def select(connection: sqlite3.Connection) -> list[tuple[str, str, str]]:
+        def select(connection: sqlite3.Connection) -> list[tuple[str, str, str, float]]:
             return connection.execute(query, params).fetchall()
 
         rows = await self._file.run("listing runs", select)
-        return [load_snapshot_json(_text(header), workflow_id=wf, run_id=run)
-                for wf, run, header in rows]
+        return [listed_snapshot(_text(header), workflow_id=wf, run_id=run,
+                                updated_at=_time(updated))
+                for wf, run, header, updated in rows]
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
         """Delete the run row and its step rows in one transaction (no error if unknown)."""
@@ -350,6 +347,11 @@ def _filters(workflow_id: str | None, status: str | None,
 def _text_id(value: object) -> str:
     """A stored id column as text, for messages (garbage of another type included)."""
     return value if isinstance(value, str) else repr(value)
+
+
+def _time(value: object) -> float:
+    """A stored time column as a float (0 for garbage)."""
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _text(value: object) -> str | bytes:

@@ -92,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", parents=[common], help="list stored runs",
                           description="List stored runs, newest first.")
     runs.add_argument("--workflow", metavar="ID", help="only runs of this workflow id")
-    runs.add_argument("--status", metavar="S", choices=("pending", "running", "success",
-                      "failed", "suspended", "tripwire", "canceled"), help="only this status")
+    runs.add_argument("--status", metavar="S", choices=(
+        "pending", "running", "success", "failed", "suspended", "tripwire", "canceled",
+        "corrupted"), help="only this status")
     runs.add_argument("--limit", type=int, default=20, metavar="N",
                       help="at most N runs (default 20)")
 

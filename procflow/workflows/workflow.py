@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, overload
@@ -66,14 +67,14 @@ class Workflow(Generic[InputT, OutputT]):
                  trace_truncate: int = 2000) -> None:
         self.id = validate_id(id, what="workflow")
         owner = f"workflow '{id}'"
-        if not isinstance(retries, int) or retries < 0:
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise WorkflowDefinitionError(
                 f"{owner}: retries must be a non-negative int, got {retries!r}", workflow_id=id)
-        if not isinstance(retry_delay, int | float) or retry_delay < 0:
+        if not _finite(retry_delay) or retry_delay < 0:
             raise WorkflowDefinitionError(
                 f"{owner}: retry_delay must be >= 0 seconds, got {retry_delay!r}",
                 workflow_id=id)
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+        if timeout is not None and (not _finite(timeout) or timeout <= 0):
             raise WorkflowDefinitionError(
                 f"{owner}: timeout must be a positive number of seconds, got {timeout!r}",
                 workflow_id=id)
@@ -153,7 +154,7 @@ class Workflow(Generic[InputT, OutputT]):
 
     def foreach(self, step: StepLike, *, concurrency: int = 1) -> Self:
         """Run ``step`` on each item of the previous output (a list); output in item order."""
-        if not isinstance(concurrency, int) or concurrency < 1:
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise WorkflowDefinitionError(
                 f"workflow '{self.id}': foreach concurrency must be an int >= 1, "
                 f"got {concurrency!r}", workflow_id=self.id)
@@ -174,7 +175,7 @@ class Workflow(Generic[InputT, OutputT]):
     def sleep(self, seconds: float | Callable[[Any], Any], *, id: str | None = None,
               ) -> Self:
         """Wait ``seconds`` (or ``fn(ctx)`` seconds), passing the data through."""
-        if not callable(seconds) and (not isinstance(seconds, int | float) or seconds < 0):
+        if not callable(seconds) and (not _finite(seconds) or seconds < 0):
             raise WorkflowDefinitionError(
                 f"workflow '{self.id}': sleep() takes seconds >= 0 or a function, "
                 f"got {seconds!r}", workflow_id=self.id)
@@ -311,6 +312,7 @@ class Workflow(Generic[InputT, OutputT]):
                 f"workflow '{self.id}': {mode}() needs a condition function, got {condition!r}",
                 workflow_id=self.id)
         if max_iterations is not None and (not isinstance(max_iterations, int)
+                                           or isinstance(max_iterations, bool)
                                            or max_iterations < 1):
             raise WorkflowDefinitionError(
                 f"workflow '{self.id}': max_iterations must be an int >= 1, "
@@ -433,3 +435,9 @@ def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = N
                     retry_delay=retry_delay, timeout=timeout, durability=durability,
                     metadata=metadata, tracing=tracing, trace_io=trace_io,
                     trace_truncate=trace_truncate)
+
+
+def _finite(value: object) -> bool:
+    """A real number (not a bool), finite: ``nan`` and ``inf`` are refused."""
+    return isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from procflow.errors import SnapshotCorruptedError
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
 from procflow.runtime.tracing import Tracer, TraceRecord
 from procflow.storage import (
@@ -336,3 +337,86 @@ async def test_memory_storage_bound_forgets_the_oldest() -> None:
     assert [r.run_id for r in await storage.list_runs()] == ["r2", "r1"]
     assert await storage.load_snapshot("w", "r0") is None
     assert await storage.load_trace("r0") is None and await storage.load_trace("r2") is not None
+
+
+# -- damage stays local ------------------------------------------------------------
+
+
+async def damage(storage: Storage, part: str, run_id: str, path: str = "s") -> None:
+    """Overwrite one stored row of ``run_id`` (workflow "wf") with garbage."""
+    garbage = '{"v": 1, "damaged'
+    if isinstance(storage, SQLiteStorage):
+        import sqlite3
+
+        table, column, where = {"header": ("runs", "snapshot", ""),
+                                "step": ("steps", "result", f" AND path = '{path}'"),
+                                "trace": ("traces", "data", "")}[part]
+        with sqlite3.connect(storage.path) as connection:
+            connection.execute(f"UPDATE {table} SET {column} = ? WHERE run_id = ?{where}",
+                               (garbage, run_id))
+    elif isinstance(storage, RedisStorage):
+        client = storage._client  # the storage's own connection, for raw writes
+        if part == "header":
+            await client.set(storage._run_key("wf", run_id), garbage)
+        elif part == "step":
+            await client.hset(storage._steps_key("wf", run_id), path, garbage)
+        else:
+            await client.set(storage._trace_key(run_id), garbage)
+    else:
+        table, column, where = {"header": ("procflow_runs", "snapshot", ""),
+                                "step": ("procflow_steps", "result", " AND path = %s"),
+                                "trace": ("procflow_traces", "data", "")}[part]
+        async with storage.pool.connection("damaging") as conn:  # type: ignore[attr-defined]
+            await conn.execute(f"UPDATE {table} SET {column} = %s WHERE run_id = %s{where}",
+                               (garbage, run_id, *([path] if where else [])))
+
+
+damageable = pytest.mark.parametrize("storage_factory", [
+    "sqlite", pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
+
+
+@damageable
+async def test_a_damaged_header_is_listed_as_corrupted_and_the_rest_stay(
+        storage: Storage) -> None:
+    for run_id, at in (("good-1", 1.0), ("bad", 2.0), ("good-2", 3.0)):
+        await storage.save_snapshot(header(run_id, updated_at=at), {})
+    await damage(storage, "header", "bad")
+
+    runs = await storage.list_runs()
+
+    assert [(r.run_id, r.status) for r in runs] == [
+        ("good-2", "running"), ("bad", "corrupted"), ("good-1", "running")]
+    assert isinstance(runs[1].error, SnapshotCorruptedError)
+    assert "'bad'" in str(runs[1].error) and "snapshot" in str(runs[1].error)
+    with pytest.raises(SnapshotCorruptedError, match="'bad'"):
+        await storage.load_snapshot("wf", "bad")
+    assert await storage.load_snapshot("wf", "good-1") is not None
+
+
+@damageable
+async def test_a_damaged_step_names_the_run_and_the_step(storage: Storage) -> None:
+    await storage.save_snapshot(header("r"), {"s": done(1), "t": done(2)})
+    await damage(storage, "step", "r", "s")
+
+    with pytest.raises(SnapshotCorruptedError, match="step 's'") as err:
+        await storage.load_snapshot("wf", "r")
+    assert err.value.run_id == "r"
+    assert [r.status for r in await storage.list_runs()] == ["running"]
+
+
+@damageable
+async def test_a_damaged_trace_never_blocks_loading_the_run(storage: Storage) -> None:
+    from procflow import create_step, create_workflow
+
+    wf = create_workflow(id="wf", storage=storage).then(
+        create_step(id="s", execute=lambda ctx: 1)).then(
+        create_step(id="t", execute=lambda ctx: 2)).commit()
+    await wf.create_run("r").start()
+    await damage(storage, "trace", "r")
+
+    with pytest.raises(SnapshotCorruptedError, match="trace of run 'r'"):
+        await storage.load_trace("r")
+    run = await wf.get_run("r", storage=storage)
+    assert run.status == "success" and run.result is not None
+    assert run.result.result == 2
