@@ -178,8 +178,8 @@ class AnchoredScan:
         # word-edged patterns: anchors tried at word starts only, consuming (an anchor
         # ends at its first non-alphanumeric, so no word start hides inside one);
         # the others: a zero-width look-ahead at every position
-        self._edged = _Finder(edged, _WORD_EDGE + "(?:{})")
-        self._loose = _Finder(loose, "(?=({}))")
+        self._edged = _Finder(edged, _WORD_EDGE + "(?:{})", self.patterns)
+        self._loose = _Finder(loose, "(?=({}))", self.patterns)
 
     def matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
         """``(pattern index, match)`` for every non-empty match, ordered by pattern
@@ -194,9 +194,14 @@ class AnchoredScan:
             resume: dict[int, int] = {}
             patterns = self.patterns
             by_anchor = finder.by_anchor
+            quick = finder.quick
             for anchor in finder.pattern.finditer(text):
                 pos = anchor.start()
-                for index in by_anchor[anchor.group(anchor.lastindex or 0)]:
+                key = anchor.group(anchor.lastindex or 0)
+                either = quick[key]
+                if either is not None and either.match(text, pos) is None:
+                    continue  # none of the anchor's patterns matches here
+                for index in by_anchor[key]:
                     if pos < resume.get(index, 0):
                         continue
                     m = patterns[index].match(text, pos)
@@ -208,9 +213,10 @@ class AnchoredScan:
 
 
 class _Finder:
-    __slots__ = ("by_anchor", "pattern")
+    __slots__ = ("by_anchor", "pattern", "quick")
 
-    def __init__(self, by_prefix: dict[str, list[int]], template: str) -> None:
+    def __init__(self, by_prefix: dict[str, list[int]], template: str,
+                 patterns: Sequence[re.Pattern[str]]) -> None:
         # an anchor found stands for itself and each of its prefixes in the table
         self.by_anchor: dict[str, tuple[int, ...]] = {
             anchor: tuple(sorted({i for n in range(1, len(anchor) + 1)
@@ -218,3 +224,17 @@ class _Finder:
             for anchor in by_prefix}
         self.pattern = (re.compile(template.format(_trie(sorted(by_prefix))))
                         if by_prefix else None)
+        # where an anchor starts several patterns, one alternation of them all first
+        # rules out (in one call) the common case that none matches there
+        self.quick: dict[str, re.Pattern[str] | None] = {
+            anchor: _either([patterns[i] for i in indexes])
+            for anchor, indexes in self.by_anchor.items()}
+
+
+def _either(patterns: list[re.Pattern[str]]) -> re.Pattern[str] | None:
+    if len(patterns) < 2 or any(p.groups for p in patterns):
+        return None  # a single pattern, or numbered groups an alternation would renumber
+    flags = {p.flags for p in patterns}
+    if len(flags) != 1:
+        return None
+    return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), flags.pop())
