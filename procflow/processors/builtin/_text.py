@@ -213,6 +213,7 @@ def _fold_char(ch: str) -> str:
 
 
 _ASCII_DROPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_SLOW_FOLD = re.compile(r"[^\t\n\x20-\x7e]+")  # what the ASCII fast path does not cover
 _ASCII_FOLD = str.maketrans({"\t": " ", "`": "'"})
 
 
@@ -223,8 +224,19 @@ def fold(text: str) -> View:
         return View("base", text.lower().translate(_ASCII_FOLD), range(len(text)),
                     range(1, len(text) + 1))
     b = _Builder()
-    for i, ch in enumerate(text):
-        b.add(_fold_char(ch).lower(), i, i + 1)
+    pos = 0
+    for m in _SLOW_FOLD.finditer(text):
+        if m.start() > pos:  # an ASCII run: folded in one go, its spans as ranges
+            b.chars.append(text[pos:m.start()].lower().translate(_ASCII_FOLD))
+            b.starts.extend(range(pos, m.start()))
+            b.ends.extend(range(pos + 1, m.start() + 1))
+        for i in range(m.start(), m.end()):
+            b.add(_fold_char(text[i]).lower(), i, i + 1)
+        pos = m.end()
+    if pos < len(text):
+        b.chars.append(text[pos:].lower().translate(_ASCII_FOLD))
+        b.starts.extend(range(pos, len(text)))
+        b.ends.extend(range(pos + 1, len(text) + 1))
     return b.build("base")
 
 
@@ -301,20 +313,37 @@ def _one_edit(a: str, b: str) -> bool:
     return a[i + 1:] == b[i:] if len(a) > len(b) else a[i:] == b[i + 1:]
 
 
+def _typos(vocabulary: frozenset[str]) -> dict[str, str]:
+    """Every one-edit misspelling ``spellfix`` reads as a vocabulary word (same first
+    letter, five letters or more, not an inflection), mapped to that word."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    out: dict[str, str] = {}
+    for word in sorted(vocabulary):
+        variants = {word[:i] + word[i + 1:] for i in range(1, len(word))}
+        variants |= {word[:i] + c + word[i + 1:] for i in range(1, len(word)) for c in letters}
+        variants |= {word[:i] + c + word[i:] for i in range(1, len(word) + 1) for c in letters}
+        variants |= {word[:i] + word[i + 1] + word[i] + word[i + 2:]
+                     for i in range(len(word) - 1)}
+        for token in variants:
+            if (len(token) >= 5 and token[0] == word[0] and token not in vocabulary
+                    and not token.startswith(word) and not word.startswith(token)):
+                out.setdefault(token, word)
+    return out
+
+
+@lru_cache(maxsize=4)
+def _typo_table(vocabulary: frozenset[str]) -> dict[str, str]:
+    return _typos(vocabulary)
+
+
 def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
     """Read one-typo misspellings of the attack vocabulary as the word ("ignoer",
-    "prevoius"); inflections ("ignored", "prompts") are left alone."""
-    def fix(m: re.Match[str]) -> str:
-        token = m.group(0)
-        if token in vocabulary:
-            return token
-        for word in vocabulary:
-            if (word[0] == token[0] and not token.startswith(word)
-                    and not word.startswith(token) and _one_edit(token, word)):
-                return word
-        return token
-
-    return _substitute(view, _WORDS, fix, "spelling")
+    "prevoius"); inflections ("ignored", "prompts") are left alone. A table of the
+    misspellings is made once; a text none of whose words is in it is not rewritten."""
+    table = _typo_table(vocabulary)
+    if table.keys().isdisjoint(_WORDS.findall(view.text)):
+        return View("spelling", view.text, view.starts, view.ends)
+    return _substitute(view, _WORDS, lambda m: table.get(m.group(0), m.group(0)), "spelling")
 
 
 def squash(view: View) -> View:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from procflow.processors.builtin._anchors import AnchoredScan
 from procflow.processors.builtin._text import (
     View,
     decode_payloads,
@@ -168,29 +169,38 @@ def _weight(rule: Rule, view: View, m: re.Match[str], original: str, meta: bool)
     return min(weight, 0.99)
 
 
+_ALL = AnchoredScan([rule.pattern for rule in RULES])
+_STRONG_RULES = tuple(rule for rule in RULES if rule.weight >= 0.6)
+_STRONG = AnchoredScan([rule.pattern for rule in _STRONG_RULES])
+_SQUASHED = AnchoredScan([rule.squashed for rule in SQUASH_RULES if rule.squashed is not None])
+
+
+def _rule_matches(view: View) -> Iterable[tuple[Rule, re.Match[str]]]:
+    """Each rule's matches in ``view``, in table order: one anchor pass for the table."""
+    if view.name == "squashed":
+        table, index = SQUASH_RULES, _SQUASHED
+    elif view.name in _STRONG_ONLY_VIEWS:
+        table, index = _STRONG_RULES, _STRONG
+    else:
+        table, index = RULES, _ALL
+    for i, m in index.matches(view.text):
+        yield table[i], m
+
+
 def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[Hit]:
     meta = bool(_META.search(text.lower()))
     for view in views_for_matching(text):
-        rules = SQUASH_RULES if view.name == "squashed" else RULES
-        for rule in rules:
+        for rule, m in _rule_matches(view):
             if rule.category not in categories:
                 continue
-            if view.name in _STRONG_ONLY_VIEWS and rule.weight < 0.6:
+            weight = _weight(rule, view, m, text, meta)
+            if weight <= 0:
                 continue
-            pattern = rule.squashed if view.name == "squashed" else rule.pattern
-            if pattern is None:
-                continue
-            for m in pattern.finditer(view.text):
-                if m.end() == m.start():
-                    continue
-                weight = _weight(rule, view, m, text, meta)
-                if weight <= 0:
-                    continue
-                start, end = view.span(m.start(), m.end())
-                snippet = " ".join(m.group(0).split())
-                yield Hit(rule, weight, prefix + view.name, start, end,
-                          snippet if len(snippet) <= 60 else snippet[:57] + "...",
-                          rule.family, rule.category)
+            start, end = view.span(m.start(), m.end())
+            snippet = " ".join(m.group(0).split())
+            yield Hit(rule, weight, prefix + view.name, start, end,
+                      snippet if len(snippet) <= 60 else snippet[:57] + "...",
+                      rule.family, rule.category)
 
 
 def _collect(text: str, categories: frozenset[str], depth: int) -> list[Hit]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from procflow.processors.builtin._anchors import AnchoredScan
 from procflow.processors.builtin._text import compile_pattern
 
 __all__ = ["IDIOMS", "mask_idioms"]
@@ -99,11 +100,15 @@ _IDIOM_PATTERNS: tuple[str, ...] = (
 IDIOMS: tuple[re.Pattern[str], ...] = tuple(compile_pattern(p) for p in _IDIOM_PATTERNS)
 
 
+_SCAN = AnchoredScan(IDIOMS)
+
+
 def mask_idioms(text: str) -> str:
     """``text`` with each benign idiom replaced by spaces (positions are preserved)."""
+    found = _SCAN.matches(text)
+    if not found:
+        return text
     chars = list(text)
-    for pattern in IDIOMS:
-        for m in pattern.finditer(text):
-            for k in range(m.start(), m.end()):
-                chars[k] = " "
+    for _, m in found:
+        chars[m.start():m.end()] = " " * (m.end() - m.start())
     return "".join(chars)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from procflow.processors.builtin._anchors import AnchoredScan
 from procflow.processors.builtin._detection import Evidence
 from procflow.processors.builtin._text import compile_pattern, sentence_bounds, views_for_matching
 from procflow.processors.builtin.moderation.idioms import mask_idioms
@@ -352,26 +353,27 @@ def _sentence(text: str, start: int, end: int) -> str:
     return text[left:mark]
 
 
+_SCAN = AnchoredScan([term.pattern for term in TERMS])
+
+
 def _hits(text: str) -> list[_Hit]:
     hits: list[_Hit] = []
     for view in views_for_matching(text, deep=False):
         masked = mask_idioms(view.text)
-        for term in TERMS:
-            for m in term.pattern.finditer(masked):
-                if m.end() == m.start():
-                    continue
-                if term.near is not None and not term.near.search(
-                        masked[max(0, m.start() - 150):m.end() + 150]):
-                    continue
-                start, end = view.span(m.start(), m.end())
-                snippet = " ".join(m.group(0).split())
-                for category, weight in term.weights:
-                    hits.append(_Hit(term.name, category, weight, start, end, snippet,
-                                     view.name))
-                    if (category == "sexual" and weight >= _MINOR_CONTEXT
-                            and _MINORS.search(_sentence(masked, m.start(), m.end()))):
-                        hits.append(_Hit("sexual-content-with-minor", "sexual/minors", 0.95,
-                                         start, end, snippet, view.name))
+        for index, m in _SCAN.matches(masked):
+            term = TERMS[index]
+            if term.near is not None and not term.near.search(
+                    masked[max(0, m.start() - 150):m.end() + 150]):
+                continue
+            start, end = view.span(m.start(), m.end())
+            snippet = " ".join(m.group(0).split())
+            for category, weight in term.weights:
+                hits.append(_Hit(term.name, category, weight, start, end, snippet,
+                                 view.name))
+                if (category == "sexual" and weight >= _MINOR_CONTEXT
+                        and _MINORS.search(_sentence(masked, m.start(), m.end()))):
+                    hits.append(_Hit("sexual-content-with-minor", "sexual/minors", 0.95,
+                                     start, end, snippet, view.name))
     return hits
 
 

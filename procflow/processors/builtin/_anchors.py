@@ -1,0 +1,240 @@
+"""One scan per text for a whole table of patterns: literal anchors, then matches.
+
+Running 150 patterns over a text is 150 passes, and a pattern that starts with a
+look-behind (every word-edged rule does) gives ``re`` no literal to skip ahead on, so
+each pass steps through every position. ``AnchoredScan`` reads each pattern's parse
+tree once and works out the literal strings a match can start with (its first up to
+three characters: ``"ign"``, ``"dis"``, ``"you"``...). One compiled trie of those
+anchors, tried only at word starts, finds every position where some pattern could
+match; only the patterns whose anchor is there are then tried, at that position. The
+result is exactly what ``pattern.finditer`` would give for each pattern (the same
+matches, non-overlapping per pattern, in the same order); patterns with no usable
+anchor are run in full.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from re import _constants as sre  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any
+
+__all__ = ["AnchoredScan", "literal_prefixes"]
+
+_K = 3
+_MAX_STATES = 4_000
+_MAX_CLASS = 12
+_WORD_EDGE = "(?<![a-z0-9])"
+
+
+class _TooBroad(Exception):
+    pass
+
+
+_State = tuple[str, bool]  # (prefix so far, complete)
+
+
+def _class_chars(items: Any) -> set[str]:
+    out: set[str] = set()
+    for op, av in items:
+        if op is sre.LITERAL:
+            out.add(chr(av))
+        elif op is sre.RANGE:
+            lo, hi = av
+            if hi - lo > _MAX_CLASS:
+                raise _TooBroad
+            out.update(chr(c) for c in range(lo, hi + 1))
+        else:
+            raise _TooBroad
+    if len(out) > _MAX_CLASS:
+        raise _TooBroad
+    return out
+
+
+def _extend(states: set[_State], chars: set[str] | list[str], edged: bool) -> set[_State]:
+    out: set[_State] = set()
+    for prefix, done in states:
+        if done:
+            out.add((prefix, True))
+            continue
+        for ch in chars:
+            longer = prefix + ch
+            # an anchor stops after its first non-alphanumeric character: then no
+            # word-edged match can start inside it (see AnchoredScan)
+            out.add((longer, len(longer) >= _K or (edged and not ch.isalnum())))
+    return out
+
+
+def _close(states: set[_State]) -> set[_State]:
+    return {(prefix, True) for prefix, _ in states}
+
+
+def _sequence(items: Any, states: set[_State], edged: bool) -> set[_State]:
+    for op, av in items:
+        if all(done for _, done in states):
+            return states
+        states = _item(op, av, states, edged)
+        if len(states) > _MAX_STATES:
+            raise _TooBroad
+    return states
+
+
+def _item(op: Any, av: Any, states: set[_State], edged: bool) -> set[_State]:
+    if op is sre.LITERAL:
+        return _extend(states, [chr(av)], edged)
+    if op is sre.IN:
+        try:
+            return _extend(states, _class_chars(av), edged)
+        except _TooBroad:
+            return _close(states)
+    if op is sre.BRANCH:
+        out: set[_State] = set()
+        for alternative in av[1]:
+            out |= _sequence(alternative, states, edged)
+        return out
+    if op is sre.SUBPATTERN:
+        _, add_flags, _, sub = av
+        return _close(states) if add_flags & re.IGNORECASE else _sequence(sub, states, edged)
+    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+        lo, hi, sub = av
+        out = set(states) if lo == 0 else set()
+        current = states
+        for n in range(1, min(hi, _K + 1) + 1):
+            current = _sequence(sub, current, edged)
+            if n >= lo:
+                out |= current
+            if all(done for _, done in current):
+                break
+        return out if lo <= _K + 1 else _close(current)
+    if op in (sre.AT, sre.ASSERT, sre.ASSERT_NOT):
+        return states  # zero width: skipping it only widens the anchor set
+    return _close(states)
+
+
+def literal_prefixes(pattern: re.Pattern[str], *, edged: bool = False
+                     ) -> frozenset[str] | None:
+    """The strings (up to three characters) every match of ``pattern`` starts with
+    one of, or ``None`` when no such set is small and non-empty. Case-insensitive
+    parts end an anchor; with ``edged``, so does a non-alphanumeric character."""
+    if pattern.flags & re.IGNORECASE:
+        return None
+    try:
+        states = _sequence(sre_parse.parse(pattern.pattern, pattern.flags), {("", False)},
+                           edged)
+    except (_TooBroad, RecursionError):
+        return None
+    prefixes = frozenset(prefix for prefix, _ in states)
+    if not prefixes or "" in prefixes:
+        return None
+    return prefixes
+
+
+def _trie(words: Sequence[str]) -> str:
+    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:  # type: ignore[type-arg]
+        branches = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        # greedy: the longest anchor present wins; its own prefixes are looked up too
+        return f"(?:{body})?" if "" in node else body
+
+    return emit(root)
+
+
+class AnchoredScan:
+    """Every match of each pattern in a table, found with one anchor pass.
+
+    Args:
+        patterns: The table. A pattern compiled with a leading ``(?<![a-z0-9])``
+            (a word-edged rule pattern) is tried only where one of its anchors starts
+            a word, any other pattern where one of its anchors occurs; a pattern
+            without a small anchor set is run in full.
+    """
+
+    __slots__ = ("_edged", "_full", "_loose", "patterns")
+
+    def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
+        self.patterns = tuple(patterns)
+        edged: dict[str, list[int]] = {}
+        loose: dict[str, list[int]] = {}
+        full: list[int] = []
+        for index, pattern in enumerate(self.patterns):
+            is_edged = pattern.pattern.startswith(_WORD_EDGE)
+            prefixes = literal_prefixes(pattern, edged=is_edged)
+            if prefixes is None:
+                full.append(index)
+                continue
+            for prefix in prefixes:
+                (edged if is_edged else loose).setdefault(prefix, []).append(index)
+        self._full = tuple(full)
+        # word-edged patterns: anchors tried at word starts only, consuming (an anchor
+        # ends at its first non-alphanumeric, so no word start hides inside one);
+        # the others: a zero-width look-ahead at every position
+        self._edged = _Finder(edged, _WORD_EDGE + "(?:{})", self.patterns)
+        self._loose = _Finder(loose, "(?=({}))", self.patterns)
+
+    def matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
+        """``(pattern index, match)`` for every non-empty match, ordered by pattern
+        index, then position: what ``finditer`` of each pattern in turn would give."""
+        found: list[tuple[int, re.Match[str]]] = []
+        for index in self._full:
+            found.extend((index, m) for m in self.patterns[index].finditer(text)
+                         if m.end() > m.start())
+        for finder in (self._edged, self._loose):
+            if finder.pattern is None:
+                continue
+            resume: dict[int, int] = {}
+            patterns = self.patterns
+            by_anchor = finder.by_anchor
+            quick = finder.quick
+            for anchor in finder.pattern.finditer(text):
+                pos = anchor.start()
+                key = anchor.group(anchor.lastindex or 0)
+                either = quick[key]
+                if either is not None and either.match(text, pos) is None:
+                    continue  # none of the anchor's patterns matches here
+                for index in by_anchor[key]:
+                    if pos < resume.get(index, 0):
+                        continue
+                    m = patterns[index].match(text, pos)
+                    if m is not None and m.end() > pos:
+                        resume[index] = m.end()
+                        found.append((index, m))
+        found.sort(key=lambda pair: (pair[0], pair[1].start()))
+        return found
+
+
+class _Finder:
+    __slots__ = ("by_anchor", "pattern", "quick")
+
+    def __init__(self, by_prefix: dict[str, list[int]], template: str,
+                 patterns: Sequence[re.Pattern[str]]) -> None:
+        # an anchor found stands for itself and each of its prefixes in the table
+        self.by_anchor: dict[str, tuple[int, ...]] = {
+            anchor: tuple(sorted({i for n in range(1, len(anchor) + 1)
+                                  for i in by_prefix.get(anchor[:n], ())}))
+            for anchor in by_prefix}
+        self.pattern = (re.compile(template.format(_trie(sorted(by_prefix))))
+                        if by_prefix else None)
+        # where an anchor starts several patterns, one alternation of them all first
+        # rules out (in one call) the common case that none matches there
+        self.quick: dict[str, re.Pattern[str] | None] = {
+            anchor: _either([patterns[i] for i in indexes])
+            for anchor, indexes in self.by_anchor.items()}
+
+
+def _either(patterns: list[re.Pattern[str]]) -> re.Pattern[str] | None:
+    if len(patterns) < 2 or any(p.groups for p in patterns):
+        return None  # a single pattern, or numbered groups an alternation would renumber
+    flags = {p.flags for p in patterns}
+    if len(flags) != 1:
+        return None
+    return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), flags.pop())
