@@ -19,7 +19,7 @@ from procflow.errors import (
     TripWire,
 )
 from procflow.messages import new_id
-from procflow.records import RunStatus, Span, SpanEntry, StepResult, TraceRecord
+from procflow.records import RunSnapshot, RunStatus, Span, SpanEntry, StepResult, TraceRecord
 from procflow.runtime.defaults import resolve_storage
 from procflow.runtime.events import WorkflowEvent
 from procflow.runtime.execution import (
@@ -31,6 +31,12 @@ from procflow.runtime.execution import (
     Suspended,
 )
 from procflow.runtime.executor import run_plan
+from procflow.runtime.leases import (
+    DEFAULT_LEASE_TTL,
+    RunLease,
+    lease_owner_id,
+    owner_is_dead,
+)
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.step_context import BailSignal
 from procflow.runtime.stream import RunStream
@@ -69,7 +75,11 @@ class Run:
         workflow: The workflow it runs.
         storage: Where its snapshots go.
         status: "pending" until started, then as the last execution left it.
+        lease_ttl: Seconds the run's lease lasts unless renewed (see ``restart``).
+        lease_owner: The id this run object takes its lease under.
     """
+
+    lease_ttl: float = DEFAULT_LEASE_TTL
 
     def __init__(self, workflow: PlanUnit, *, run_id: str | None = None,
                  storage: Storage | None = None, durability: Durability | None = None,
@@ -109,6 +119,8 @@ class Run:
         it, so it skips the cancel scope that ``cancel()`` needs (cancelling the caller
         still stops it) and ``cancel()`` refuses it."""
         self._replay_of: tuple[str, str] | None = None
+        self.lease_owner = lease_owner_id()
+        self._lease: RunLease | None = None
 
     @classmethod
     async def load(cls, workflow: PlanUnit, run_id: str, *,
@@ -121,31 +133,36 @@ class Run:
                 f"workflow '{workflow.id}' has no stored run '{run_id}' in "
                 f"{type(store).__name__}; check the run id and the storage",
                 workflow_id=workflow.id, run_id=run_id)
-        snap, steps = loaded
         run = cls(workflow, run_id=run_id, storage=store)
-        run.status = snap.status
-        run._records = steps
-        run._state = dict(snap.state)
-        run._context = RequestContext.restored(snap.request_context)
-        run._created_at = snap.created_at
-        run._suspended = [".".join(p) for p in snap.suspended]
+        run._restore(*loaded)
+        trace = await store.load_trace(run_id)
+        if trace is not None:
+            run._spans = [_span_from_row(row) for row in trace.spans]
+        return run
+
+    def _restore(self, snap: RunSnapshot, steps: dict[str, StepResult]) -> None:
+        """Take the stored header and step results as this run's."""
+        workflow, run_id = self.workflow, self.run_id
+        self.status = snap.status
+        self._records = steps
+        self._state = dict(snap.state)
+        self._context = RequestContext.restored(snap.request_context)
+        self._created_at = snap.created_at
+        self._suspended = [".".join(p) for p in snap.suspended]
         try:
-            run._input = (workflow.input.validate(snap.input)
-                          if workflow.input is not None and snap.input is not None
-                          else snap.input)
+            self._input = (workflow.input.validate(snap.input)
+                           if workflow.input is not None and snap.input is not None
+                           else snap.input)
         except Exception as exc:
             raise SnapshotCorruptedError(
                 f"stored input of run '{run_id}' (workflow '{workflow.id}') no longer matches "
                 f"the workflow's input schema: {exc}", workflow_id=workflow.id,
                 run_id=run_id) from exc
-        trace = await store.load_trace(run_id)
-        if trace is not None:
-            run._spans = [_span_from_row(row) for row in trace.spans]
+        self._result = None
         if snap.status not in ("pending", "running"):
-            run._result = WorkflowResult(
+            self._result = WorkflowResult(
                 snap.status, snap.result, dict(steps), snap.error, dict(snap.state),
                 [list(p) for p in snap.suspended], snap.tripwire, None, run_id)
-        return run
 
     @property
     def result(self) -> WorkflowResult | None:
@@ -212,28 +229,58 @@ class Run:
         Steps that completed are not run again; the rest run from the stored state.
         A run that already succeeded returns its stored result.
 
+        The run's lease is taken first, atomically: a run that another process is
+        executing (its lease is live) is refused, and of two processes restarting the same
+        stalled run exactly one runs it; the other, once the first is done, gets the
+        stored result (it reloads the run after taking the lease).
+
         Args:
             request_context: Entries to add to the stored request context (which holds
                 only the entries marked ``persist=True``: pass credentials again here).
 
         Raises:
-            RunStateError: The run is running in this process, was never started, or is
-                suspended (use ``resume``).
+            RunStateError: The run is running in this process or holds a live lease in
+                another, was never started, or is suspended (use ``resume``).
         """
         self._check_idle("restart")
         if self.status == "success" and self._result is not None:
             return self._result
-        if self.status == "suspended":
-            raise RunStateError(
-                f"run '{self.run_id}' is suspended at {self._suspended}; use resume() instead "
-                "of restart()", workflow_id=self.workflow.id, run_id=self.run_id)
-        if self.status == "pending" and not self._records:
-            raise RunStateError(
-                f"run '{self.run_id}' was never started; call start()",
-                workflow_id=self.workflow.id, run_id=self.run_id)
+        await self._take_lease()
+        try:
+            if self.storage is not _NULL_STORAGE:
+                loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+                if loaded is not None:
+                    self._restore(*loaded)
+            if self.status == "success" and self._result is not None:
+                await self._drop_lease()
+                return self._result
+            if self.status == "suspended":
+                raise RunStateError(
+                    f"run '{self.run_id}' is suspended at {self._suspended}; use resume() "
+                    "instead of restart()", workflow_id=self.workflow.id, run_id=self.run_id)
+            if self.status == "pending" and not self._records:
+                raise RunStateError(
+                    f"run '{self.run_id}' was never started; call start()",
+                    workflow_id=self.workflow.id, run_id=self.run_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._drop_lease()
+            raise
         if request_context is not None:
             self._context.update(_as_context(request_context))
         return await self._execute(None, frozenset(), None)
+
+    async def stalled(self) -> bool:
+        """Whether the stored run is "running" with no live lease (or one held by a
+        process of this host that is gone): the process that ran it stopped, and
+        ``restart()`` continues it."""
+        if self._active or self.storage is _NULL_STORAGE:
+            return False
+        loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+        if loaded is None or loaded[0].status != "running":
+            return False
+        lease = await self.storage.get_lease(self.workflow.id, self.run_id)
+        return lease is None or owner_is_dead(lease.owner)
 
     async def replay_from(self, step: Any, *, run_id: str | None = None) -> Run:
         """Time travel: run this run again from ``step``, as a new run.
@@ -338,8 +385,10 @@ class Run:
             resume_data = unit.resume_check.check(
                 resume_data, what="resume data", workflow_id=self.workflow.id, step_id=path,
                 run_id=self.run_id)
+        await self._take_lease()
         if not await self.storage.claim_run(self.workflow.id, self.run_id,
                                             expected="suspended", new="running"):
+            await self._drop_lease()
             raise RunStateError(
                 f"run '{self.run_id}' is no longer suspended in storage; another process "
                 "may have resumed it", workflow_id=self.workflow.id, run_id=self.run_id)
@@ -393,25 +442,62 @@ class Run:
         self._active = True
         self.status = "running"
         try:
-            if self.internal:  # the hot path of every agent call: no cancel scope
+            if self.internal:  # the hot path of every agent call: no cancel scope, no lease
                 outcome = await self._run_body(ex)
                 return await self._finish(ex, outcome)
+            await self._take_lease()
             with anyio.CancelScope() as scope:
                 self._cancel_scope = scope
                 if self._cancel_requested:
                     scope.cancel()
-                outcome = await self._run_body(ex)
+                outcome = await self._run_leased(ex, scope)
             self._cancel_scope = None
+            if self._lease is not None and self._lease.lost:
+                raise self._lease.lost_error()
             if scope.cancelled_caught:
                 outcome = _CANCELED
             return await self._finish(ex, outcome)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._finish(ex, _CANCELED)
+                if not self._lease_lost:
+                    await self._finish(ex, _CANCELED)
             raise
         finally:
             self._cancel_scope = None
             self._active = False
+            if self._lease is not None and self._lease.held is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._lease.drop()
+
+    # -- leases -------------------------------------------------------------------
+
+    async def _take_lease(self) -> None:
+        """Hold the run's lease (see ``restart``); no-op if held or nothing is stored."""
+        if not getattr(self.storage, "persistent", True):
+            return
+        if self._lease is None or self._lease.held is None:
+            self._lease = RunLease(self.storage, self.workflow.id, self.run_id,
+                                   owner=self.lease_owner, ttl=self.lease_ttl)
+        await self._lease.take()
+
+    async def _drop_lease(self) -> None:
+        if self._lease is not None:
+            await self._lease.drop()
+
+    @property
+    def _lease_lost(self) -> bool:
+        return self._lease is not None and self._lease.lost
+
+    async def _run_leased(self, ex: Execution, scope: anyio.CancelScope) -> _Outcome:
+        """The run's body, with a heartbeat renewing its lease beside it."""
+        lease = self._lease
+        if lease is None or lease.held is None:
+            return await self._run_body(ex)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lease.keep, scope.cancel)
+            outcome = await self._run_body(ex)
+            tg.cancel_scope.cancel()
+        return outcome
 
     async def _run_body(self, ex: Execution) -> _Outcome:
         if ex.send is not None:

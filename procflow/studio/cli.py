@@ -92,8 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", parents=[common], help="list stored runs",
                           description="List stored runs, newest first.")
     runs.add_argument("--workflow", metavar="ID", help="only runs of this workflow id")
-    runs.add_argument("--status", metavar="S", choices=("pending", "running", "success",
-                      "failed", "suspended", "tripwire", "canceled"), help="only this status")
+    runs.add_argument("--status", metavar="S", choices=("pending", "running", "stalled",
+                      "success", "failed", "suspended", "tripwire", "canceled"),
+                      help="only this status (stalled: running, but its lease expired: the "
+                           "process running it stopped; restart it)")
     runs.add_argument("--limit", type=int, default=20, metavar="N",
                       help="at most N runs (default 20)")
 
