@@ -222,7 +222,9 @@ class Execution:
         "context_json",
         "created_at",
         "dirty",
+        "distributor",
         "input",
+        "mark_started",
         "persistent",
         "records",
         "replaying",
@@ -263,6 +265,11 @@ class Execution:
         self.tracer = tracer
         self.top = Scope(wf, "", input, state=state)
         self.status: RunStatus = "running"
+        self.distributor: Any = None
+        """Where distributed fan-outs send their jobs (a ``Distributor``, on workers)."""
+        self.mark_started = False
+        """Store each step as "running" before it runs (on workers: a step re-run after a
+        lost worker then shows as attempt 2)."""
 
     # -- results, snapshots, events ----------------------------------------------
 

@@ -101,10 +101,13 @@ def _hydrate(unit: Unit, output: Any) -> Any:
 async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path: str,
                     replay: bool, keep: bool, iteration: int) -> Any:
     resume_data = None
+    lost = 0  # attempts begun in a process that stopped (marked started, never ended)
     if ex.replaying:
         rec, targeted, resume_data = _stored(ex, step, path, replay)
         if rec is not None and rec.status == "success" and replay:
             return _hydrate(step, rec.output)
+        if rec is not None and rec.status == "running":
+            lost = rec.attempts
         if targeted and step.resume_check is not None:
             resume_data = step.resume_check.check(
                 resume_data, what="resume data", workflow_id=scope.wf.id, step_id=path,
@@ -128,6 +131,10 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
                     step.span_kind, path, started, None, "running",
                     data if step.trace_io else None)
         tracer._append(span)
+    if lost and span is not None:
+        span.set(attempt=lost + 1, note=f"attempt {lost + 1} after worker loss")
+    if ex.mark_started and keep:
+        await ex.record(path, StepResult("running", None, None, started, None, lost + 1))
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
     attempt = 0
@@ -174,7 +181,7 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
         if attempt:
             span.set(attempts=attempt + 1)
     if keep:
-        result = StepResult("success", out, None, started, ended, attempt + 1, None,
+        result = StepResult("success", out, None, started, ended, lost + attempt + 1, None,
                             resume_data, iteration)
         if ex.sync:
             await ex.record(path, result)

@@ -21,6 +21,7 @@ from procflow.errors import (
 from procflow.messages import new_id
 from procflow.records import RunSnapshot, RunStatus, Span, SpanEntry, StepResult, TraceRecord
 from procflow.runtime.defaults import resolve_storage
+from procflow.runtime.distributed import Distributor, Job, Parked, run_job
 from procflow.runtime.events import WorkflowEvent
 from procflow.runtime.execution import (
     Durability,
@@ -31,6 +32,7 @@ from procflow.runtime.execution import (
     Suspended,
 )
 from procflow.runtime.executor import run_plan
+from procflow.runtime.executors import Executor, default_executor
 from procflow.runtime.leases import (
     DEFAULT_LEASE_TTL,
     RunLease,
@@ -121,6 +123,11 @@ class Run:
         self._replay_of: tuple[str, str] | None = None
         self.lease_owner = lease_owner_id()
         self._lease: RunLease | None = None
+        self._executor: Executor | None = None
+        self.distributor: Distributor | None = None
+        """Where distributed fan-outs send their jobs (set by workers)."""
+        self.mark_steps = False
+        """Store each step as started before it runs (set by workers)."""
 
     @classmethod
     async def load(cls, workflow: PlanUnit, run_id: str, *,
@@ -323,9 +330,127 @@ class Run:
         await new._execute(None, frozenset(), None)
         return new
 
+    async def submit(self, input_data: Any = None, *, executor: Executor | None = None,
+                     request_context: RequestContext | Mapping[str, Any] | None = None,
+                     initial_state: Mapping[str, Any] | None = None) -> str:
+        """Hand the run to an executor and return its id at once (``wait`` for the result).
+
+        Args:
+            input_data: The run's input.
+            executor: Where it runs: a ``LocalExecutor`` (the default, see
+                ``set_default_executor``) or a ``procflow.workers.DramatiqExecutor``.
+            request_context: As for ``start`` (on workers only persisted entries travel).
+            initial_state: As for ``start``.
+
+        Raises:
+            RunStateError: The run was already started.
+            StepValidationError: The input does not match the workflow's input schema
+                (a remote executor checks it before sending).
+        """
+        if self.status != "pending" or self._active:
+            raise RunStateError(
+                f"run '{self.run_id}' cannot be submitted: it is not new (status "
+                f"{self.status!r})", workflow_id=self.workflow.id, run_id=self.run_id)
+        chosen = executor if executor is not None else default_executor()
+        self._executor = chosen
+        context = None if request_context is None else _as_context(request_context)
+        return await chosen.submit(self, input_data, request_context=context,
+                                   initial_state=initial_state)
+
+    async def wait(self, *, timeout: float | None = None,  # noqa: ASYNC109 - the API's
+                   executor: Executor | None = None) -> WorkflowResult:
+        """The result of a submitted run once it is settled (final or suspended).
+
+        Args:
+            timeout: Seconds to wait at most (``None``: no limit).
+            executor: The executor the run was submitted to (default: the one this
+                object submitted it to, else the process default); a run got with
+                ``get_run`` in another process passes it here.
+
+        Raises:
+            TimeoutError: The run did not settle within ``timeout`` seconds.
+        """
+        chosen = executor or self._executor or default_executor()
+        return await chosen.wait(self, timeout=timeout)
+
+    async def prepare(self, input_data: Any = None, *,
+                      request_context: RequestContext | Mapping[str, Any] | None = None,
+                      initial_state: Mapping[str, Any] | None = None) -> None:
+        """Validate the input and store the run as "pending", for another process to
+        execute (``run_submitted``); what remote executors do on ``submit``.
+
+        Raises:
+            StepValidationError: The input does not match the workflow's input schema.
+        """
+        if initial_state is not None and not isinstance(initial_state, Mapping):
+            raise TypeError(f"initial_state must be a mapping, got {type(initial_state).__name__}")
+        wf = self.workflow
+        if wf.input is not None:
+            input_data = wf.input.check(input_data, what="run input", workflow_id=wf.id,
+                                        step_id=None, run_id=self.run_id)
+        self._input = input_data
+        self._context = _as_context(request_context)
+        self._state = dict(initial_state or {})
+        await self._execution(None, frozenset(), None).flush("pending")
+
+    async def run_submitted(self) -> WorkflowResult:
+        """What a worker does with a delivered run: start a stored "pending" run from its
+        stored input, continue a "running" one (a redelivery after a lost worker, or a
+        parked fan-out whose jobs are done), or return a settled run's stored result.
+
+        Raises:
+            RunStateError: Another live process holds the run's lease.
+        """
+        self._check_idle("run_submitted")
+        await self._take_lease()
+        try:
+            loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+            if loaded is None:
+                raise RunNotFoundError(
+                    f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
+                    workflow_id=self.workflow.id, run_id=self.run_id)
+            self._restore(*loaded)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._drop_lease()
+            raise
+        if self.status not in ("pending", "running"):
+            await self._drop_lease()
+            assert self._result is not None  # a settled stored run has its result
+            return self._result
+        return await self._execute(None, frozenset(), None)
+
+    async def run_job(self, job: Job) -> StepResult:
+        """Run one job of this run's distributed fan-out (under the job's own lease) and
+        store its result; a job already stored is not run again.
+
+        Raises:
+            RunStateError: Another live process holds the job's lease.
+            WorkflowDefinitionError-like ``LookupError``: the job's step is not in the
+                workflow.
+        """
+        unit = _find_unit(self.workflow, job.unit_path)
+        if unit is None:
+            raise LookupError(f"workflow '{self.workflow.id}' has no step at "
+                              f"'{job.unit_path}' (job {job.path} of run '{self.run_id}')")
+        lease = RunLease(self.storage, self.workflow.id, f"{self.run_id}#{job.path}",
+                         owner=self.lease_owner, ttl=self.lease_ttl)
+        await lease.take()
+        try:
+            loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+            if loaded is not None:
+                self._restore(*loaded)
+            ex = self._execution(None, frozenset(), None)
+            return await run_job(ex, unit, job)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.drop()
+
     async def cancel(self) -> None:
         """Cancel the run: a running execution stops (no task is left behind) and the
-        run ends "canceled"; a pending or suspended run is marked "canceled"."""
+        run ends "canceled"; a pending or suspended run is marked "canceled". A run
+        submitted to workers is cancelled where it runs, at its next step boundary (a
+        running step's cancel scope is cancelled)."""
         if self.internal:
             raise RunStateError(
                 f"run '{self.run_id}' of workflow '{self.workflow.id}' is internal to a "
@@ -334,6 +459,9 @@ class Run:
         self._cancel_requested = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
+            return
+        if not self._active and self._executor is not None \
+                and await self._executor.cancel(self):
             return
         if self.status in ("pending", "suspended", "running"):
             ex = self._execution(None, frozenset(), None)
@@ -429,11 +557,16 @@ class Run:
             workflow_id=self.workflow.id, run_id=self.run_id, step_id=name)
 
     def _execution(self, send: Any, targets: frozenset[str], resume_data: Any) -> Execution:
-        return Execution(
+        ex = Execution(
             wf=self.workflow, run_id=self.run_id, input=self._input, records=self._records,
             state=self._state, request_context=self._context, storage=self.storage,
             sync=self.durability == "sync", send=send, created_at=self._created_at,
             resume_targets=targets, resume_data=resume_data)
+        if self.distributor is not None:
+            ex.distributor = self.distributor
+        if self.mark_steps:
+            ex.mark_started = True
+        return ex
 
     async def _execute(self, send: MemoryObjectSendStream[WorkflowEvent] | None,
                        targets: frozenset[str], resume_data: Any) -> WorkflowResult:
@@ -580,6 +713,8 @@ async def _outcome(ex: Execution) -> _Outcome:
         return _Outcome("success", out)
     except Suspended as sus:
         return _Outcome("suspended", suspended=sus.paths)
+    except Parked:  # distributed jobs run elsewhere; the run continues when they are done
+        return _Outcome("running")
     except Failed as failed:
         return _Outcome("failed", error=failed.error)
     except BailSignal as bail:

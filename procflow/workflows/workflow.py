@@ -109,10 +109,18 @@ class Workflow:
         """Run ``step`` on the previous output."""
         return self._add(StepEntry(self._as_step(step, "then")))
 
-    def parallel(self, steps: Sequence[StepLike]) -> Workflow:
-        """Run ``steps`` concurrently on the same input; output: step id -> output."""
+    def parallel(self, steps: Sequence[StepLike], *, distribute: bool = False) -> Workflow:
+        """Run ``steps`` concurrently on the same input; output: step id -> output.
+
+        Args:
+            steps: The branches.
+            distribute: On workers (``procflow worker``), send each branch to the pool
+                as its own message; the run continues when all are done (locally the
+                branches run in process as without it).
+        """
         items = self._list(steps, "parallel")
-        return self._add(ParallelEntry(tuple(self._as_step(s, "parallel") for s in items)))
+        return self._add(ParallelEntry(tuple(self._as_step(s, "parallel") for s in items),
+                                       _flag(distribute, "parallel", self.id)))
 
     def branch(self, branches: Sequence[tuple[Condition, StepLike]], *,
                label: Sequence[str | None] | None = None) -> Workflow:
@@ -148,13 +156,24 @@ class Workflow:
                 workflow_id=self.id)
         return self._add(MapEntry(self._entry_id("map", id), fn))
 
-    def foreach(self, step: StepLike, *, concurrency: int = 1) -> Workflow:
-        """Run ``step`` on each item of the previous output (a list); output in item order."""
+    def foreach(self, step: StepLike, *, concurrency: int = 1,
+                distribute: bool = False) -> Workflow:
+        """Run ``step`` on each item of the previous output (a list); output in item order.
+
+        Args:
+            step: The step run on each item.
+            concurrency: Items run at once (in process).
+            distribute: On workers (``procflow worker``), send each item to the pool as
+                its own message (items must be JSON-ready; state changes made by items
+                are not merged back); the run continues when all are done. Locally the
+                items run in process as without it.
+        """
         if not isinstance(concurrency, int) or concurrency < 1:
             raise WorkflowDefinitionError(
                 f"workflow '{self.id}': foreach concurrency must be an int >= 1, "
                 f"got {concurrency!r}", workflow_id=self.id)
-        return self._add(ForeachEntry(self._as_step(step, "foreach"), concurrency))
+        return self._add(ForeachEntry(self._as_step(step, "foreach"), concurrency,
+                                      _flag(distribute, "foreach", self.id)))
 
     def dowhile(self, step: StepLike, condition: Condition, *,
                 max_iterations: int | None = None, label: str | None = None) -> Workflow:
@@ -398,3 +417,11 @@ def create_workflow(*, id: str, input_schema: Any = None, output_schema: Any = N
                     retry_delay=retry_delay, timeout=timeout, durability=durability,
                     metadata=metadata, tracing=tracing, trace_io=trace_io,
                     trace_truncate=trace_truncate)
+
+
+def _flag(value: object, method: str, workflow_id: str) -> bool:
+    if not isinstance(value, bool):
+        raise WorkflowDefinitionError(
+            f"workflow '{workflow_id}': {method}(distribute=...) takes True or False, got "
+            f"{value!r}", workflow_id=workflow_id)
+    return value
