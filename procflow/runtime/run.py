@@ -446,6 +446,28 @@ class Run:
             with anyio.CancelScope(shield=True):
                 await lease.drop()
 
+    def request_cancel(self) -> None:
+        """Cancel the run's execution in this process, now or as soon as it starts
+        (what a worker does when another process cancels the run)."""
+        self._cancel_requested = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    async def refresh(self) -> None:
+        """Reload the run's status, results and state from storage.
+
+        Raises:
+            RunStateError: The run is executing in this process.
+            RunNotFoundError: The run is not stored.
+        """
+        self._check_idle("refresh")
+        loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+        if loaded is None:
+            raise RunNotFoundError(
+                f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
+                workflow_id=self.workflow.id, run_id=self.run_id)
+        self._restore(*loaded)
+
     async def cancel(self) -> None:
         """Cancel the run: a running execution stops (no task is left behind) and the
         run ends "canceled"; a pending or suspended run is marked "canceled". A run

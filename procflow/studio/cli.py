@@ -1,4 +1,4 @@
-"""The ``procflow`` command: ``graph``, ``run``, ``runs`` and ``trace``.
+"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace`` and ``worker``.
 
 Every error ends the command with one line on stderr, "procflow: error: ...", and
 exit status 2 (bad usage, target or input) or 1 (a run that failed, a runtime error);
@@ -27,6 +27,7 @@ from procflow.errors import (
 )
 from procflow.studio.commands import UsageError, run_command
 from procflow.studio.targets import TargetError
+from procflow.studio.worker import add_worker_parser, worker_main
 
 __all__ = ["DEFAULT_DB", "build_parser", "main"]
 
@@ -99,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--limit", type=int, default=20, metavar="N",
                       help="at most N runs (default 20)")
 
+    add_worker_parser(sub)
+
     trace = sub.add_parser("trace", parents=[common], help="show a run's trace",
                            description="Show a run's span tree, or compare two runs.")
     trace.add_argument("run_id", metavar="RUN_ID")
@@ -160,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
+        if args.command == "worker":
+            return worker_main(args)
         console = make_console(no_color=args.no_color, plain=args.plain or args.json)
         return anyio.run(run_command, args, console)
     except SystemExit as exc:  # --help
