@@ -119,8 +119,9 @@ def worker_main(args: argparse.Namespace) -> int:
         load_target(spec)
     _check_redis(settings.redis_url)
     os.environ[BOOT_ENV] = json.dumps({"targets": targets, "settings": settings.to_json()})
-    parsed = dramatiq.cli.make_argument_parser().parse_args([
-        "procflow.studio.worker_boot", "--processes", str(args.processes),
+    parser = dramatiq.cli.make_argument_parser()  # type: ignore[no-untyped-call]  # untyped
+    parsed = parser.parse_args([
+        "procflow.studio.worker_boot:broker", "--processes", str(args.processes),
         "--threads", str(args.threads), "--queues", settings.queue,
         "--worker-shutdown-timeout", str(round(settings.shutdown_timeout * 1000))])
     code: int = dramatiq.cli.main(parsed)  # type: ignore[no-untyped-call]  # untyped
