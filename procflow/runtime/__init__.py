@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from procflow.runtime.defaults import get_default_storage, set_default_storage
 from procflow.runtime.events import EventType, WorkflowEvent
+from procflow.runtime.executors import (
+    Executor,
+    LocalExecutor,
+    default_executor,
+    set_default_executor,
+)
 from procflow.runtime.results import RunSnapshot, RunStatus, StepResult, StepStatus, WorkflowResult
 from procflow.runtime.run import Run
 from procflow.runtime.step_context import StepContext
@@ -17,6 +23,8 @@ from procflow.runtime.tracing import ParentSpan
 
 __all__ = [
     "EventType",
+    "Executor",
+    "LocalExecutor",
     "ParentSpan",
     "Run",
     "RunSnapshot",
@@ -27,6 +35,8 @@ __all__ = [
     "StepStatus",
     "WorkflowEvent",
     "WorkflowResult",
+    "default_executor",
     "get_default_storage",
+    "set_default_executor",
     "set_default_storage",
 ]

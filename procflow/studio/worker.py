@@ -31,7 +31,8 @@ _EPILOG = """safe defaults (Dramatiq's own are not safe for runs):
   heartbeat (--lease-ttl), so two workers never run the same step of one run at once and
   a run lost with its worker is continued from its snapshot, the step it was in shown as
   "attempt 2 after worker loss". On SIGTERM a worker finishes its current messages for
-  --shutdown-timeout seconds; what is left is delivered again.
+  --shutdown-timeout seconds; what is left is delivered again. Send SIGTERM to this
+  command's process only (it forwards it; systemd: KillMode=mixed).
 
 submit runs from Python:
   executor = DramatiqExecutor("redis://127.0.0.1:6379/0")
