@@ -83,6 +83,9 @@ def add_worker_parser(sub: Any) -> argparse.ArgumentParser:
     worker.add_argument("--shutdown-timeout", type=float, default=d.shutdown_timeout,
                         metavar="S", help="seconds a worker given SIGTERM finishes its "
                         f"current messages (default {d.shutdown_timeout:g})")
+    worker.add_argument("--idle-poll", type=float, default=d.idle_poll, metavar="S",
+                        help="longest pause between two fetches of an idle worker (default "
+                        f"{d.idle_poll:g}; Dramatiq's is 1)")
     return worker
 
 
@@ -103,6 +106,8 @@ def worker_main(args: argparse.Namespace) -> int:
         TargetError: A target cannot be loaded (the caller prints one line, exit 2).
         ValueError: A setting is out of range, or Redis does not answer.
     """
+    # Read by Dramatiq when its worker module is imported (forked workers inherit it).
+    os.environ.setdefault("dramatiq_worker_timeout", str(max(1, round(args.idle_poll * 1000))))
     try:
         import dramatiq.cli
     except ImportError:
@@ -114,7 +119,7 @@ def worker_main(args: argparse.Namespace) -> int:
         redis_url=args.redis, prefix=args.prefix, namespace=args.namespace, queue=args.queue,
         heartbeat_timeout=args.heartbeat_timeout, maintenance_chance=args.maintenance_chance,
         max_retries=args.max_retries, time_limit=args.time_limit, lease_ttl=args.lease_ttl,
-        shutdown_timeout=args.shutdown_timeout)
+        shutdown_timeout=args.shutdown_timeout, idle_poll=args.idle_poll)
     targets = [_absolute(spec) for spec in args.targets]
     for spec in targets:
         load_target(spec)
