@@ -704,8 +704,9 @@ class Run:
         self.status = status
         self._suspended = suspended
         self._state = ex.top.state
-        await ex.flush(status, result=result, error=error, suspended=paths, tripwire=tripwire)
+        # The trace first: whoever sees the run settled in storage finds its trace.
         await self._save_trace(ex, status, result, error, tripwire)
+        await ex.flush(status, result=result, error=error, suspended=paths, tripwire=tripwire)
         self._result = WorkflowResult(status, result, dict(self._records), error, self._state,
                                       paths, tripwire, None, self.run_id)
         if ex.send is not None:

@@ -28,9 +28,7 @@ from typing import Any, Final, Self, final
 
 from procflow._backends import lease_ttl
 from procflow._backends.postgres import PostgresPool
-from procflow.records import Lease
-from procflow.runtime.results import RunSnapshot, RunStatus, StepResult
-from procflow.runtime.tracing import TraceRecord
+from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
     dump_snapshot,
     dump_step,
