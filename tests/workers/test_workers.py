@@ -261,6 +261,11 @@ async def test_a_killed_worker_loses_no_run_and_repeats_no_completed_step(pool: 
         assert repeated <= noted
         assert noted, "the kill hit no running step"
     assert second.poll() is None
+    crashed = sorted(noted)[0].split(":")[0]
+    shown = await anyio.run_process(
+        [sys.executable, "-m", "procflow", "trace", crashed, "--db", pool.url, "--plain"],
+        env={**os.environ, "PYTHONPATH": os.getcwd()}, check=False)
+    assert "attempt 2 after worker loss" in shown.stdout.decode(), shown.stderr.decode()
 
 
 async def test_a_run_suspended_on_a_worker_resumes_from_another_process(pool: Pool) -> None:
