@@ -26,12 +26,14 @@ from procflow.errors import (
 from procflow.otel import instrument, uninstrument
 from procflow.records import Usage
 from procflow.runtime import (
+    LocalExecutor,
     Run,
     RunStream,
     StepResult,
     WorkflowEvent,
     WorkflowResult,
     get_default_storage,
+    set_default_executor,
     set_default_storage,
 )
 from procflow.steps import Step, StepContext, create_step, step
@@ -58,6 +60,7 @@ __all__ = [
     "APICallError",
     "Agent",
     "GenerateOptions",
+    "LocalExecutor",
     "ProcessorError",
     "ProcflowError",
     "RequestContext",
@@ -87,6 +90,7 @@ __all__ = [
     "create_workflow",
     "get_default_storage",
     "instrument",
+    "set_default_executor",
     "set_default_storage",
     "step",
     "tool",

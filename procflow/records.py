@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_TRUNCATE",
     "TERMINAL_STATUSES",
     "Leaf",
+    "Lease",
     "RunSnapshot",
     "RunStatus",
     "Span",
@@ -194,6 +195,23 @@ class RunSnapshot:
     created_at: float = 0.0
     updated_at: float = 0.0
     encoded: Any = field(default=None, init=False, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Who executes a run, until when (``Storage.acquire_lease``).
+
+    A run being executed holds a lease that its executor renews (a heartbeat) while it
+    runs. A "running" run without a live lease is *stalled*: the process that ran it
+    stopped, and anyone may ``restart()`` it.
+
+    Attributes:
+        owner: The holder's id (host, process and a random part).
+        expires_at: Wall-clock expiry, seconds since the epoch.
+    """
+
+    owner: str
+    expires_at: float
 
 
 SpanKind = Literal["run", "step", "workflow", "parallel", "branch", "foreach", "loop", "sleep",

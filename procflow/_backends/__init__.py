@@ -4,7 +4,8 @@
 pragmas, transactions, the "database is locked" retry with backoff).
 ``procflow._backends.redis``: a ``redis.asyncio`` client with its ownership, fast-fail
 timeouts, a display name without credentials and error translation.
-``AsyncResource`` (here): ``async with`` for a backend with an ``aclose()``.
+``AsyncResource`` (here): ``async with`` for a backend with an ``aclose()``;
+``lease_ttl`` (here): the check every backend's ``acquire_lease`` makes of its ttl.
 
 A bottom layer: it imports only ``procflow.errors``. The Redis module imports
 ``redis``, so it is imported only by the Redis backends, on their first use.
@@ -12,10 +13,23 @@ A bottom layer: it imports only ``procflow.errors``. The Redis module imports
 
 from __future__ import annotations
 
+import math
 from types import TracebackType
 from typing import Self
 
-__all__ = ["AsyncResource"]
+__all__ = ["AsyncResource", "lease_ttl"]
+
+
+def lease_ttl(ttl: float) -> float:
+    """``ttl`` as a lease duration in seconds.
+
+    Raises:
+        ValueError: ``ttl`` is not a finite number > 0.
+    """
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl) \
+            or ttl <= 0:
+        raise ValueError(f"a lease ttl must be a finite number of seconds > 0, got {ttl!r}")
+    return float(ttl)
 
 
 class AsyncResource:

@@ -9,6 +9,7 @@ starting at once migrate it once. Versions are recorded in ``procflow_schema``::
     v1: procflow_runs, procflow_steps, procflow_traces,
         procflow_threads, procflow_messages, procflow_working_memory
     v2: procflow_embeddings, procflow_embedding_scopes, procflow_embedding_cache
+    v3: procflow_leases
 
 An older schema is upgraded in place (every missing step, in one transaction); tables
 made before the version table existed ("version 0") are adopted, since every step only
@@ -118,6 +119,14 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             hash   TEXT NOT NULL,
             vector BYTEA NOT NULL,
             PRIMARY KEY (model, hash))""",
+    ),
+    (  # v3: the leases of runs being executed
+        """CREATE TABLE IF NOT EXISTS procflow_leases (
+            workflow_id TEXT NOT NULL,
+            run_id      TEXT NOT NULL,
+            owner       TEXT NOT NULL,
+            expires_at  DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (workflow_id, run_id))""",
     ),
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -17,7 +17,7 @@ from procflow.agent.output import (
     SuspendedCall,
     UIMessage,
 )
-from procflow.agent.state import AgentDeps, AgentState, Emit
+from procflow.agent.state import AgentDeps, AgentState, Emit, as_state
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
     ProcessorError,
@@ -30,6 +30,7 @@ from procflow.models.resolve import resolve_model
 from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
 from procflow.processors.base import Processor
+from procflow.runtime.executors import Executor
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
@@ -215,6 +216,61 @@ class Agent:
 
         return await self._resume(run_id, approve, deny, resume_data, dict(options), ignore,
                                   streaming=False)
+
+    async def submit(self, messages: Any, *, executor: Executor | None = None,
+                     **options: Any) -> str:
+        """Run the agent's loop workflow on an executor (workers: the model, tools and
+        processors are found there by the agent's id); returns the run id at once.
+
+        Args:
+            messages: As for ``generate``.
+            executor: Where it runs (``procflow.workers.DramatiqExecutor`` for workers;
+                default: the process default, a ``LocalExecutor``).
+            **options: ``request_context`` and ``memory`` (persisted entries only travel
+                to workers); the other ``generate`` options are the agent's own there.
+
+        Raises:
+            TypeError: Another option is given.
+        """
+        unsupported = sorted(set(options) - {"request_context", "memory"})
+        if unsupported:
+            raise TypeError(f"agent '{self.id}': submit() takes request_context= and "
+                            f"memory= only (the worker uses the agent's own settings for "
+                            f"the rest), got {unsupported}")
+
+        async def ignore(chunk: Chunk) -> None:
+            return None
+
+        _, state = self._prepare(messages, options, ignore)
+        rc = _context(options.get("request_context"), options.get("memory"))
+        wf_run = self.workflow.create_run()
+        wf_run.durability = "sync"
+        return await wf_run.submit(state, executor=executor, request_context=rc)
+
+    async def wait(self, run_id: str, *, executor: Executor | None = None,
+                   timeout: float | None = None) -> FullOutput:  # noqa: ASYNC109
+        """The output of a submitted call once its run is settled.
+
+        Args:
+            run_id: What ``submit`` returned.
+            executor: The executor it was submitted to (its storage holds the run).
+            timeout: Seconds to wait at most.
+
+        Raises:
+            TimeoutError: Not settled in time.
+            APICallError: As for ``generate``, the error the run failed with.
+        """
+        storage = getattr(executor, "storage", None)
+        wf_run = await self.workflow.get_run(run_id, storage=storage)
+        result = await wf_run.wait(timeout=timeout, executor=executor)
+        deps = self.default_deps()
+        state = (as_state(result.result) if result.result is not None
+                 else AgentState(MessageList()))
+
+        async def ignore(chunk: Chunk) -> None:
+            return None
+
+        return await self._output(deps, state, result, run_id, ignore, False)
 
     async def resume_stream(self, run_id: str, *, approve: Sequence[str] = (),
                             deny: Sequence[str] = (), resume_data: Any = None,

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from procflow.runtime.defaults import get_default_storage, set_default_storage
 from procflow.runtime.events import EventType, WorkflowEvent
+from procflow.runtime.executors import (
+    Executor,
+    LocalExecutor,
+    default_executor,
+    set_default_executor,
+)
 from procflow.runtime.results import (
     RunSnapshot,
     RunStatus,
@@ -24,6 +30,8 @@ from procflow.runtime.tracing import ParentSpan
 
 __all__ = [
     "EventType",
+    "Executor",
+    "LocalExecutor",
     "ParentSpan",
     "Run",
     "RunSnapshot",
@@ -35,6 +43,8 @@ __all__ = [
     "Usage",
     "WorkflowEvent",
     "WorkflowResult",
+    "default_executor",
     "get_default_storage",
+    "set_default_executor",
     "set_default_storage",
 ]

@@ -236,8 +236,10 @@ class Execution:
         "created_at",
         "digests",
         "dirty",
+        "distributor",
         "encodes",
         "input",
+        "mark_started",
         "persistent",
         "records",
         "replaying",
@@ -285,6 +287,11 @@ class Execution:
         self.status: RunStatus = "running"
         self.usage: Usage | None = None
         """Tokens reported by the steps of this execution (nested workflows included)."""
+        self.distributor: Any = None
+        """Where distributed fan-outs send their jobs (a ``Distributor``, on workers)."""
+        self.mark_started = False
+        """Store each step as "running" before it runs (on workers: a step re-run after a
+        lost worker then shows as attempt 2)."""
 
     def add_usage(self, usage: Usage) -> None:
         """Add tokens a step spent to the execution's total."""

@@ -106,10 +106,13 @@ def _hydrate(unit: Unit, output: Any) -> Any:
 async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path: str,
                     replay: bool, keep: bool, iteration: int) -> Any:
     resume_data = None
+    lost = 0  # attempts begun in a process that stopped (marked started, never ended)
     if ex.replaying:
         rec, targeted, resume_data = _stored(ex, step, path, replay)
         if rec is not None and rec.status == "success" and replay:
             return _hydrate(step, rec.output)
+        if rec is not None and rec.status == "running":
+            lost = rec.attempts
         if targeted and step.resume_check is not None:
             resume_data = step.resume_check.check(
                 resume_data, what="resume data", workflow_id=scope.wf.id, step_id=path,
@@ -129,6 +132,10 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
     if tracer is not None:
         span = tracer.open(step.id, step.span_kind, scope.span, path, started,
                            data if step.trace_io else None)
+    if lost and span is not None:
+        span.set(attempt=lost + 1, note=f"attempt {lost + 1} after worker loss")
+    if ex.mark_started and keep:
+        await ex.record(path, StepResult("running", None, None, started, None, lost + 1))
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
     attempt = 0
@@ -169,8 +176,8 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
                 await _fail(ex, path, exc, started, attempt + 1)
         ended = _now()
         if keep:
-            result = StepResult("success", out, None, started, ended, attempt + 1, None,
-                                resume_data, iteration)
+            result = StepResult("success", out, None, started, ended, lost + attempt + 1,
+                                None, resume_data, iteration)
             if ex.encodes:  # refused here, as this step's failure, if unstorable
                 try:
                     ex.encode(path, result)

@@ -18,6 +18,7 @@ import anyio
 
 from procflow.errors import StepExecutionError, StepValidationError, TripWire
 from procflow.records import SpanKind, StepResult
+from procflow.runtime.distributed import fan_out
 from procflow.runtime.execution import Execution, Failed, Node, Scope, Suspended, Unit
 from procflow.runtime.executor import close_span, run_unit
 from procflow.runtime.step_context import BailSignal, StepContext
@@ -46,9 +47,18 @@ def then_node(unit: Unit) -> Node:
     return then
 
 
-def parallel_node(steps: Sequence[Unit]) -> Node:
-    """``.parallel(steps)``: all at once on the data; output keyed by step id."""
+def parallel_node(steps: Sequence[Unit], distribute: bool = False) -> Node:
+    """``.parallel(steps)``: all at once on the data; output keyed by step id.
+    ``distribute``: each branch a job of the worker pool (see ``runtime.distributed``)."""
     async def parallel(ex: Execution, data: Any, scope: Scope) -> Any:
+        if distribute and ex.distributor is not None:
+            paths = [scope.prefix + s.id for s in steps]
+            outputs = await _contained(
+                ex, "parallel", "parallel", scope,
+                lambda sub: fan_out(ex, ex.distributor, steps, [data] * len(steps), paths,
+                                    paths, scope.prefix + "parallel"),
+                branches=len(steps), distributed=True)
+            return {s.id: o for s, o in zip(steps, outputs, strict=True)}
         return await _contained(ex, "parallel", "parallel", scope,
                                 lambda sub: _together(ex, steps, data, sub),
                                 branches=len(steps))
@@ -194,8 +204,9 @@ def map_node(map_id: str, fn: Callable[[Any], Any]) -> Node:
     return map_
 
 
-def foreach_node(unit: Unit, concurrency: int) -> Node:
-    """``.foreach(unit, concurrency=n)``: the unit over each item of a list."""
+def foreach_node(unit: Unit, concurrency: int, distribute: bool = False) -> Node:
+    """``.foreach(unit, concurrency=n)``: the unit over each item of a list.
+    ``distribute``: each item a job of the worker pool (see ``runtime.distributed``)."""
 
     async def foreach(ex: Execution, data: Any, scope: Scope) -> Any:
         path = scope.prefix + unit.id
@@ -214,6 +225,20 @@ def foreach_node(unit: Unit, concurrency: int) -> Node:
         done: dict[int, Any] = dict(rec.partial or {}) if rec is not None else {}
         if ex.send is not None:
             await ex.event("step-start", path, {"input": data, "items": len(data)})
+        if distribute and ex.distributor is not None:
+            paths = [f"{path}[{i}]" for i in range(len(data))]
+            try:
+                result = await _contained(
+                    ex, "foreach", unit.id, scope,
+                    lambda sub: fan_out(ex, ex.distributor, [unit] * len(data), data,
+                                        [path] * len(data), paths, path),
+                    items=len(data), distributed=True)
+            except Failed as item_failed:
+                await ex.record(path, StepResult("failed", error=item_failed.error,
+                                                 started_at=started, ended_at=time.time()))
+                raise
+            await ex.record(path, StepResult("success", result, None, started, time.time()))
+            return result
         outputs, failed, suspended = await _contained(
             ex, "foreach", unit.id, scope,
             lambda sub: _run_items(ex, unit, data, sub, path, done, concurrency),

@@ -20,8 +20,9 @@ from procflow.errors import (
     TripWire,
 )
 from procflow.messages import new_secret_id
-from procflow.records import RunStatus, Span, SpanEntry, StepResult, TraceRecord
+from procflow.records import RunSnapshot, RunStatus, Span, SpanEntry, StepResult, TraceRecord
 from procflow.runtime.defaults import resolve_storage
+from procflow.runtime.distributed import Distributor, Job, Parked, run_job
 from procflow.runtime.events import WorkflowEvent
 from procflow.runtime.execution import (
     Durability,
@@ -33,6 +34,13 @@ from procflow.runtime.execution import (
     Suspended,
 )
 from procflow.runtime.executor import run_plan
+from procflow.runtime.executors import Executor, default_executor
+from procflow.runtime.leases import (
+    DEFAULT_LEASE_TTL,
+    RunLease,
+    lease_owner_id,
+    owner_is_dead,
+)
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.step_context import BailSignal
 from procflow.runtime.stream import RunStream
@@ -76,7 +84,11 @@ class Run(Generic[OutputT]):
         workflow: The workflow it runs.
         storage: Where its snapshots go.
         status: "pending" until started, then as the last execution left it.
+        lease_ttl: Seconds the run's lease lasts unless renewed (see ``restart``).
+        lease_owner: The id this run object takes its lease under.
     """
+
+    lease_ttl: float = DEFAULT_LEASE_TTL
 
     def __init__(self, workflow: PlanUnit, *, run_id: str | None = None,
                  storage: Storage | None = None, durability: Durability | None = None,
@@ -116,6 +128,13 @@ class Run(Generic[OutputT]):
         it, so it skips the cancel scope that ``cancel()`` needs (cancelling the caller
         still stops it) and ``cancel()`` refuses it."""
         self._replay_of: tuple[str, str] | None = None
+        self.lease_owner = lease_owner_id()
+        self._lease: RunLease | None = None
+        self._executor: Executor | None = None
+        self.distributor: Distributor | None = None
+        """Where distributed fan-outs send their jobs (set by workers)."""
+        self.mark_steps = False
+        """Store each step as started before it runs (set by workers)."""
 
     @classmethod
     async def load(cls, workflow: PlanUnit, run_id: str, *,
@@ -128,29 +147,34 @@ class Run(Generic[OutputT]):
                 f"workflow '{workflow.id}' has no stored run '{run_id}' in "
                 f"{type(store).__name__}; check the run id and the storage",
                 workflow_id=workflow.id, run_id=run_id)
-        snap, steps = loaded
         run: Run[Any] = cls(workflow, run_id=run_id, storage=store)
-        run.status = snap.status
-        run._records = steps
-        run._state = dict(snap.state)
-        run._context = RequestContext.restored(snap.request_context)
-        run._created_at = snap.created_at
-        run._suspended = [".".join(p) for p in snap.suspended]
+        run._restore(*loaded)
+        run._spans = await _earlier_spans(store, run_id)
+        return run
+
+    def _restore(self, snap: RunSnapshot, steps: dict[str, StepResult]) -> None:
+        """Take the stored header and step results as this run's."""
+        workflow, run_id = self.workflow, self.run_id
+        self.status = snap.status
+        self._records = steps
+        self._state = dict(snap.state)
+        self._context = RequestContext.restored(snap.request_context)
+        self._created_at = snap.created_at
+        self._suspended = [".".join(p) for p in snap.suspended]
         try:
-            run._input = (workflow.input.validate(snap.input)
-                          if workflow.input is not None and snap.input is not None
-                          else snap.input)
+            self._input = (workflow.input.validate(snap.input)
+                           if workflow.input is not None and snap.input is not None
+                           else snap.input)
         except Exception as exc:
             raise SnapshotCorruptedError(
                 f"stored input of run '{run_id}' (workflow '{workflow.id}') no longer matches "
                 f"the workflow's input schema: {exc}", workflow_id=workflow.id,
                 run_id=run_id) from exc
-        run._spans = await _earlier_spans(store, run_id)
+        self._result = None
         if snap.status not in ("pending", "running"):
-            run._result = WorkflowResult(
+            self._result = WorkflowResult(
                 snap.status, snap.result, dict(steps), snap.error, dict(snap.state),
                 [list(p) for p in snap.suspended], snap.tripwire, None, run_id)
-        return run
 
     @property
     def result(self) -> WorkflowResult[OutputT] | None:
@@ -233,31 +257,61 @@ class Run(Generic[OutputT]):
         Steps that completed are not run again; the rest run from the stored state.
         A run that already succeeded returns its stored result.
 
+        The run's lease is taken first, atomically: a run that another process is
+        executing (its lease is live) is refused, and of two processes restarting the same
+        stalled run exactly one runs it; the other, once the first is done, gets the
+        stored result (it reloads the run after taking the lease).
+
         Args:
             request_context: Entries to add to the stored request context (which holds
                 only the entries marked ``persist=True``: pass credentials again here).
 
         Raises:
-            RunStateError: The run is running in this process, was never started, or is
-                suspended (use ``resume``).
+            RunStateError: The run is running in this process or holds a live lease in
+                another, was never started, or is suspended (use ``resume``).
         """
         self._check_idle("restart")
         if self.status == "success" and self._result is not None:
             return self._result
-        if self.status == "suspended":
-            raise RunStateError(
-                f"run '{self.run_id}' is suspended at {self._suspended}; use resume() instead "
-                "of restart()", workflow_id=self.workflow.id, run_id=self.run_id)
-        if self.status == "pending" and not self._records:
-            raise RunStateError(
-                f"run '{self.run_id}' was never started; call start()",
-                workflow_id=self.workflow.id, run_id=self.run_id)
+        await self._take_lease()
+        try:
+            if self.storage is not _NULL_STORAGE:
+                loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+                if loaded is not None:
+                    self._restore(*loaded)
+            if self.status == "success" and self._result is not None:
+                await self._drop_lease()
+                return self._result
+            if self.status == "suspended":
+                raise RunStateError(
+                    f"run '{self.run_id}' is suspended at {self._suspended}; use resume() "
+                    "instead of restart()", workflow_id=self.workflow.id, run_id=self.run_id)
+            if self.status == "pending" and not self._records:
+                raise RunStateError(
+                    f"run '{self.run_id}' was never started; call start()",
+                    workflow_id=self.workflow.id, run_id=self.run_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._drop_lease()
+            raise
         if request_context is not None:
             self._context.update(_as_context(request_context))
         _log.info("run %s (workflow %s): restarting from status %s", self.run_id,
                   self.workflow.id, self.status,
                   extra={"run_id": self.run_id, "workflow_id": self.workflow.id})
         return await self._execute(None, frozenset(), None)
+
+    async def stalled(self) -> bool:
+        """Whether the stored run is "running" with no live lease (or one held by a
+        process of this host that is gone): the process that ran it stopped, and
+        ``restart()`` continues it."""
+        if self._active or self.storage is _NULL_STORAGE:
+            return False
+        loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+        if loaded is None or loaded[0].status != "running":
+            return False
+        lease = await self.storage.get_lease(self.workflow.id, self.run_id)
+        return lease is None or owner_is_dead(lease.owner)
 
     async def replay_from(self, step: Any, *, run_id: str | None = None) -> Run[OutputT]:
         """Time travel: run this run again from ``step``, as a new run.
@@ -300,9 +354,149 @@ class Run(Generic[OutputT]):
         await new._execute(None, frozenset(), None)
         return new
 
+    async def submit(self, input_data: Any = None, *, executor: Executor | None = None,
+                     request_context: RequestContext | Mapping[str, Any] | None = None,
+                     initial_state: Mapping[str, Any] | None = None) -> str:
+        """Hand the run to an executor and return its id at once (``wait`` for the result).
+
+        Args:
+            input_data: The run's input.
+            executor: Where it runs: a ``LocalExecutor`` (the default, see
+                ``set_default_executor``) or a ``procflow.workers.DramatiqExecutor``.
+            request_context: As for ``start`` (on workers only persisted entries travel).
+            initial_state: As for ``start``.
+
+        Raises:
+            RunStateError: The run was already started.
+            StepValidationError: The input does not match the workflow's input schema
+                (a remote executor checks it before sending).
+        """
+        if self.status != "pending" or self._active:
+            raise RunStateError(
+                f"run '{self.run_id}' cannot be submitted: it is not new (status "
+                f"{self.status!r})", workflow_id=self.workflow.id, run_id=self.run_id)
+        chosen = executor if executor is not None else default_executor()
+        self._executor = chosen
+        context = None if request_context is None else _as_context(request_context)
+        return await chosen.submit(self, input_data, request_context=context,
+                                   initial_state=initial_state)
+
+    async def wait(self, *, timeout: float | None = None,  # noqa: ASYNC109 - the API's
+                   executor: Executor | None = None) -> WorkflowResult:
+        """The result of a submitted run once it is settled (final or suspended).
+
+        Args:
+            timeout: Seconds to wait at most (``None``: no limit).
+            executor: The executor the run was submitted to (default: the one this
+                object submitted it to, else the process default); a run got with
+                ``get_run`` in another process passes it here.
+
+        Raises:
+            TimeoutError: The run did not settle within ``timeout`` seconds.
+        """
+        chosen = executor or self._executor or default_executor()
+        return await chosen.wait(self, timeout=timeout)
+
+    async def prepare(self, input_data: Any = None, *,
+                      request_context: RequestContext | Mapping[str, Any] | None = None,
+                      initial_state: Mapping[str, Any] | None = None) -> None:
+        """Validate the input and store the run as "pending", for another process to
+        execute (``run_submitted``); what remote executors do on ``submit``.
+
+        Raises:
+            StepValidationError: The input does not match the workflow's input schema.
+        """
+        if initial_state is not None and not isinstance(initial_state, Mapping):
+            raise TypeError(f"initial_state must be a mapping, got {type(initial_state).__name__}")
+        wf = self.workflow
+        if wf.input is not None:
+            input_data = wf.input.check(input_data, what="run input", workflow_id=wf.id,
+                                        step_id=None, run_id=self.run_id)
+        self._input = input_data
+        self._context = _as_context(request_context)
+        self._state = dict(initial_state or {})
+        await self._execution(None, frozenset(), None).flush("pending")
+
+    async def run_submitted(self) -> WorkflowResult:
+        """What a worker does with a delivered run: start a stored "pending" run from its
+        stored input, continue a "running" one (a redelivery after a lost worker, or a
+        parked fan-out whose jobs are done), or return a settled run's stored result.
+
+        Raises:
+            RunStateError: Another live process holds the run's lease.
+        """
+        self._check_idle("run_submitted")
+        await self._take_lease()
+        try:
+            loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+            if loaded is None:
+                raise RunNotFoundError(
+                    f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
+                    workflow_id=self.workflow.id, run_id=self.run_id)
+            self._restore(*loaded)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._drop_lease()
+            raise
+        if self.status not in ("pending", "running"):
+            await self._drop_lease()
+            assert self._result is not None  # a settled stored run has its result
+            return self._result
+        return await self._execute(None, frozenset(), None)
+
+    async def run_job(self, job: Job) -> StepResult:
+        """Run one job of this run's distributed fan-out (under the job's own lease) and
+        store its result; a job already stored is not run again.
+
+        Raises:
+            RunStateError: Another live process holds the job's lease.
+            WorkflowDefinitionError-like ``LookupError``: the job's step is not in the
+                workflow.
+        """
+        unit = _find_unit(self.workflow, job.unit_path)
+        if unit is None:
+            raise LookupError(f"workflow '{self.workflow.id}' has no step at "
+                              f"'{job.unit_path}' (job {job.path} of run '{self.run_id}')")
+        lease = RunLease(self.storage, self.workflow.id, f"{self.run_id}#{job.path}",
+                         owner=self.lease_owner, ttl=self.lease_ttl)
+        await lease.take()
+        try:
+            loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+            if loaded is not None:
+                self._restore(*loaded)
+            ex = self._execution(None, frozenset(), None)
+            return await run_job(ex, unit, job)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.drop()
+
+    def request_cancel(self) -> None:
+        """Cancel the run's execution in this process, now or as soon as it starts
+        (what a worker does when another process cancels the run)."""
+        self._cancel_requested = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    async def refresh(self) -> None:
+        """Reload the run's status, results and state from storage.
+
+        Raises:
+            RunStateError: The run is executing in this process.
+            RunNotFoundError: The run is not stored.
+        """
+        self._check_idle("refresh")
+        loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+        if loaded is None:
+            raise RunNotFoundError(
+                f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
+                workflow_id=self.workflow.id, run_id=self.run_id)
+        self._restore(*loaded)
+
     async def cancel(self) -> None:
         """Cancel the run: a running execution stops (no task is left behind) and the
-        run ends "canceled"; a pending or suspended run is marked "canceled"."""
+        run ends "canceled"; a pending or suspended run is marked "canceled". A run
+        submitted to workers is cancelled where it runs, at its next step boundary (a
+        running step's cancel scope is cancelled)."""
         if self.internal:
             raise RunStateError(
                 f"run '{self.run_id}' of workflow '{self.workflow.id}' is internal to a "
@@ -311,6 +505,9 @@ class Run(Generic[OutputT]):
         self._cancel_requested = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
+            return
+        if not self._active and self._executor is not None \
+                and await self._executor.cancel(self):
             return
         if self.status in ("pending", "suspended", "running"):
             ex = self._execution(None, frozenset(), None)
@@ -372,8 +569,10 @@ class Run(Generic[OutputT]):
             resume_data = unit.resume_check.check(
                 resume_data, what="resume data", workflow_id=self.workflow.id, step_id=path,
                 run_id=self.run_id)
+        await self._take_lease()
         if not await self.storage.claim_run(self.workflow.id, self.run_id,
                                             expected="suspended", new="running"):
+            await self._drop_lease()
             raise RunStateError(
                 f"run '{self.run_id}' is no longer suspended in storage; another process "
                 "may have resumed it", workflow_id=self.workflow.id, run_id=self.run_id)
@@ -417,11 +616,16 @@ class Run(Generic[OutputT]):
             workflow_id=self.workflow.id, run_id=self.run_id, step_id=name)
 
     def _execution(self, send: Any, targets: frozenset[str], resume_data: Any) -> Execution:
-        return Execution(
+        ex = Execution(
             wf=self.workflow, run_id=self.run_id, input=self._input, records=self._records,
             state=self._state, request_context=self._context, storage=self.storage,
             sync=self.durability == "sync", send=send, created_at=self._created_at,
             resume_targets=targets, resume_data=resume_data)
+        if self.distributor is not None:
+            ex.distributor = self.distributor
+        if self.mark_steps:
+            ex.mark_started = True
+        return ex
 
     async def _execute(self, send: MemoryObjectSendStream[WorkflowEvent] | None,
                        targets: frozenset[str], resume_data: Any) -> WorkflowResult[OutputT]:
@@ -430,25 +634,62 @@ class Run(Generic[OutputT]):
         self._active = True
         self.status = "running"
         try:
-            if self.internal:  # the hot path of every agent call: no cancel scope
+            if self.internal:  # the hot path of every agent call: no cancel scope, no lease
                 outcome = await self._run_body(ex)
                 return await self._finish(ex, outcome)
+            await self._take_lease()
             with anyio.CancelScope() as scope:
                 self._cancel_scope = scope
                 if self._cancel_requested:
                     scope.cancel()
-                outcome = await self._run_body(ex)
+                outcome = await self._run_leased(ex, scope)
             self._cancel_scope = None
+            if self._lease is not None and self._lease.lost:
+                raise self._lease.lost_error()
             if scope.cancelled_caught:
                 outcome = _CANCELED
             return await self._finish(ex, outcome)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._finish(ex, _CANCELED)
+                if not self._lease_lost:
+                    await self._finish(ex, _CANCELED)
             raise
         finally:
             self._cancel_scope = None
             self._active = False
+            if self._lease is not None and self._lease.held is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._lease.drop()
+
+    # -- leases -------------------------------------------------------------------
+
+    async def _take_lease(self) -> None:
+        """Hold the run's lease (see ``restart``); no-op if held or nothing is stored."""
+        if not getattr(self.storage, "persistent", True):
+            return
+        if self._lease is None or self._lease.held is None:
+            self._lease = RunLease(self.storage, self.workflow.id, self.run_id,
+                                   owner=self.lease_owner, ttl=self.lease_ttl)
+        await self._lease.take()
+
+    async def _drop_lease(self) -> None:
+        if self._lease is not None:
+            await self._lease.drop()
+
+    @property
+    def _lease_lost(self) -> bool:
+        return self._lease is not None and self._lease.lost
+
+    async def _run_leased(self, ex: Execution, scope: anyio.CancelScope) -> _Outcome:
+        """The run's body, with a heartbeat renewing its lease beside it."""
+        lease = self._lease
+        if lease is None or lease.held is None:
+            return await self._run_body(ex)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lease.keep, scope.cancel)
+            outcome = await self._run_body(ex)
+            tg.cancel_scope.cancel()
+        return outcome
 
     async def _run_body(self, ex: Execution) -> _Outcome:
         if ex.send is not None:
@@ -497,6 +738,18 @@ class Run(Generic[OutputT]):
         status, result, error, suspended_paths, tripwire = outcome
         suspended = list(dict.fromkeys(suspended_paths))
         paths = [p.split(".") for p in suspended]
+        self.status = status
+        self._suspended = suspended
+        self._state = ex.top.state
+        usage = ex.usage
+        if usage is not None and ex.top.span is not None:
+            ex.top.span.set(usage=usage.to_dict())
+        # The trace first: whoever sees the run settled in storage finds its trace.
+        try:
+            await self._save_trace(ex, status, result, error, tripwire)
+        except Exception:  # the run's outcome stands without its trace
+            logging.getLogger("procflow").warning(
+                "the trace of run %s could not be stored", self.run_id, exc_info=True)
         try:
             await ex.flush(status, result=result, error=error, suspended=paths,
                            tripwire=tripwire)
@@ -505,17 +758,8 @@ class Run(Generic[OutputT]):
                 error = exc
             status, result, suspended, paths, tripwire = "failed", None, [], [], None
             await _write_failure(ex, error)
-        self.status = status
-        self._suspended = suspended
-        self._state = ex.top.state
-        usage = ex.usage
-        if usage is not None and ex.top.span is not None:
-            ex.top.span.set(usage=usage.to_dict())
-        try:
-            await self._save_trace(ex, status, result, error, tripwire)
-        except Exception:  # the run's outcome stands without its trace
-            logging.getLogger("procflow").warning(
-                "the trace of run %s could not be stored", self.run_id, exc_info=True)
+            self.status = status
+            self._suspended = suspended
         self._result = WorkflowResult(status, result, dict(self._records), error, self._state,
                                       paths, tripwire, usage, self.run_id)
 
@@ -560,6 +804,8 @@ async def _outcome(ex: Execution) -> _Outcome:
         return _Outcome("success", out)
     except Suspended as sus:
         return _Outcome("suspended", suspended=sus.paths)
+    except Parked:  # distributed jobs run elsewhere; the run continues when they are done
+        return _Outcome("running")
     except Failed as failed:
         return _Outcome("failed", error=failed.error)
     except BailSignal as bail:

@@ -4,6 +4,10 @@ A run's snapshot is a header (``RunSnapshot``) plus one ``StepResult`` per step 
 ("step", "outer.inner", "each[3].inner"). ``save_snapshot`` upserts the header and only
 the step results given (the ones that changed), so each step's result is written
 once, not a cumulative history on every step.
+
+A run being executed holds a *lease* (``acquire_lease``): an owner id and an expiry,
+renewed by a heartbeat while it runs. Taking a lease is atomic (of two processes, one
+wins), and a "running" run whose lease expired is *stalled*: anyone may restart it.
 """
 
 from __future__ import annotations
@@ -11,14 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 
 __all__ = ["Storage"]
 
 
 @runtime_checkable
 class Storage(Protocol):
-    """Persists workflow runs. Implementations: InMemoryStorage, SQLiteStorage, RedisStorage."""
+    """Persists workflow runs. Implementations: InMemoryStorage, SQLiteStorage, RedisStorage,
+    PostgresStorage."""
 
     async def save_snapshot(self, snapshot: RunSnapshot,
                             steps: Mapping[str, StepResult]) -> None:
@@ -58,6 +63,34 @@ class Storage(Protocol):
             Whether the status was changed (``False`` if it was not ``expected``
             or the run is not stored). Used so two resumes cannot both run a step.
         """
+        ...
+
+    async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,
+                            ttl: float, steal_from: str | None = None) -> Lease | None:
+        """Take (or renew) the run's lease for ``ttl`` seconds, atomically.
+
+        The lease is taken if nobody holds it, if its holder's lease expired, if
+        ``owner`` holds it already (a renewal), or if ``steal_from`` holds it (a holder
+        known to be dead). The run need not be stored.
+
+        Args:
+            owner: The taker's id.
+            ttl: Seconds until the lease expires unless renewed (> 0).
+            steal_from: A holder whose live lease may be taken over (compare-and-set: of
+                two takers stealing from the same holder, one wins).
+
+        Returns:
+            The lease now held by ``owner``, or ``None`` if another owner holds a live
+            lease.
+        """
+        ...
+
+    async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
+        """Drop the run's lease if ``owner`` holds it (no error otherwise)."""
+        ...
+
+    async def get_lease(self, workflow_id: str, run_id: str) -> Lease | None:
+        """The run's live lease, or ``None`` (never leased, released or expired)."""
         ...
 
     async def save_trace(self, trace: TraceRecord) -> None:

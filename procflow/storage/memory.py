@@ -9,11 +9,13 @@ same way: the ``TraceRecord`` given to ``save_trace`` is the one ``load_trace`` 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import final
 
-from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow._backends import lease_ttl
+from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 
 __all__ = ["InMemoryStorage"]
 
@@ -34,7 +36,7 @@ class InMemoryStorage:
         ```
     """
 
-    __slots__ = ("__weakref__", "_max_runs", "_runs", "_steps", "_traces")
+    __slots__ = ("__weakref__", "_leases", "_max_runs", "_runs", "_steps", "_traces")
 
     keeps_objects = True
     """Values are kept as they are, never encoded (so any value can be stored)."""
@@ -56,6 +58,7 @@ class InMemoryStorage:
         self._steps: dict[_RunKey, dict[str, StepResult]] = {}
         # Likewise, insertion order of ``_traces`` is the tie-break of ``list_traces``.
         self._traces: OrderedDict[str, TraceRecord] = OrderedDict()
+        self._leases: dict[_RunKey, Lease] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryStorage(runs={len(self._runs)})"
@@ -73,6 +76,7 @@ class InMemoryStorage:
                 and len(self._runs) >= self._max_runs:
             oldest, _ = self._runs.popitem(last=False)
             self._steps.pop(oldest, None)
+            self._leases.pop(oldest, None)
         self._runs[key] = snapshot
         stored = self._steps.get(key)
         if stored is None:
@@ -114,6 +118,7 @@ class InMemoryStorage:
         key = (workflow_id, run_id)
         self._runs.pop(key, None)
         self._steps.pop(key, None)
+        self._leases.pop(key, None)
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
@@ -129,6 +134,42 @@ class InMemoryStorage:
         # No await between the check and the write: atomic within the event loop.
         self._runs[key] = dataclasses.replace(snapshot, status=new)
         return True
+
+    async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,
+                            ttl: float, steal_from: str | None = None) -> Lease | None:
+        """Take or renew the run's lease (see ``Storage.acquire_lease``).
+
+        Raises:
+            ValueError: ``ttl`` is not a finite number > 0.
+        """
+        seconds = lease_ttl(ttl)
+        key = (workflow_id, run_id)
+        now = time.time()
+        held = self._leases.get(key)
+        # No await between the check and the write: atomic within the event loop.
+        if held is not None and held.owner not in (owner, steal_from) \
+                and held.expires_at > now:
+            return None
+        lease = self._leases[key] = Lease(owner, now + seconds)
+        return lease
+
+    async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
+        """Drop the lease if ``owner`` holds it."""
+        key = (workflow_id, run_id)
+        held = self._leases.get(key)
+        if held is not None and held.owner == owner:
+            del self._leases[key]
+
+    async def get_lease(self, workflow_id: str, run_id: str) -> Lease | None:
+        """The run's live lease, or ``None``."""
+        key = (workflow_id, run_id)
+        held = self._leases.get(key)
+        if held is None:
+            return None
+        if held.expires_at <= time.time():
+            del self._leases[key]
+            return None
+        return held
 
     async def save_trace(self, trace: TraceRecord) -> None:
         """Store the trace (by reference), replacing any trace of the same run id."""

@@ -3,9 +3,10 @@ never be persisted, resumed or listed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
-from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 
 __all__ = ["NullStorage"]
 
@@ -37,6 +38,16 @@ class NullStorage:
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
         return False
+
+    async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,
+                            ttl: float, steal_from: str | None = None) -> Lease | None:
+        return Lease(owner, time.time() + ttl)  # nothing is shared: always granted
+
+    async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
+        return None
+
+    async def get_lease(self, workflow_id: str, run_id: str) -> Lease | None:
+        return None
 
     async def save_trace(self, trace: TraceRecord) -> None:
         return None

@@ -5,6 +5,7 @@ Tables (created and migrated by ``procflow._backends.postgres``)::
     procflow_runs(workflow_id, run_id, status, created_at, updated_at, seq, snapshot)
     procflow_steps(workflow_id, run_id, path, result)       -- one row a step
     procflow_traces(run_id, workflow_id, status, started_at, ended_at, seq, data)
+    procflow_leases(workflow_id, run_id, owner, expires_at)   -- runs being executed
 
 JSON documents are stored as text, exactly as the codec writes them, so a damaged row
 reads as a ``SnapshotCorruptedError`` and is left as it is. Every write is one
@@ -13,20 +14,21 @@ processes claiming one run exactly one wins. Memory (threads, messages, working 
 vectors) lives in the same database: ``Memory(storage=PostgresStorage(...))`` or
 ``PostgresMemoryStore``, sharing this storage's pool.
 
-Leases (owner, expiry, heartbeat; the durable-state issue) are not in the ``Storage``
-contract yet; when they are, they go in a ``procflow_leases`` table added by a schema
-migration, taken with ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expires_at < now``.
+A lease is taken with one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` (the holder's
+own or an expired one), so of two processes taking it exactly one wins.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final, Self, final
 
+from procflow._backends import lease_ttl
 from procflow._backends.postgres import PostgresPool
-from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
     dump_run,
     dump_trace,
@@ -63,6 +65,15 @@ _LOAD_RUN: Final = """
     SELECT r.snapshot, s.path, s.result FROM procflow_runs r
     LEFT JOIN procflow_steps s ON s.workflow_id = r.workflow_id AND s.run_id = r.run_id
     WHERE r.workflow_id = %s AND r.run_id = %s
+"""
+_ACQUIRE: Final = """
+    INSERT INTO procflow_leases (workflow_id, run_id, owner, expires_at)
+    VALUES (%(workflow_id)s, %(run_id)s, %(owner)s, %(expires_at)s)
+    ON CONFLICT (workflow_id, run_id) DO UPDATE SET
+        owner = excluded.owner, expires_at = excluded.expires_at
+    WHERE procflow_leases.owner = excluded.owner OR procflow_leases.expires_at <= %(now)s
+        OR procflow_leases.owner = %(steal_from)s
+    RETURNING owner
 """
 
 
@@ -172,6 +183,8 @@ class PostgresStorage:
                                "run_id = %s", key)
             await conn.execute("DELETE FROM procflow_runs WHERE workflow_id = %s AND "
                                "run_id = %s", key)
+            await conn.execute("DELETE FROM procflow_leases WHERE workflow_id = %s AND "
+                               "run_id = %s", key)
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
@@ -205,6 +218,38 @@ class PostgresStorage:
                 "AND run_id = %s",
                 (new, json.dumps(document, ensure_ascii=False, separators=(",", ":")), *key))
             return True
+
+    async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,
+                            ttl: float, steal_from: str | None = None) -> Lease | None:
+        """Take or renew the run's lease in one upsert (see ``Storage.acquire_lease``).
+
+        Raises:
+            ValueError: ``ttl`` is not a finite number > 0.
+            StorageError: The database could not be written.
+        """
+        seconds = lease_ttl(ttl)
+        now = time.time()
+        params = {"workflow_id": workflow_id, "run_id": run_id, "owner": owner,
+                  "expires_at": now + seconds, "now": now, "steal_from": steal_from}
+        async with self.pool.connection(f"taking the lease of run {run_id!r}") as conn:
+            cursor = await conn.execute(_ACQUIRE, params)
+            row = await cursor.fetchone()
+        return None if row is None else Lease(owner, now + seconds)
+
+    async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
+        """Delete the lease row if ``owner`` holds it."""
+        async with self.pool.connection(f"releasing the lease of run {run_id!r}") as conn:
+            await conn.execute("DELETE FROM procflow_leases WHERE workflow_id = %s AND "
+                               "run_id = %s AND owner = %s", (workflow_id, run_id, owner))
+
+    async def get_lease(self, workflow_id: str, run_id: str) -> Lease | None:
+        """The run's live lease, or ``None``."""
+        async with self.pool.connection(f"reading the lease of run {run_id!r}") as conn:
+            cursor = await conn.execute(
+                "SELECT owner, expires_at FROM procflow_leases WHERE workflow_id = %s AND "
+                "run_id = %s AND expires_at > %s", (workflow_id, run_id, time.time()))
+            row = await cursor.fetchone()
+        return None if row is None else Lease(str(row[0]), float(row[1]))
 
     async def save_trace(self, trace: TraceRecord) -> None:
         """Upsert the trace row (header columns and the JSON document with the spans).

@@ -10,10 +10,13 @@ Key layout (ids are escaped so that ``:`` in an id cannot make two keys collide)
     {prefix}:tracehead:{run_id}             string  the trace's header, no spans (JSON)
     {prefix}:traces                         zset    every trace, scored by started_at
     {prefix}:wftraces:{workflow_id}         zset    the workflow's traces, scored alike
+    {prefix}:lease:{workflow_id}:{run_id}   string  the lease holder's id, expiring (PX)
 
 Run index members are the JSON array ``[workflow_id, run_id]``; trace index members are
 the run id. ``list_traces`` reads only the small header documents. Writes are MULTI/EXEC
-transactions; ``claim_run`` and ``save_trace`` are optimistic WATCH transactions. This
+transactions; ``claim_run`` and ``save_trace`` are optimistic WATCH transactions; a lease
+is taken and released by Lua scripts (atomic on the server) and expires by Redis's own
+clock. This
 module imports ``redis``; ``procflow.storage`` only imports it when ``RedisStorage`` is
 first used.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from typing import Any, Final, TypeVar, final
@@ -30,10 +34,10 @@ import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
-from procflow._backends import AsyncResource
+from procflow._backends import AsyncResource, lease_ttl
 from procflow._backends.redis import RedisConnection, escape_key
 from procflow.errors import SnapshotCorruptedError, StorageError
-from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
     dump_run,
     dump_trace,
@@ -50,6 +54,20 @@ _K = TypeVar("_K")
 _LIST_BATCH: Final = 200
 _MAX_CLAIM_ATTEMPTS: Final = 100
 _MAX_TRACE_SAVE_ATTEMPTS: Final = 100
+
+# KEYS[1] the lease; ARGV[1] the owner, ARGV[2] the ttl in ms, ARGV[3] the holder it may
+# be stolen from ("" for none). Free, expired (gone), the owner's own or the dead
+# holder's: set it; another owner's: refuse.
+_ACQUIRE: Final = """
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] and (ARGV[3] == '' or held ~= ARGV[3]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+_RELEASE: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 
 @final
@@ -101,6 +119,9 @@ class RedisStorage(AsyncResource):
         if workflow_id is None:
             return f"{self._prefix}:runs"
         return f"{self._prefix}:wfruns:{escape_key(workflow_id)}"
+
+    def _lease_key(self, workflow_id: str, run_id: str) -> str:
+        return f"{self._prefix}:lease:{escape_key(workflow_id)}:{escape_key(run_id)}"
 
     def _trace_key(self, run_id: str) -> str:
         return f"{self._prefix}:trace:{escape_key(run_id)}"
@@ -195,7 +216,8 @@ class RedisStorage(AsyncResource):
         with self._redis.translate(f"deleting run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.delete(self._run_key(workflow_id, run_id),
-                            self._steps_key(workflow_id, run_id))
+                            self._steps_key(workflow_id, run_id),
+                            self._lease_key(workflow_id, run_id))
                 pipe.zrem(self._index_key(None), member)
                 pipe.zrem(self._index_key(workflow_id), member)
                 await pipe.execute()
@@ -238,6 +260,40 @@ class RedisStorage(AsyncResource):
         raise StorageError(f"Redis storage at {self._redis.display}: claiming run {run_id!r} of "
                            f"workflow {workflow_id!r} failed: the run kept changing "
                            f"({_MAX_CLAIM_ATTEMPTS} attempts)")
+
+    async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,
+                            ttl: float, steal_from: str | None = None) -> Lease | None:
+        """Take or renew the run's lease in one server-side script (see
+        ``Storage.acquire_lease``); the key expires by the server's clock.
+
+        Raises:
+            ValueError: ``ttl`` is not a finite number > 0.
+            StorageError: The server could not be reached.
+        """
+        milliseconds = max(1, round(lease_ttl(ttl) * 1000))
+        now = time.time()
+        with self._redis.translate(f"taking the lease of run {run_id!r}"):
+            taken = await self._client.eval(_ACQUIRE, 1, self._lease_key(workflow_id, run_id),
+                                            owner, milliseconds, steal_from or "")
+        return Lease(owner, now + milliseconds / 1000) if taken else None
+
+    async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
+        """Delete the lease key if ``owner`` holds it (one server-side script)."""
+        with self._redis.translate(f"releasing the lease of run {run_id!r}"):
+            await self._client.eval(_RELEASE, 1, self._lease_key(workflow_id, run_id), owner)
+
+    async def get_lease(self, workflow_id: str, run_id: str) -> Lease | None:
+        """The run's live lease (expiry from the key's remaining time), or ``None``."""
+        key = self._lease_key(workflow_id, run_id)
+        with self._redis.translate(f"reading the lease of run {run_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.get(key)
+                pipe.pttl(key)
+                owner, remaining = await pipe.execute()
+        if owner is None or remaining is None or remaining < 0:
+            return None
+        name = owner.decode(errors="replace") if isinstance(owner, bytes) else str(owner)
+        return Lease(name, time.time() + remaining / 1000)
 
     async def save_trace(self, trace: TraceRecord) -> None:
         """Write the trace, its header and its index entries in one WATCH/MULTI/EXEC.

@@ -1,10 +1,12 @@
 """SQLite storage: the embedded default, one file shared safely by several processes.
 
-Runs live in two tables of one database file, their traces in a third::
+Runs live in two tables of one database file, their traces in a third, the leases of
+runs being executed in a fourth::
 
     runs(workflow_id, run_id, status, created_at, updated_at, snapshot)   -- header JSON
     steps(workflow_id, run_id, path, result)                              -- one row a step
     traces(run_id, workflow_id, status, started_at, ended_at, data)       -- trace JSON
+    leases(workflow_id, run_id, owner, expires_at)                        -- one row a lease
 
 A trace's header fields are columns, so ``list_traces`` reads only those and never the
 (large) ``data`` document holding the spans.
@@ -19,14 +21,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, final
 
-from procflow._backends import AsyncResource
+from procflow._backends import AsyncResource, lease_ttl
 from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.errors import SnapshotCorruptedError
-from procflow.records import RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
     dump_run,
     dump_trace,
@@ -76,6 +79,13 @@ _SCHEMA: Final = (
         ON traces (workflow_id, started_at)""",
     "CREATE INDEX IF NOT EXISTS traces_by_status ON traces (status, started_at)",
     "CREATE INDEX IF NOT EXISTS traces_by_time ON traces (started_at)",
+    """CREATE TABLE IF NOT EXISTS leases (
+        workflow_id TEXT NOT NULL,
+        run_id      TEXT NOT NULL,
+        owner       TEXT NOT NULL,
+        expires_at  REAL NOT NULL,
+        PRIMARY KEY (workflow_id, run_id)
+    )""",
 )
 
 _UPSERT_RUN: Final = """
@@ -101,6 +111,15 @@ _UPSERT_TRACE: Final = """
 _CLAIM: Final = """
     UPDATE runs SET status = :new, snapshot = json_set(snapshot, '$.status', :new)
     WHERE workflow_id = :workflow_id AND run_id = :run_id AND status = :expected
+"""
+# Taken if free, expired, or already the taker's; the upsert is one atomic statement.
+_ACQUIRE: Final = """
+    INSERT INTO leases (workflow_id, run_id, owner, expires_at)
+    VALUES (:workflow_id, :run_id, :owner, :expires_at)
+    ON CONFLICT (workflow_id, run_id) DO UPDATE SET
+        owner = excluded.owner, expires_at = excluded.expires_at
+    WHERE leases.owner = excluded.owner OR leases.expires_at <= :now
+        OR leases.owner = :steal_from
 """
 
 
@@ -230,6 +249,8 @@ class SQLiteStorage(AsyncResource):
                                    key)
                 connection.execute("DELETE FROM runs WHERE workflow_id = ? AND run_id = ?",
                                    key)
+                connection.execute("DELETE FROM leases WHERE workflow_id = ? AND run_id = ?",
+                                   key)
 
         await self._file.run(f"deleting run {run_id!r} of workflow {workflow_id!r}", delete)
 
@@ -262,6 +283,50 @@ class SQLiteStorage(AsyncResource):
                 return cursor.rowcount > 0
 
         return await self._file.run(f"claiming run {run_id!r} of workflow {workflow_id!r}", claim)
+
+    async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,
+                            ttl: float, steal_from: str | None = None) -> Lease | None:
+        """Take or renew the run's lease in one upsert (see ``Storage.acquire_lease``).
+
+        Raises:
+            ValueError: ``ttl`` is not a finite number > 0.
+            StorageError: The database could not be written.
+        """
+        seconds = lease_ttl(ttl)
+        now = time.time()
+        params = {"workflow_id": workflow_id, "run_id": run_id, "owner": owner,
+                  "expires_at": now + seconds, "now": now, "steal_from": steal_from}
+
+        def acquire(connection: sqlite3.Connection) -> bool:
+            with transaction(connection):
+                return connection.execute(_ACQUIRE, params).rowcount > 0
+
+        taken = await self._file.run(f"taking the lease of run {run_id!r}", acquire)
+        return Lease(owner, now + seconds) if taken else None
+
+    async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
+        """Delete the lease row if ``owner`` holds it."""
+        params = (workflow_id, run_id, owner)
+
+        def release(connection: sqlite3.Connection) -> None:
+            with transaction(connection):
+                connection.execute("DELETE FROM leases WHERE workflow_id = ? AND run_id = ? "
+                                   "AND owner = ?", params)
+
+        await self._file.run(f"releasing the lease of run {run_id!r}", release)
+
+    async def get_lease(self, workflow_id: str, run_id: str) -> Lease | None:
+        """The run's live lease, or ``None``."""
+        params = (workflow_id, run_id, time.time())
+
+        def select(connection: sqlite3.Connection) -> tuple[Any, Any] | None:
+            row: tuple[Any, Any] | None = connection.execute(
+                "SELECT owner, expires_at FROM leases WHERE workflow_id = ? AND run_id = ? "
+                "AND expires_at > ?", params).fetchone()
+            return row
+
+        row = await self._file.run(f"reading the lease of run {run_id!r}", select)
+        return None if row is None else Lease(str(row[0]), float(row[1]))
 
     async def save_trace(self, trace: TraceRecord) -> None:
         """Upsert the trace row (header columns and the JSON document with the spans).

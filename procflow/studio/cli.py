@@ -1,4 +1,4 @@
-"""The ``procflow`` command: ``graph``, ``run``, ``runs`` and ``trace``.
+"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace`` and ``worker``.
 
 Every error ends the command with one line on stderr, "procflow: error: ...", and
 exit status 2 (bad usage, target or input) or 1 (a run that failed, a runtime error);
@@ -27,6 +27,7 @@ from procflow.errors import (
 )
 from procflow.studio.commands import UsageError, run_command
 from procflow.studio.targets import TargetError
+from procflow.studio.worker import add_worker_parser, worker_main
 
 __all__ = ["DEFAULT_DB", "build_parser", "main"]
 
@@ -92,11 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", parents=[common], help="list stored runs",
                           description="List stored runs, newest first.")
     runs.add_argument("--workflow", metavar="ID", help="only runs of this workflow id")
-    runs.add_argument("--status", metavar="S", choices=(
-        "pending", "running", "success", "failed", "suspended", "tripwire", "canceled",
-        "corrupted"), help="only this status")
+    runs.add_argument("--status", metavar="S", choices=("pending", "running", "stalled",
+                      "success", "failed", "suspended", "tripwire", "canceled",
+                      "corrupted"),
+                      help="only this status (stalled: running, but its lease expired: the "
+                           "process running it stopped; restart it)")
     runs.add_argument("--limit", type=int, default=20, metavar="N",
                       help="at most N runs (default 20)")
+
+    add_worker_parser(sub)
 
     trace = sub.add_parser("trace", parents=[common], help="show a run's trace",
                            description="Show a run's span tree, or compare two runs.")
@@ -159,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
+        if args.command == "worker":
+            return worker_main(args)
         console = make_console(no_color=args.no_color, plain=args.plain or args.json)
         return anyio.run(run_command, args, console)
     except SystemExit as exc:  # --help

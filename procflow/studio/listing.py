@@ -13,6 +13,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from procflow.runtime.leases import owner_is_dead
 from procflow.studio.graph import format_duration
 from procflow.studio.output import (
     dump,
@@ -48,25 +49,33 @@ class RunRow:
 
 async def run_rows(storage: Storage, workflow: str | None, status: str | None,
                    limit: int) -> list[RunRow]:
-    """Every traced run (agent runs too) merged with the stored run snapshots."""
+    """Every traced run (agent runs too) merged with the stored run snapshots; a
+    "running" run without a live lease is shown as "stalled"."""
     rows: dict[str, RunRow] = {}
-    for trace in await storage.list_traces(workflow_id=workflow, status=status, limit=limit):
+    stored_status = "running" if status == "stalled" else status
+    for trace in await storage.list_traces(workflow_id=workflow, status=stored_status,
+                                           limit=limit):
         duration = None if trace.ended_at is None else trace.ended_at - trace.started_at
         rows[trace.run_id] = RunRow(trace.run_id, trace.workflow_id, trace.status,
                                     trace.started_at, duration)
     snapshots = await storage.list_runs(workflow_id=workflow, limit=limit,
-                                        status=cast("RunStatus | None", status))
+                                        status=cast("RunStatus | None", stored_status))
     for snap in snapshots:
+        shown: str = snap.status
+        if shown == "running":
+            lease = await storage.get_lease(snap.workflow_id, snap.run_id)
+            if lease is None or owner_is_dead(lease.owner):
+                shown = "stalled"
         row = rows.get(snap.run_id)
-        suspended = [".".join(p) for p in snap.suspended] if snap.status == "suspended" else []
+        suspended = [".".join(p) for p in snap.suspended] if shown == "suspended" else []
         if row is None:
-            final = snap.status not in ("pending", "running")
-            rows[snap.run_id] = RunRow(snap.run_id, snap.workflow_id, snap.status,
+            final = shown not in ("pending", "running", "stalled")
+            rows[snap.run_id] = RunRow(snap.run_id, snap.workflow_id, shown,
                                        snap.created_at,
                                        snap.updated_at - snap.created_at if final else None,
                                        suspended)
         else:
-            row.status, row.suspended = snap.status, suspended
+            row.status, row.suspended = shown, suspended
     ordered = sorted((r for r in rows.values() if status is None or r.status == status),
                      key=lambda r: r.started, reverse=True)
     return ordered[:limit]

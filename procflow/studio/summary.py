@@ -24,6 +24,7 @@ __all__ = ["RUN_SYMBOLS", "print_agent_failure", "print_agent_summary",
 RUN_SYMBOLS: dict[str, tuple[str, str]] = {
     "pending": ("○", "dim"),
     "running": ("◐", "yellow"),
+    "stalled": ("◌", "bold yellow"),
     "success": ("●", "green"),
     "failed": ("✖", "red"),
     "tripwire": ("✖", "red"),

@@ -91,6 +91,9 @@ def _notes(attributes: dict[str, Any]) -> list[str]:
         notes.append(f"retry {attempts - 1}")
     if attributes.get("from_cache"):
         notes.append("cached")
+    note = attributes.get("note")  # e.g. "attempt 2 after worker loss"
+    if isinstance(note, str) and note:
+        notes.append(note)
     usage = attributes.get("usage")
     if isinstance(usage, dict) and ("input_tokens" in usage or "output_tokens" in usage):
         notes.append(f"in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)} tok")

@@ -178,9 +178,10 @@ class ParallelEntry(_Lanes):
 
     method: ClassVar[str] = "parallel()"
     steps: tuple[StepLike, ...]
+    distribute: bool = False
 
     def compile(self) -> Node:
-        return nodes.parallel_node(self.steps)
+        return nodes.parallel_node(self.steps, self.distribute)
 
     def units(self) -> tuple[StepLike, ...]:
         return self.steps
@@ -237,9 +238,10 @@ class ForeachEntry(Entry):
 
     step: StepLike
     concurrency: int
+    distribute: bool = False
 
     def compile(self) -> Node:
-        return nodes.foreach_node(self.step, self.concurrency)
+        return nodes.foreach_node(self.step, self.concurrency, self.distribute)
 
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)

@@ -113,10 +113,18 @@ class Workflow(Generic[InputT, OutputT]):
         """Run ``step`` on the previous output."""
         return self._add(StepEntry(self._as_step(step, "then")))
 
-    def parallel(self, steps: Sequence[StepLike]) -> Self:
-        """Run ``steps`` concurrently on the same input; output: step id -> output."""
+    def parallel(self, steps: Sequence[StepLike], *, distribute: bool = False) -> Self:
+        """Run ``steps`` concurrently on the same input; output: step id -> output.
+
+        Args:
+            steps: The branches.
+            distribute: On workers (``procflow worker``), send each branch to the pool
+                as its own message; the run continues when all are done (locally the
+                branches run in process as without it).
+        """
         items = self._list(steps, "parallel")
-        return self._add(ParallelEntry(tuple(self._as_step(s, "parallel") for s in items)))
+        return self._add(ParallelEntry(tuple(self._as_step(s, "parallel") for s in items),
+                                       _flag(distribute, "parallel", self.id)))
 
     def branch(self, branches: Sequence[tuple[Condition, StepLike]], *,
                label: Sequence[str | None] | None = None) -> Self:
@@ -152,13 +160,24 @@ class Workflow(Generic[InputT, OutputT]):
                 workflow_id=self.id)
         return self._add(MapEntry(self._entry_id("map", id), fn))
 
-    def foreach(self, step: StepLike, *, concurrency: int = 1) -> Self:
-        """Run ``step`` on each item of the previous output (a list); output in item order."""
+    def foreach(self, step: StepLike, *, concurrency: int = 1,
+                distribute: bool = False) -> Self:
+        """Run ``step`` on each item of the previous output (a list); output in item order.
+
+        Args:
+            step: The step run on each item.
+            concurrency: Items run at once (in process).
+            distribute: On workers (``procflow worker``), send each item to the pool as
+                its own message (items must be JSON-ready; state changes made by items
+                are not merged back); the run continues when all are done. Locally the
+                items run in process as without it.
+        """
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise WorkflowDefinitionError(
                 f"workflow '{self.id}': foreach concurrency must be an int >= 1, "
                 f"got {concurrency!r}", workflow_id=self.id)
-        return self._add(ForeachEntry(self._as_step(step, "foreach"), concurrency))
+        return self._add(ForeachEntry(self._as_step(step, "foreach"), concurrency,
+                                      _flag(distribute, "foreach", self.id)))
 
     def dowhile(self, step: StepLike, condition: Condition, *,
                 max_iterations: int | None = None, label: str | None = None) -> Self:
@@ -441,3 +460,9 @@ def _finite(value: object) -> bool:
     """A real number (not a bool), finite: ``nan`` and ``inf`` are refused."""
     return isinstance(value, int | float) and not isinstance(value, bool) \
         and math.isfinite(value)
+def _flag(value: object, method: str, workflow_id: str) -> bool:
+    if not isinstance(value, bool):
+        raise WorkflowDefinitionError(
+            f"workflow '{workflow_id}': {method}(distribute=...) takes True or False, got "
+            f"{value!r}", workflow_id=workflow_id)
+    return value

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from procflow.errors import SnapshotCorruptedError
@@ -181,6 +182,103 @@ async def test_claim_run_is_compare_and_set(storage: Storage) -> None:
 
 async def test_claim_of_an_unknown_run_is_false(storage: Storage) -> None:
     assert not await storage.claim_run("wf", "missing", expected="suspended", new="running")
+
+
+async def test_a_free_lease_is_taken_and_read_back(storage: Storage) -> None:
+    lease = await storage.acquire_lease("wf", "run-1", owner="a", ttl=30)
+
+    assert lease is not None and lease.owner == "a"
+    held = await storage.get_lease("wf", "run-1")
+    assert held is not None and held.owner == "a"
+    assert held.expires_at == pytest.approx(lease.expires_at, abs=1.0)
+
+
+async def test_a_live_lease_refuses_other_owners_and_renews_for_its_own(
+        storage: Storage) -> None:
+    await storage.acquire_lease("wf", "run-1", owner="a", ttl=30)
+
+    assert await storage.acquire_lease("wf", "run-1", owner="b", ttl=30) is None
+    renewed = await storage.acquire_lease("wf", "run-1", owner="a", ttl=60)
+    assert renewed is not None and renewed.owner == "a"
+    held = await storage.get_lease("wf", "run-1")
+    assert held is not None and held.owner == "a"
+
+
+async def test_a_released_lease_is_free_and_only_its_owner_releases(storage: Storage) -> None:
+    await storage.acquire_lease("wf", "run-1", owner="a", ttl=30)
+
+    await storage.release_lease("wf", "run-1", owner="b")
+    assert (await storage.get_lease("wf", "run-1")) is not None
+    await storage.release_lease("wf", "run-1", owner="a")
+
+    assert await storage.get_lease("wf", "run-1") is None
+    assert await storage.acquire_lease("wf", "run-1", owner="b", ttl=30) is not None
+
+
+async def test_an_expired_lease_is_gone_and_anyone_takes_it(storage: Storage) -> None:
+    await storage.acquire_lease("wf", "run-1", owner="a", ttl=0.05)
+    await anyio.sleep(0.2)
+
+    assert await storage.get_lease("wf", "run-1") is None
+    taken = await storage.acquire_lease("wf", "run-1", owner="b", ttl=30)
+    assert taken is not None and taken.owner == "b"
+
+
+async def test_a_lease_is_stolen_only_from_the_named_holder(storage: Storage) -> None:
+    await storage.acquire_lease("wf", "run-1", owner="dead", ttl=30)
+
+    assert await storage.acquire_lease("wf", "run-1", owner="b", ttl=30,
+                                       steal_from="someone-else") is None
+    stolen = await storage.acquire_lease("wf", "run-1", owner="b", ttl=30, steal_from="dead")
+    assert stolen is not None and stolen.owner == "b"
+    assert await storage.acquire_lease("wf", "run-1", owner="c", ttl=30,
+                                       steal_from="dead") is None
+
+
+async def test_leases_are_per_run(storage: Storage) -> None:
+    await storage.acquire_lease("wf", "run-1", owner="a", ttl=30)
+
+    assert await storage.acquire_lease("wf", "run-2", owner="b", ttl=30) is not None
+    assert await storage.acquire_lease("other", "run-1", owner="b", ttl=30) is not None
+
+
+async def test_deleting_a_run_drops_its_lease(storage: Storage) -> None:
+    await storage.save_snapshot(header(), {})
+    await storage.acquire_lease("wf", "run-1", owner="a", ttl=30)
+
+    await storage.delete_run("wf", "run-1")
+
+    assert await storage.get_lease("wf", "run-1") is None
+
+
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), "5", True])
+async def test_a_bad_lease_ttl_is_refused(storage: Storage, ttl: Any) -> None:
+    with pytest.raises(ValueError, match="lease ttl"):
+        await storage.acquire_lease("wf", "run-1", owner="a", ttl=ttl)
+
+
+async def test_of_many_concurrent_takers_exactly_one_wins(
+        storage_factory: StorageFactory) -> None:
+    first = storage_factory()
+    # Separate connections, as separate processes have (memory: one shared instance).
+    shared = isinstance(first, InMemoryStorage)
+    stores = [first, *(first if shared else storage_factory() for _ in range(7))]
+    wins: list[str] = []
+
+    async def take(i: int, store: Storage) -> None:
+        if await store.acquire_lease("wf", "run-1", owner=f"owner-{i}", ttl=30) is not None:
+            wins.append(f"owner-{i}")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i, store in enumerate(stores):
+                tg.start_soon(take, i, store)
+        assert len(wins) == 1
+        held = await stores[0].get_lease("wf", "run-1")
+        assert held is not None and held.owner == wins[0]
+    finally:
+        for store in dict.fromkeys(stores):
+            await store.aclose()
 
 
 async def test_ids_with_separators_do_not_collide(storage: Storage) -> None:

@@ -1,0 +1,181 @@
+"""Runs on Dramatiq workers against ``LocalExecutor`` in one process.
+
+``python benchmarks/distributed.py [--quick] [--threads N]``. Starts a private
+``redis-server`` on a free port and ``procflow worker`` processes (1, then 2), and
+prints: runs per second of a 10-step workflow (trivial steps) with 1 and 2 worker
+processes beside ``LocalExecutor`` in this process (the same ``RedisStorage``, snapshots
+at every step); submit-to-result latency p50 and p99 of one run at a time; and the
+framework overhead per item of a distributed ``foreach`` (trivial items). Targets from
+the issue: p50 under 20 ms, under 2 ms per item. Every process started is stopped by
+its pid. Exit code always 0 (a report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+FLOWS = textwrap.dedent('''
+    from procflow import create_step, create_workflow
+
+    def inc(i):
+        return create_step(id=f"s{i}", execute=lambda ctx: ctx.input_data + 1)
+
+    wf = create_workflow(id="bench-ten")
+    for i in range(10):
+        wf = wf.then(inc(i))
+    ten = wf.commit()
+
+    fan = create_workflow(id="bench-fan").foreach(
+        create_step(id="item", execute=lambda ctx: ctx.input_data), distribute=True).commit()
+''')
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        sys.exit("redis-server is not installed")
+    port = _free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def workers(url: str, directory: Path, n: int, threads: int) -> Iterator[None]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), str(directory)])}
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "procflow", "worker", f"{directory}/flows.py:ten",
+         f"{directory}/flows.py:fan", "--redis", url, "--processes", "1",
+         "--threads", str(threads)], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(n)]
+    try:
+        time.sleep(4)  # imports and broker start-up
+        yield
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def throughput(flows: Any, executor: Any, runs: int) -> float:
+    started = time.perf_counter()
+    submitted = []
+    for i in range(runs):
+        run = flows.ten.create_run(storage=executor.storage)
+        await run.submit(i, executor=executor)
+        submitted.append(run)
+    for run in submitted:
+        await run.wait(timeout=120)
+    return runs / (time.perf_counter() - started)
+
+
+async def latency(flows: Any, executor: Any, runs: int) -> tuple[float, float]:
+    times = []
+    for i in range(runs):
+        started = time.perf_counter()
+        run = flows.ten.create_run(storage=executor.storage)
+        await run.submit(i, executor=executor)
+        await run.wait(timeout=60)
+        times.append(time.perf_counter() - started)
+    return _percentile(times, 0.5), _percentile(times, 0.99)
+
+
+async def fan_seconds(flows: Any, executor: Any, items: int) -> float:
+    started = time.perf_counter()
+    run = flows.fan.create_run(storage=executor.storage)
+    await run.submit(list(range(items)), executor=executor)
+    result = await run.wait(timeout=300)
+    assert result.status == "success", result.error
+    return time.perf_counter() - started
+
+
+async def local_throughput(flows: Any, url: str, runs: int) -> float:
+    from procflow import LocalExecutor
+    from procflow.storage import RedisStorage
+
+    async with RedisStorage(url, prefix="bench-local") as storage, LocalExecutor() as local:
+        started = time.perf_counter()
+        submitted = []
+        for i in range(runs):
+            run = flows.ten.create_run(storage=storage)
+            run.durability = "sync"
+            await run.submit(i, executor=local)
+            submitted.append(run)
+        for run in submitted:
+            await run.wait(timeout=120)
+        return runs / (time.perf_counter() - started)
+
+
+async def main(quick: bool, threads: int) -> None:
+    from procflow.workers import DramatiqExecutor
+
+    runs, samples, items = (50, 20, 50) if quick else (400, 200, 400)
+    with tempfile.TemporaryDirectory() as tmp, redis_server() as url:
+        directory = Path(tmp)
+        (directory / "flows.py").write_text(FLOWS)
+        sys.path.insert(0, tmp)
+        import flows
+
+        local = await local_throughput(flows, url, runs)
+        print(f"LocalExecutor, one process: {local:8.1f} runs/s (10 steps, RedisStorage)")
+        for n in (1, 2):
+            with workers(url, directory, n, threads):
+                async with DramatiqExecutor(url) as executor:
+                    await throughput(flows, executor, 5)  # warm-up
+                    rate = await throughput(flows, executor, runs)
+                    print(f"{n} worker process(es) x {threads} threads: {rate:8.1f} runs/s")
+                    if n == 1:
+                        p50, p99 = await latency(flows, executor, samples)
+                        print(f"submit-to-result, one run at a time: p50 {p50 * 1000:.1f} ms "
+                              f"p99 {p99 * 1000:.1f} ms (target p50 < 20 ms)")
+                        one = await fan_seconds(flows, executor, 1)
+                        many = await fan_seconds(flows, executor, items)
+                        per_item = (many - one) / (items - 1)
+                        print(f"distributed foreach: {per_item * 1000:.2f} ms per item "
+                              f"({items} items, 1 worker; target < 2 ms)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs")
+    parser.add_argument("--threads", type=int, default=4, help="threads per worker process")
+    options = parser.parse_args()
+    anyio.run(main, options.quick, options.threads)

@@ -1,0 +1,113 @@
+"""Distributed fan-out: ``foreach``/``parallel(..., distribute=True)`` on a worker pool.
+
+On a worker (an ``Execution`` with a ``Distributor``), a distributed fan-out does not
+run its items: it sends every item without a stored result as a ``Job`` to the pool and
+*parks* the run (``Parked``): the execution ends, its lease is released, its status
+stays "running". Each job runs on some worker (``run_job``), stores its result under
+its own path (``"each[3]"``) and reports to the distributor's join; the last one sends
+the run on. The run continues from its snapshot: the fan-out finds every item's result
+stored and returns them in item order. No actor waits for another message, and a job
+lost with its worker is sent again alone (a stored result is never run again).
+
+Without a distributor (a local run), ``distribute=True`` runs the items in process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic_core import to_jsonable_python
+
+from procflow.records import StepResult
+from procflow.runtime.execution import Execution, Failed, Scope, Suspended, Unit
+from procflow.runtime.executor import run_unit
+
+__all__ = ["Distributor", "Job", "Parked", "fan_out", "run_job"]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One item or branch of a distributed fan-out.
+
+    Attributes:
+        unit_path: Where its step is in the workflow ("enrich", "outer.enrich").
+        path: Where its result is stored ("enrich[3]").
+        data: Its input, JSON-ready (the step's input schema validates it again).
+    """
+
+    unit_path: str
+    path: str
+    data: Any
+
+
+class Distributor(Protocol):
+    """Sends a parked run's jobs to the pool and continues the run when all are done."""
+
+    async def dispatch(self, workflow_id: str, run_id: str, join: str, jobs: Sequence[Job],
+                       total: int) -> None:
+        """Send ``jobs`` (the unfinished ones of ``total``) for the fan-out ``join``."""
+        ...
+
+
+class Parked(Exception):
+    """Internal: the run waits for distributed jobs; this execution ends here."""
+
+    def __init__(self, join: str) -> None:
+        super().__init__(join)
+        self.join = join
+
+
+async def fan_out(ex: Execution, distributor: Distributor, units: Sequence[Unit],
+                  inputs: Sequence[Any], unit_paths: Sequence[str], paths: Sequence[str],
+                  join: str) -> list[Any]:
+    """The outputs of the jobs, in order, if all are stored; else send the missing ones
+    and park the run.
+
+    Raises:
+        Failed: A job failed (the first one, in order).
+        Suspended: Jobs suspended.
+        Parked: Jobs were sent; the run continues when they are done.
+    """
+    stored = [ex.records.get(p) for p in paths]
+    missing = [i for i, rec in enumerate(stored)
+               if rec is None or rec.status not in ("success", "failed", "suspended")]
+    if missing:
+        jobs = [Job(unit_paths[i], paths[i], to_jsonable_python(inputs[i], fallback=repr))
+                for i in missing]
+        await distributor.dispatch(ex.wf.id, ex.run_id, join, jobs, len(paths))
+        raise Parked(join)
+    suspended: list[str] = []
+    outputs: list[Any] = []
+    for unit, rec, path in zip(units, stored, paths, strict=True):
+        assert rec is not None  # every job is stored (checked above)
+        if rec.status == "failed":
+            raise Failed(path, rec.error or RuntimeError(f"job {path} failed"))
+        if rec.status == "suspended":
+            suspended.append(path)
+            continue
+        output = rec.output
+        outputs.append(unit.output.validate(output)
+                       if unit.output is not None and output is not None else output)
+    if suspended:
+        raise Suspended(suspended)
+    return outputs
+
+
+async def run_job(ex: Execution, unit: Unit, job: Job) -> StepResult:
+    """Run one job of a parked run and store its result (a stored one is kept as is).
+
+    Returns:
+        The job's stored result.
+    """
+    rec = ex.records.get(job.path)
+    if rec is not None and rec.status in ("success", "failed", "suspended"):
+        return rec
+    scope = Scope(ex.wf, job.unit_path.rpartition(".")[0] + "." if "." in job.unit_path
+                  else "", ex.input, base=ex.top.state)
+    with contextlib.suppress(Failed, Suspended):  # recorded under the job's path
+        await run_unit(ex, unit, job.data, scope, path=job.path, keep=True)
+    await ex.flush("running")
+    return ex.records[job.path]

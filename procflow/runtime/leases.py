@@ -1,0 +1,151 @@
+"""Run leases: who executes a run, renewed by a heartbeat while it runs.
+
+A run being executed holds a lease in its storage (``Storage.acquire_lease``): an owner
+id and an expiry. ``start()``, ``restart()`` and ``resume()`` take it atomically, so of
+two processes continuing one run exactly one runs its pending step; a heartbeat renews
+it every third of its ttl. A "running" run whose lease expired is *stalled* and anyone
+may restart it. An owner id names its host and process, so a lease held by a process of
+this host that no longer exists (killed) is taken over at once instead of after expiry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, final
+
+import anyio
+
+from procflow.errors import RunStateError
+from procflow.messages import new_id
+
+if TYPE_CHECKING:
+    from procflow.records import Lease
+    from procflow.storage.base import Storage
+
+__all__ = ["DEFAULT_LEASE_TTL", "RunLease", "lease_owner_id", "owner_is_dead"]
+
+DEFAULT_LEASE_TTL: Final = 30.0
+"""Seconds a run's lease lasts unless renewed; the heartbeat renews it every third."""
+
+_log = logging.getLogger("procflow")
+
+
+def lease_owner_id() -> str:
+    """A new lease owner id: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{new_id()[:12]}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """Whether ``owner`` (a ``lease_owner_id``) names a process of this host that no longer
+    runs (gone or a zombie). Unknown hosts and unreadable ids count as alive."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # e.g. PermissionError: it exists
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@final
+class RunLease:
+    """The lease of one run as one run object holds it.
+
+    Args:
+        storage: Where the lease is kept (the run's storage).
+        workflow_id: The run's workflow.
+        run_id: The run.
+        owner: This holder's id.
+        ttl: Seconds the lease lasts unless renewed.
+    """
+
+    __slots__ = ("held", "lost", "owner", "run_id", "storage", "ttl", "workflow_id")
+
+    def __init__(self, storage: Storage, workflow_id: str, run_id: str, *, owner: str,
+                 ttl: float) -> None:
+        self.storage = storage
+        self.workflow_id = workflow_id
+        self.run_id = run_id
+        self.owner = owner
+        self.ttl = ttl
+        self.held: Lease | None = None
+        self.lost = False
+
+    async def take(self) -> None:
+        """Hold the lease (no-op if held), taking over one of a dead local process.
+
+        Raises:
+            RunStateError: Another live owner holds it.
+        """
+        if self.held is not None:
+            return
+        store, wf, run = self.storage, self.workflow_id, self.run_id
+        lease = await store.acquire_lease(wf, run, owner=self.owner, ttl=self.ttl)
+        if lease is None:
+            holder = await store.get_lease(wf, run)
+            if holder is not None and owner_is_dead(holder.owner):
+                lease = await store.acquire_lease(wf, run, owner=self.owner, ttl=self.ttl,
+                                                  steal_from=holder.owner)
+            if lease is None:
+                who = "another process"
+                if holder is not None:
+                    until = time.strftime("%H:%M:%S", time.localtime(holder.expires_at))
+                    who = f"'{holder.owner}' until {until}"
+                raise RunStateError(
+                    f"run '{run}' of workflow '{wf}' is being executed by {who} (it holds the "
+                    "run's lease); only a stalled run, whose lease expired, can be restarted",
+                    workflow_id=wf, run_id=run)
+        self.held = lease
+        self.lost = False
+
+    async def drop(self) -> None:
+        """Release the lease if held (a failure is logged: the lease expires anyway)."""
+        if self.held is None:
+            return
+        self.held = None
+        try:
+            await self.storage.release_lease(self.workflow_id, self.run_id, owner=self.owner)
+        except Exception:
+            _log.warning("could not release the lease of run %s", self.run_id, exc_info=True)
+
+    async def keep(self, on_lost: Callable[[], None]) -> None:
+        """Renew the lease every third of its ttl until cancelled; if another owner took
+        it (this process stalled past the ttl), set ``lost`` and call ``on_lost``."""
+        while True:
+            await anyio.sleep(self.ttl / 3)
+            try:
+                lease = await self.storage.acquire_lease(
+                    self.workflow_id, self.run_id, owner=self.owner, ttl=self.ttl)
+            except Exception:  # a storage hiccup: try again while the lease still runs
+                _log.warning("could not renew the lease of run %s", self.run_id,
+                             exc_info=True)
+                continue
+            if lease is None:
+                self.lost = True
+                self.held = None
+                on_lost()
+                return
+            self.held = lease
+
+    def lost_error(self) -> RunStateError:
+        """The error of a run that lost its lease."""
+        return RunStateError(
+            f"run '{self.run_id}' of workflow '{self.workflow_id}' lost its lease to another "
+            "process (this one did not renew it in time); it stopped without writing, and "
+            "the new holder continues the run", workflow_id=self.workflow_id,
+            run_id=self.run_id)

@@ -1,0 +1,194 @@
+"""``WorkerApp``: what one Dramatiq worker process runs.
+
+It declares procflow's two actors on a broker and answers them: it finds the workflow
+by id among its targets (an agent's loop workflow by the agent's), loads the run from
+``RedisStorage`` and executes it under the run's lease. A step is stored as started
+before it runs, so a run continued after a lost worker shows "attempt 2 after worker
+loss" on that step. A run whose lease a live worker holds (a duplicate delivery) is sent
+again a little later instead of blocking a thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import dramatiq
+
+from procflow._backends.redis import RedisConnection
+from procflow.agent import Agent
+from procflow.errors import RunNotFoundError, RunStateError
+from procflow.runtime.distributed import Job
+from procflow.runtime.executors import SETTLED
+from procflow.storage.redis import RedisStorage
+from procflow.workers.broker import (
+    JOB_ACTOR,
+    RUN_ACTOR,
+    cancel_key,
+    enqueue,
+    job_message,
+    join_key,
+    make_broker,
+    run_message,
+    settled_channel,
+)
+from procflow.workers.settings import WorkerSettings
+from procflow.workflows.workflow import Workflow
+
+if TYPE_CHECKING:
+    from procflow.runtime.run import Run
+
+__all__ = ["WorkerApp"]
+
+_log = logging.getLogger("procflow.workers")
+_BUSY_DELAY: Final = 0.25
+"""Seconds before a run held by a live worker is tried again."""
+_JOIN_TTL: Final = 7 * 24 * 3600
+
+
+class WorkerApp:
+    """Procflow's actors on a Dramatiq broker, able to run the given targets.
+
+    Args:
+        targets: Workflows and agents the worker runs (found by workflow id; an agent
+            by its loop workflow's id, its model, tools and processors by the agent).
+        settings: Redis, queue, recovery and limits.
+
+    Raises:
+        ValueError: Two targets share a workflow id.
+    """
+
+    def __init__(self, targets: Iterable[Workflow | Agent], settings: WorkerSettings) -> None:
+        self.settings = settings
+        self.workflows: dict[str, Workflow] = {}
+        for target in targets:
+            wf = target.workflow if isinstance(target, Agent) else target
+            if wf.id in self.workflows and self.workflows[wf.id] is not wf:
+                raise ValueError(f"two worker targets have the workflow id '{wf.id}'")
+            self.workflows[wf.id] = wf
+        self.broker = make_broker(settings)
+        limit = round(settings.time_limit * 1000)
+        for name, fn in ((RUN_ACTOR, self.run), (JOB_ACTOR, self.job)):
+            declare = dramatiq.actor(broker=self.broker, actor_name=name,
+                                     queue_name=settings.queue,
+                                     max_retries=settings.max_retries, time_limit=limit)
+            declare(fn)
+        self._storage: RedisStorage | None = None
+        self._redis: RedisConnection | None = None
+
+    # -- per event loop resources (Dramatiq runs one loop thread per process) ---------
+
+    @property
+    def storage(self) -> RedisStorage:
+        """The run storage (made on first use, in the worker's event loop)."""
+        if self._storage is None:
+            self._storage = RedisStorage(self.settings.redis_url, prefix=self.settings.prefix)
+        return self._storage
+
+    @property
+    def redis(self) -> RedisConnection:
+        """A client for channels, cancel flags and joins."""
+        if self._redis is None:
+            self._redis = RedisConnection(self.settings.redis_url, name="procflow worker")
+        return self._redis
+
+    def _workflow(self, workflow_id: str) -> Workflow:
+        wf = self.workflows.get(workflow_id)
+        if wf is None:
+            raise LookupError(f"this worker does not run workflow '{workflow_id}'; it runs "
+                              f"{sorted(self.workflows)} (start it with that target)")
+        return wf
+
+    async def _load(self, workflow_id: str, run_id: str) -> Run | None:
+        try:
+            run = await self._workflow(workflow_id).get_run(run_id, storage=self.storage)
+        except RunNotFoundError:
+            _log.warning("run %s of workflow %s is not stored; message dropped", run_id,
+                         workflow_id)
+            return None
+        run.lease_ttl = self.settings.lease_ttl
+        return run
+
+    # -- actors -------------------------------------------------------------------
+
+    async def run(self, workflow_id: str, run_id: str) -> None:
+        """Execute a stored run (start, continue after a lost worker or a fan-out)."""
+        run = await self._load(workflow_id, run_id)
+        if run is None:
+            return
+        run.mark_steps = True
+        run.distributor = self
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch_cancel, run)
+                try:
+                    result = await run.run_submitted()
+                finally:
+                    tg.cancel_scope.cancel()
+        except RunStateError:
+            if run.status in SETTLED:
+                return
+            # Another worker holds the lease: a duplicate delivery, or a continuation
+            # that came before the parked execution let go. Try again shortly.
+            await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id)],
+                          delay=_BUSY_DELAY)
+            return
+        if result.status in SETTLED:
+            with self.redis.translate("publishing a settled run"):
+                await self.redis.client.publish(
+                    settled_channel(self.settings.prefix, run_id), result.status)
+
+    async def job(self, workflow_id: str, run_id: str, join: str, total: int,
+                  unit_path: str, path: str, data: Any) -> None:
+        """Run one job of a distributed fan-out; the last one continues the run."""
+        run = await self._load(workflow_id, run_id)
+        if run is None:
+            return
+        try:
+            await run.run_job(Job(unit_path, path, data))
+        except RunStateError:  # a duplicate of a job a live worker runs
+            await enqueue(self.broker, [job_message(self.settings, workflow_id, run_id, join,
+                                                    total, unit_path, path, data)],
+                          delay=_BUSY_DELAY)
+            return
+        key = join_key(self.settings.prefix, workflow_id, run_id, join)
+        with self.redis.translate("joining a fan-out"):
+            async with self.redis.client.pipeline(transaction=True) as pipe:
+                pipe.sadd(key, path)
+                pipe.scard(key)
+                pipe.expire(key, _JOIN_TTL)
+                _, finished, _ = await pipe.execute()
+        if finished >= total:
+            await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id)])
+
+    # -- Distributor ------------------------------------------------------------------
+
+    async def dispatch(self, workflow_id: str, run_id: str, join: str, jobs: Sequence[Job],
+                       total: int) -> None:
+        """Send a parked run's unfinished jobs to the pool."""
+        await enqueue(self.broker, [
+            job_message(self.settings, workflow_id, run_id, join, total, job.unit_path,
+                        job.path, job.data) for job in jobs])
+
+    # -- cancellation -----------------------------------------------------------------
+
+    async def _watch_cancel(self, run: Run) -> None:
+        """Cancel ``run`` here when any process asks (a flag, then a message)."""
+        key = cancel_key(self.settings.prefix, run.run_id)
+        pubsub = self.redis.client.pubsub()
+        try:
+            await pubsub.subscribe(key)
+            if await self.redis.client.exists(key):
+                run.request_cancel()
+                return
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True,
+                                                   timeout=5.0)
+                if message is not None:
+                    run.request_cancel()
+                    return
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py

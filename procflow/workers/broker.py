@@ -1,0 +1,117 @@
+"""The Dramatiq side: a Redis broker with procflow's safe settings, and its messages.
+
+Two actors make up the protocol, both on ``WorkerSettings.queue``:
+
+- ``procflow_run(workflow_id, run_id)``: execute (start, continue or finish) a stored run;
+- ``procflow_job(workflow_id, run_id, join, total, unit_path, path, data)``: run one
+  item or branch of a distributed fan-out.
+
+Messages carry ids only (and a job's JSON input): the run's state is in ``RedisStorage``,
+the source of truth, so a message delivered twice does no harm. Beside the queues,
+workers use three kinds of keys under the storage prefix::
+
+    {prefix}:settled:{run_id}                      channel  published when a run settles
+    {prefix}:cancel:{run_id}                       string   + channel: cancel requested
+    {prefix}:join:{workflow_id}:{run_id}:{join}    set      the finished jobs of a fan-out
+
+This module imports ``dramatiq``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import anyio.to_thread
+import dramatiq
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.middleware import (
+    AgeLimit,
+    AsyncIO,
+    Callbacks,
+    CurrentMessage,
+    Pipelines,
+    Retries,
+    ShutdownNotifications,
+    TimeLimit,
+)
+
+from procflow._backends.redis import escape_key
+from procflow.workers.settings import WorkerSettings
+
+__all__ = [
+    "JOB_ACTOR",
+    "RUN_ACTOR",
+    "cancel_key",
+    "enqueue",
+    "job_message",
+    "join_key",
+    "make_broker",
+    "run_message",
+    "settled_channel",
+]
+
+RUN_ACTOR: Final = "procflow_run"
+JOB_ACTOR: Final = "procflow_job"
+_MAINTENANCE_SCALE: Final = 1_000_000  # Dramatiq's maintenance chance is per million
+
+
+def make_broker(settings: WorkerSettings) -> RedisBroker:
+    """A Redis broker with heartbeat recovery, maintenance and retries as ``settings`` say.
+
+    The middleware is Dramatiq's default set without Prometheus, with ``AsyncIO`` (the
+    actors are ``async def``) and ``CurrentMessage``.
+    """
+    return RedisBroker(  # type: ignore[no-untyped-call]  # untyped in dramatiq
+        url=settings.redis_url, namespace=settings.namespace,
+        heartbeat_timeout=round(settings.heartbeat_timeout * 1000),
+        maintenance_chance=max(1, round(settings.maintenance_chance * _MAINTENANCE_SCALE)),
+        middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(),
+                    Pipelines(), Retries(max_retries=settings.max_retries, min_backoff=500,
+                                         max_backoff=30_000),
+                    AsyncIO(), CurrentMessage()])
+
+
+def run_message(settings: WorkerSettings, workflow_id: str, run_id: str) -> dramatiq.Message[Any]:
+    """The message that has a worker execute a stored run."""
+    return dramatiq.Message(queue_name=settings.queue, actor_name=RUN_ACTOR,
+                            args=(workflow_id, run_id), kwargs={}, options={})
+
+
+def job_message(settings: WorkerSettings, workflow_id: str, run_id: str, join: str,
+                total: int, unit_path: str, path: str, data: Any) -> dramatiq.Message[Any]:
+    """The message that has a worker run one job of a distributed fan-out."""
+    return dramatiq.Message(queue_name=settings.queue, actor_name=JOB_ACTOR,
+                            args=(workflow_id, run_id, join, total, unit_path, path, data),
+                            kwargs={}, options={})
+
+
+async def enqueue(broker: dramatiq.Broker, messages: Sequence[dramatiq.Message[Any]], *,
+                  delay: float | None = None) -> None:
+    """Send ``messages`` (in a worker thread: the broker's client blocks).
+
+    Args:
+        delay: Seconds before they are delivered.
+    """
+    milliseconds = None if delay is None else max(1, round(delay * 1000))
+
+    def send() -> None:
+        for message in messages:
+            broker.enqueue(message, delay=milliseconds)
+
+    await anyio.to_thread.run_sync(send)
+
+
+def settled_channel(prefix: str, run_id: str) -> str:
+    """The channel a worker publishes on when ``run_id`` settles."""
+    return f"{prefix}:settled:{escape_key(run_id)}"
+
+
+def cancel_key(prefix: str, run_id: str) -> str:
+    """The key (and channel) of a cancellation request for ``run_id``."""
+    return f"{prefix}:cancel:{escape_key(run_id)}"
+
+
+def join_key(prefix: str, workflow_id: str, run_id: str, join: str) -> str:
+    """The set of the finished jobs of fan-out ``join`` of a run."""
+    return f"{prefix}:join:{escape_key(workflow_id)}:{escape_key(run_id)}:{escape_key(join)}"

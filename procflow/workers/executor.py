@@ -1,0 +1,137 @@
+"""``DramatiqExecutor``: submit runs to ``procflow worker`` processes sharing Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Self, final
+
+import anyio
+
+from procflow._backends.redis import RedisConnection
+from procflow.runtime.executors import SETTLED
+from procflow.storage.redis import RedisStorage
+from procflow.workers.broker import (
+    cancel_key,
+    enqueue,
+    make_broker,
+    run_message,
+    settled_channel,
+)
+from procflow.workers.settings import WorkerSettings
+
+if TYPE_CHECKING:
+    from procflow.runtime.results import WorkflowResult
+    from procflow.runtime.run import Run
+
+__all__ = ["DramatiqExecutor"]
+
+_RECHECK: Final = 1.0
+"""Seconds between checks of the stored run while waiting (a safety net under the
+settled notification, which is what normally ends the wait)."""
+_CANCEL_TTL: Final = 7 * 24 * 3600
+
+
+@final
+class DramatiqExecutor:
+    """An ``Executor`` whose runs execute on Dramatiq workers (``procflow worker``).
+
+    Runs are stored in ``executor.storage`` (a ``RedisStorage``), where workers, and
+    ``wf.get_run(run_id, storage=executor.storage)`` in any process, find them.
+
+    Args:
+        redis_url: The Redis server the workers use.
+        settings: Everything else (prefix, queue...; ``redis_url`` wins over theirs).
+
+    Example:
+        ```python
+        executor = DramatiqExecutor("redis://127.0.0.1:6379/0")
+        run = wf.create_run(storage=executor.storage)
+        run_id = await run.submit({"value": 2}, executor=executor)
+        result = await run.wait(timeout=30)
+        ```
+    """
+
+    def __init__(self, redis_url: str | None = None, *,
+                 settings: WorkerSettings | None = None) -> None:
+        base = settings or WorkerSettings()
+        if redis_url is not None:
+            from dataclasses import replace
+
+            base = replace(base, redis_url=redis_url)
+        self.settings = base
+        self.broker = make_broker(base)
+        self.storage = RedisStorage(base.redis_url, prefix=base.prefix)
+        self._redis = RedisConnection(base.redis_url, name="procflow executor")
+
+    def __repr__(self) -> str:
+        return f"DramatiqExecutor({self._redis.display!r}, queue={self.settings.queue!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the Redis connections (the storage's too)."""
+        await self.storage.aclose()
+        await self._redis.aclose()
+        await anyio.to_thread.run_sync(self.broker.close)
+
+    async def submit(self, run: Run, input_data: Any, *,
+                     request_context: Mapping[str, Any] | None = None,
+                     initial_state: Mapping[str, Any] | None = None) -> str:
+        """Store the run as "pending" in ``self.storage`` and send it to the workers.
+
+        Raises:
+            StepValidationError: The input does not match the workflow's input schema.
+        """
+        run.storage = self.storage
+        run.durability = "sync"
+        await run.prepare(input_data, request_context=request_context,
+                          initial_state=initial_state)
+        await enqueue(self.broker, [run_message(self.settings, run.workflow.id, run.run_id)])
+        return run.run_id
+
+    async def wait(self, run: Run, *, timeout: float | None = None,  # noqa: ASYNC109
+                   ) -> WorkflowResult:
+        """Wait for the run's settled notification (checking the stored run first and
+        about once a second as a safety net), then return its stored result.
+
+        Raises:
+            TimeoutError: The run did not settle within ``timeout`` seconds.
+        """
+        if run.storage is not self.storage:
+            run.storage = self.storage
+        channel = settled_channel(self.settings.prefix, run.run_id)
+        pubsub = self._redis.client.pubsub()
+        try:
+            with self._redis.translate("subscribing to a run's outcome"):
+                await pubsub.subscribe(channel)
+            with anyio.fail_after(timeout):
+                while True:
+                    await run.refresh()
+                    if run.status in SETTLED and run.result is not None:
+                        return run.result
+                    with self._redis.translate("waiting for a run's outcome"):
+                        await pubsub.get_message(ignore_subscribe_messages=True,
+                                                 timeout=_RECHECK)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+
+    async def cancel(self, run: Run) -> bool:
+        """Ask the worker running the run to cancel it (a flag and a message).
+
+        Returns:
+            ``False`` when the stored run is suspended or settled-but-cancelable here
+            (no worker holds it), so the caller marks it canceled itself.
+        """
+        key = cancel_key(self.settings.prefix, run.run_id)
+        with self._redis.translate("requesting a run's cancellation"):
+            await self._redis.client.set(key, "1", ex=_CANCEL_TTL)
+            await self._redis.client.publish(key, "cancel")
+        await run.refresh()
+        return run.status not in ("suspended",)
