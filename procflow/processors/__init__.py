@@ -82,6 +82,7 @@ __all__ = [
     "CostScope",
     "DetectionResult",
     "InMemoryCostLedger",
+    "MessageHistory",
     "ModelPrice",
     "ModerationProcessor",
     "OnnxTextClassifier",
@@ -117,6 +118,7 @@ __all__ = [
     "ResponseCache",
     "ResponseCacheContextOptions",
     "ResponseCacheKeyInputs",
+    "SemanticRecall",
     "Signal",
     "StreamErrorRetryProcessor",
     "TokenLimiter",
@@ -126,10 +128,17 @@ __all__ = [
     "ToolSearchOptions",
     "ToolSearchProcessor",
     "UnicodeNormalizer",
+    "WorkingMemory",
     "build_response_cache_key",
     "merge_processor_results",
     "merge_text_edits",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(),
-                                     dict.fromkeys(_builtin.__all__, ".builtin"))
+# DESIGN §4 lists the memory processors among the built-ins. They are defined in
+# ``procflow.memory`` (which builds on this package), so they are resolved from there on
+# first read: the one name map here that points up a layer, and never at import time.
+_MEMORY_PROCESSORS = dict.fromkeys(("MessageHistory", "SemanticRecall", "WorkingMemory"),
+                                   "procflow.memory.processors")
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+    **dict.fromkeys(_builtin.__all__, ".builtin"), **_MEMORY_PROCESSORS})
