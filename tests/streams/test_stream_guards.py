@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,6 +67,7 @@ def test_the_sample_text_has_every_type() -> None:
     assert found == set(VALUES)
 
 
+@pytest.mark.timeout(600)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=pii_texts(), data=st.data())
 async def test_no_value_leaks_over_any_chunking(text: str, data: st.DataObject) -> None:
@@ -84,6 +86,7 @@ async def test_no_value_leaks_over_any_chunking(text: str, data: st.DataObject) 
     assert streamed == "".join(_texts(await _run([PIIDetector(strategy="redact")], [text])))
 
 
+@pytest.mark.timeout(600)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=pii_texts(), data=st.data())
 async def test_streamed_text_equals_final_text(text: str, data: st.DataObject,
@@ -182,6 +185,7 @@ async def test_stream_processors_see_finish_and_step_finish(chunked: Any) -> Non
     assert seen == ["text-delta", "finish", "step-finish"]
 
 
+@pytest.mark.timeout(600)
 @settings(max_examples=150, deadline=None)
 @given(text=st.text(max_size=80), size=st.integers(1, 8), data=st.data(),
        on_non_text=st.booleans())
