@@ -49,7 +49,8 @@ from procflow.runtime.tracing import ParentSpan
 if TYPE_CHECKING:
     from procflow.workflows.workflow import Workflow
 
-__all__ = ["RUNS_IN", "ProcessorLike", "ProcessorRunner", "check_processors", "run_processor_workflow"]
+__all__ = ["RUNS_IN", "ProcessorLike", "ProcessorRunner", "check_processors",
+           "run_processor_workflow"]
 
 _INPUT = TABLE["process_input"]
 _INPUT_STEP = TABLE["process_input_step"]
