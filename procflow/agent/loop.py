@@ -35,7 +35,7 @@ from procflow.messages import Chunk, Message, ToolCallPart, ToolResultPart
 from procflow.models.base import ModelRequest
 from procflow.models.resolve import resolve_model
 from procflow.processors._hooks import StepOverrides
-from procflow.processors.args import OutputResult
+from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.processors.step import is_processor_workflow
 from procflow.runtime.tracing import Span, Tracer
@@ -113,9 +113,12 @@ async def _output_step(deps: AgentDeps, state: AgentState) -> None:
             tool_calls=record.tool_calls, text=record.text, usage=record.usage)
     except TripWire as trip:
         await _retry_or_trip(deps, state, trip, deps.outputs)
-    if deps.streaming and not state.retrying and state.tripwire is None:
-        await deps.emit(Chunk("step-finish", {"step_number": state.step_number,
-                                              "finish_reason": state.finish_reason}))
+    if not state.retrying and state.tripwire is None:
+        done = Chunk("step-finish", {"step_number": state.step_number,
+                                     "finish_reason": state.finish_reason})
+        for out in await _through_stream(deps, state, done):
+            if deps.streaming:
+                await deps.emit(out)
 
 
 async def _output_result(deps: AgentDeps, state: AgentState) -> None:
@@ -294,16 +297,39 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     """Pass the model's (or the cache's) chunks through the stream processors to the
     caller; returns the raw chunks.
 
-    The hot path of a step (one pass per streamed chunk), so the work per chunk is
-    inlined here rather than spread over helpers.
+    The stream processors see every chunk, the model's "finish" too (the caller gets
+    one "finish" at the end of the whole call, so a processed "finish" is not passed
+    on); a stream that ends without one gets one, so windows and batches are always
+    flushed. The hot path of a step (one pass per streamed chunk), so the work per
+    chunk is inlined here rather than spread over helpers.
     """
-    pipe = deps.outputs.output_stream(state.messages)
+    pipe = deps.pipe = deps.outputs.output_stream(state.messages)
     process = None if pipe.empty else pipe.process
     emit = deps.emit if deps.streaming else None
     raw: list[Chunk] = []
     texts = record.texts
     started = time.time()
+    finished = False
     stream: Any = _replay(cached) if cached is not None else model.stream(request)
+
+    async def deliver(outs: Sequence[Chunk]) -> bool:
+        """Emit what the processors let through; ``True`` once they tripped."""
+        for out in outs:
+            kind = out.type
+            if kind == "text-delta":
+                texts.append(out.payload["text"])
+            elif kind == "tripwire" and pipe.tripwire is not None:
+                raw.append(out)  # process_llm_response sees the step was tripped
+                await deps.trip(state, pipe.tripwire)
+                return True
+            elif kind == "tool-call":
+                record.tool_calls.append(dict(out.payload))
+            elif kind == "finish":
+                continue
+            if emit is not None:
+                await emit(out)
+        return False
+
     try:
         async for chunk in stream:
             raw.append(chunk)
@@ -312,22 +338,17 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
                 payload = chunk.payload
                 record.finish_reason = payload.get("finish_reason")
                 record.usage = state.add_usage(payload.get("usage"))
-                continue
-            if kind == "error":
+                if process is None:
+                    continue
+                finished = True
+            elif kind == "error":
                 error = chunk.payload.get("error")
                 raise error if isinstance(error, APICallError) else APICallError(str(error))
-            for out in ((chunk,) if process is None else await process(chunk)):
-                kind = out.type
-                if kind == "text-delta":
-                    texts.append(out.payload["text"])
-                elif kind == "tripwire" and pipe.tripwire is not None:
-                    raw.append(out)  # process_llm_response sees the step was tripped
-                    await deps.trip(state, pipe.tripwire)
-                    return raw
-                elif kind == "tool-call":
-                    record.tool_calls.append(dict(out.payload))
-                if emit is not None:
-                    await emit(out)
+            if await deliver((chunk,) if process is None else await process(chunk)):
+                return raw
+        if (process is not None and not finished and pipe.tripwire is None
+                and await deliver(await pipe.finish())):
+            return raw
     finally:
         close = getattr(stream, "aclose", None)
         if close is not None:
@@ -335,6 +356,38 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
         pipe.record_spans(started)
         record.text = "".join(texts)
     return raw
+
+
+async def _through_stream(deps: AgentDeps, state: AgentState, chunk: Chunk) -> list[Chunk]:
+    """A chunk made after the model call ("step-finish", a tool's "data-*") through the
+    output stream processors; a processor's abort ends the call."""
+    pipe = deps.pipe
+    if pipe is None:
+        pipe = deps.pipe = deps.outputs.output_stream(state.messages)
+    if pipe.empty:
+        return [chunk]
+    async with deps.data_lock:
+        outs = await pipe.process(chunk)
+    kept: list[Chunk] = []
+    for out in outs:
+        if out.type == "tripwire" and pipe.tripwire is not None:
+            await deps.trip(state, pipe.tripwire)
+        else:
+            kept.append(out)
+    return kept
+
+
+def _data_writer(deps: AgentDeps, state: AgentState, call_id: str) -> ProcessorWriter:
+    """The writer a tool gets: its "data-*" chunks go through the output stream
+    processors that take data parts, then to the caller and onto the tool's message
+    (``content.metadata["data"]``, so ``generate()`` has them too)."""
+    async def send(chunk: Chunk) -> None:
+        for out in await _through_stream(deps, state, chunk):
+            if out.type.startswith("data-"):
+                deps.tool_data.setdefault(call_id, []).append({"type": out.type,
+                                                               "data": out.data})
+            await deps.emit(out)
+    return ProcessorWriter(send)
 
 
 async def _replay(chunks: list[Chunk]) -> AsyncIterator[Chunk]:
@@ -446,7 +499,11 @@ async def _run_tools(ctx: StepContext, deps: AgentDeps, state: AgentState) -> No
         part = ToolResultPart(tool_call_id=call["tool_call_id"], tool_name=call["tool_name"],
                               result=value, is_error=is_error, model_output=_model_output(
                                   tools.get(call["tool_name"]), value, is_error))
-        state.messages.add(Message.tool([part]), source="response")
+        msg = Message.tool([part])
+        data = deps.tool_data.pop(part.tool_call_id, None)
+        if data:
+            msg.content.metadata["data"] = data
+        state.messages.add(msg, source="response")
         state.steps[-1].tool_results.append({"tool_call_id": part.tool_call_id,
                                              "tool_name": part.tool_name, "result": value,
                                              "is_error": is_error})
@@ -478,7 +535,8 @@ async def _one_tool(ctx: StepContext, deps: AgentDeps, state: AgentState,
     else:
         try:
             value = await tool.run(args, ToolContext(call_id, deps.ctx.request_context,
-                                                     deps.ctx.writer, resume_data))
+                                                     _data_writer(deps, state, call_id),
+                                                     resume_data))
             value = await deps.outputs.run_tool_result(
                 state.messages, state.info(), tool_name=name, tool_call_id=call_id,
                 args=args, result=value)

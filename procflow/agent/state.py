@@ -10,14 +10,17 @@ resumed in another process gets fresh deps from its agent.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from procflow.errors import TripWire
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.base import LanguageModel
 from procflow.processors._hooks import StepInfo, StepOverrides
 from procflow.processors._runner import ProcessorRunner
+from procflow.processors._stream import StreamPipeline
 from procflow.processors.args import ProcessorContext
 from procflow.storage.values import register_type
 
@@ -210,6 +213,13 @@ class AgentDeps:
     streaming: bool = True
     api_retries: int = 0
     state: AgentState | None = None  # the live state, for the caller at the end
+    pipe: StreamPipeline | None = None
+    """The output stream pipeline of the last model call ("step-finish" and the tools'
+    "data-*" chunks go through it too)."""
+    tool_data: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Tool call id -> the "data-*" chunks its tool sent, after the stream processors."""
+    data_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    """One chunk at a time through the pipeline (tools run concurrently)."""
 
     def __repr__(self) -> str:
         return f"AgentDeps(agent={self.agent.id!r})"

@@ -15,7 +15,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from procflow.context import RequestContext
-from procflow.errors import ProcessorError, StepValidationError, TripWire
+from procflow.errors import (
+    ProcessorError,
+    StepValidationError,
+    TripWire,
+    WorkflowDefinitionError,
+)
 from procflow.messages import Chunk, MessageList
 from procflow.processors._hooks import (
     TABLE,
@@ -44,7 +49,8 @@ from procflow.runtime.tracing import ParentSpan
 if TYPE_CHECKING:
     from procflow.workflows.workflow import Workflow
 
-__all__ = ["ProcessorLike", "ProcessorRunner", "check_processors", "run_processor_workflow"]
+__all__ = ["RUNS_IN", "ProcessorLike", "ProcessorRunner", "check_processors",
+           "run_processor_workflow"]
 
 _INPUT = TABLE["process_input"]
 _INPUT_STEP = TABLE["process_input_step"]
@@ -87,12 +93,39 @@ def check_processors(items: Sequence[Any], *, where: str = "processors") -> list
             raise ProcessorError(
                 f"{where}[{i}]: expected a Processor or a processor workflow, got "
                 f"{type(item).__name__}")
+        _check_place(item, where)
         if pid in seen:
             raise ProcessorError(f"{where}: two processors have the id '{pid}'; ids must be "
                                  "unique within one array", processor_id=pid)
         seen.add(pid)
         out.append(item)
     return out
+
+
+RUNS_IN: dict[str, frozenset[str]] = {
+    "input_processors": frozenset({"process_input", "process_input_step",
+                                   "process_llm_request", "process_llm_response",
+                                   "process_api_error"}),
+    "output_processors": frozenset({"process_output_stream", "process_output_step",
+                                    "process_output_result", "process_tool_result",
+                                    "process_api_error"}),
+    "error_processors": frozenset({"process_api_error", "process_llm_request"}),
+}
+"""Which hooks an agent runs for each of its processor arrays."""
+
+
+def _check_place(item: Any, where: str) -> None:
+    """A processor none of whose hooks runs in ``where`` is a definition error."""
+    runs = RUNS_IN.get(where)
+    if runs is None or not isinstance(item, Processor):
+        return
+    hooks = item.implemented_hooks()
+    if not hooks or hooks & runs:
+        return
+    places = sorted({w for w, h in RUNS_IN.items() if hooks & h})
+    raise WorkflowDefinitionError(
+        f"{where}: processor '{item.id}' implements {sorted(hooks)}, none of which runs in "
+        f"{where}; put it in {' or '.join(places)}")
 
 
 async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,

@@ -21,11 +21,54 @@ from procflow.processors.args import ProcessorContext, ProcessorViolation, Proce
 if TYPE_CHECKING:
     from procflow.processors.base import Processor
 
-__all__ = ["Stage", "StreamPipeline"]
+__all__ = ["WINDOW_CONTEXT", "Stage", "StreamPipeline", "Window"]
 
 _STREAM = TABLE["process_output_stream"]
 _HOOK = _STREAM.name
 _START = Chunk("start")
+
+
+WINDOW_CONTEXT = 256
+"""How much already-released raw text a windowed processor gets as ``text_before``."""
+
+
+class Window:
+    """The text a ``stream_window`` processor has not been shown yet, and its context."""
+
+    __slots__ = ("before", "held", "metadata", "payload")
+
+    def __init__(self) -> None:
+        self.held = ""
+        self.before = ""
+        self.payload: dict[str, Any] = {}
+        self.metadata: dict[str, Any] | None = None
+
+    def add(self, p: Processor, part: Chunk) -> None:
+        self.held += part.text
+        self.payload = part.payload
+        self.metadata = part.metadata
+
+    def take(self, p: Processor, args: ProcessOutputStreamArgs, *, flush: bool) -> Chunk | None:
+        """The segment to show the processor now (all held text when ``flush``), with
+        ``args.text_before``/``text_after`` set; ``None`` while all of it must wait."""
+        held = self.held
+        if not held:
+            return None
+        keep = 0
+        if not flush and len(held) <= p.stream_window_limit:
+            keep = p.hold_back(held)
+            if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
+                raise ProcessorError(f"processor '{p.id}': hold_back() returned {keep!r}; "
+                                     "expected an int >= 0", processor_id=p.id,
+                                     hook="hold_back")
+        cut = max(len(held) - keep, 0)
+        if cut == 0:
+            return None
+        segment, self.held = held[:cut], held[cut:]
+        args.text_before = self.before
+        args.text_after = self.held
+        self.before = (self.before + segment)[-WINDOW_CONTEXT:]
+        return Chunk("text-delta", {**self.payload, "text": segment}, metadata=self.metadata)
 
 
 class Stage(NamedTuple):
@@ -43,6 +86,8 @@ class Stage(NamedTuple):
     """Kept for the whole stream; only ``part`` changes."""
     append: Callable[[Chunk], None]
     """Appends to ``args.stream_parts``."""
+    window: Window | None
+    """The held text of a ``stream_window`` processor."""
 
 
 def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage:
@@ -53,7 +98,7 @@ def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage
     args = ProcessOutputStreamArgs(ml, ctx.state_for(p.id), ctx.retry_count,
                                    ctx.request_context, ctx.writer, p, ctx, _START, parts)
     return Stage(p, getattr(p, _HOOK), p.hook_is_async(_HOOK), p.process_data_parts, args,
-                 parts.append)
+                 parts.append, Window() if p.stream_window else None)
 
 
 class StreamPipeline:
@@ -108,12 +153,36 @@ class StreamPipeline:
             return []
         return await self._from(chunk)
 
-    async def _from(self, part: Chunk, start: int = 0) -> list[Chunk]:
-        """Run ``part`` through the stages from ``start`` on (one chunk at a time)."""
-        stages = self._stages if start == 0 else self._stages[start:]
+    async def finish(self) -> list[Chunk]:
+        """The end of a model call that sent no "finish" chunk: a finish goes through
+        the stages so that each releases what it holds (the caller drops the finish)."""
+        return await self.process(Chunk("finish", {"finish_reason": None}))
+
+    async def _from(self, part: Chunk, start: int = 0, released: bool = False) -> list[Chunk]:
+        """Run ``part`` through the stages from ``start`` on (one chunk at a time);
+        ``released``: ``part`` is text the first stage's window just let go."""
+        stages = self._stages
         is_data = part.type.startswith("data-")
-        for stage in stages:
-            p, fn, is_async, data_parts, args, append = stage
+        i = start - 1
+        for stage in stages if start == 0 else stages[start:]:
+            i += 1
+            p, fn, is_async, data_parts, args, append, window = stage
+            if window is not None and not released:
+                if part.type == "text-delta":
+                    window.add(p, part)
+                    got = window.take(p, args, flush=False)
+                    if got is None:
+                        return []
+                    part = got
+                elif window.held:
+                    # Text held back leaves before anything that follows it.
+                    got = window.take(p, args, flush=True)
+                    assert got is not None
+                    head = await self._from(got, i, True)
+                    if self.tripwire is not None:
+                        return head
+                    return head + await self._from(part, i)
+            released = False
             if is_data and not data_parts:
                 continue
             args.part = part
@@ -139,10 +208,9 @@ class StreamPipeline:
                 is_data = part.type.startswith("data-")
                 continue
             if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
-                index = next(i for i, s in enumerate(self._stages) if s is stage)
                 emitted: list[Chunk] = []
                 for item in out:
-                    emitted += await self._from(item, index + 1)
+                    emitted += await self._from(item, i + 1)
                     if self.tripwire is not None:
                         break
                 return emitted

@@ -266,10 +266,19 @@ class ProcessLLMResponseArgs(ProcessorArgs):
 
 @dataclass(slots=True)
 class ProcessOutputStreamArgs(ProcessorArgs):
-    """``process_output_stream``: one streamed chunk (``part``), and those seen so far."""
+    """``process_output_stream``: one streamed chunk (``part``), and those seen so far.
+
+    For a processor with ``stream_window = True`` a text delta's text is a window
+    segment (see ``Processor.hold_back``): ``text_before`` is the raw text streamed
+    just before it (up to ``WINDOW_CONTEXT`` characters) and ``text_after`` the raw
+    text held back after it, so a detector can look at ``text_before + text +
+    text_after`` and change only ``text``.
+    """
 
     part: Chunk
     stream_parts: list[Chunk]
+    text_before: str = ""
+    text_after: str = ""
 
 
 @dataclass(slots=True)

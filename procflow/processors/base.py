@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -27,6 +28,8 @@ __all__ = ["HOOKS", "Processor"]
 
 logger = logging.getLogger("procflow.processors")
 
+_WORD_TAIL = re.compile(r"\S*\Z")
+
 class Processor:
     """Base class of processors: override any hooks (sync or async); the rest do nothing.
 
@@ -43,7 +46,15 @@ class Processor:
             (``processor:<id>``).
         name: Display name (defaults to the id).
         description: Free text.
-        process_data_parts: Let ``process_output_stream`` see custom "data-*" chunks.
+        process_data_parts: Let ``process_output_stream`` see custom "data-*" chunks
+            (the model's and those tools send with ``writer.custom()``); the hook may
+            edit them or drop them (return ``None``).
+        stream_window: ``process_output_stream`` sees text in a window spanning chunk
+            boundaries: the stream keeps back the tail that ``hold_back`` names, gives
+            the hook the rest as one text delta (with ``args.text_before`` /
+            ``args.text_after`` as context) and flushes what is held before any other
+            chunk and at the end of every model call. Set it on a processor that
+            rewrites text, so a value split across deltas is still found.
         on_violation: Called with a ``ProcessorViolation`` on every abort and warning;
             errors it raises are logged and swallowed.
     """
@@ -52,6 +63,10 @@ class Processor:
     name: str | None = None
     description: str | None = None
     process_data_parts: bool = False
+    stream_window: bool = False
+    stream_window_limit: int = 4096
+    """Held text is released anyway past this many characters (a window cannot grow
+    without bound); only a value longer than this can then be split."""
     on_violation: Callable[[ProcessorViolation], Any] | None = None
 
     step_adapter: ClassVar[Callable[[Processor], Any] | None] = None
@@ -105,6 +120,16 @@ class Processor:
         return None
 
     # -- helpers ---------------------------------------------------------------------
+
+    def hold_back(self, text: str) -> int:
+        """With ``stream_window``: how many trailing characters of the held ``text``
+        could still be the start of a match, and must wait for more text.
+
+        The default holds back the word in progress (the trailing run of non-space
+        characters). Override it for values that span spaces; return 0 to release all.
+        """
+        m = _WORD_TAIL.search(text)
+        return 0 if m is None else m.end() - m.start()
 
     def implemented_hooks(self) -> frozenset[str]:
         """The hooks this processor's class overrides."""

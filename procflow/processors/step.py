@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validator, model_validator
 
-from procflow.errors import ProcessorError
+from procflow.errors import ProcessorError, WorkflowDefinitionError
 from procflow.messages import Chunk, Message, MessageList
-from procflow.processors._hooks import PHASES, HookCall, run_hook
+from procflow.processors._hooks import PHASES, TABLE, HookCall, run_hook
 from procflow.processors._stream import StreamPipeline
 from procflow.processors.args import ProcessorContext, ProcessorViolation
 from procflow.processors.base import Processor
@@ -143,6 +143,15 @@ class ProcessorStep(Step):
                 f"id = \"my-processor\"", processor_id=None)
         self.processor = processor
         hooks = sorted(processor.implemented_hooks())
+        stranded = [h for h in hooks if TABLE[h].phase is None]
+        if stranded:
+            raise WorkflowDefinitionError(
+                f"processor '{pid}' ({type(processor).__name__}) cannot be a step of a "
+                f"processor workflow: its hook(s) {stranded} never run there (a workflow "
+                "runs only process_input, process_input_step, process_output_stream, "
+                "process_output_step, process_output_result and process_tool_result); list "
+                "it directly in the agent's input_processors (or error_processors)",
+                step_id=f"processor:{pid}")
         super().__init__(id=f"processor:{pid}", execute=self._execute,
                          input_schema=ProcessorStepSchema, output_schema=ProcessorStepSchema,
                          description=processor.description or f"Processor {pid}",

@@ -197,14 +197,17 @@ async def test_regex_custom_rules_as_objects_and_dicts() -> None:
 
 async def test_regex_output_stream_and_result() -> None:
     proc = RegexFilterProcessor(presets=["pii"], strategy="redact", phase="output")
-    [[out], [other]] = await stream(proc, [Chunk.text_delta("to a@b.io"), Chunk.finish("stop")])
-    assert out.text == "to [EMAIL]" and other.type == "finish"
+    # The word in progress waits for more text, here the finish (a stream window).
+    got = [c for cs in await stream(proc, [Chunk.text_delta("to a@b.io"), Chunk.finish("stop")])
+           for c in cs]
+    assert "".join(c.text for c in got[:-1]) == "to [EMAIL]" and got[-1].type == "finish"
     ml = MessageList().add(Message.assistant("reach me: a@b.io"), source="response")
     res = OutputResult(text="reach me: a@b.io")
     await ProcessorRunner([proc]).run_output_result(ml, res)
     assert ml.response()[0].text == res.text == "reach me: [EMAIL]"
-    blocked = await stream(RegexFilterProcessor(presets=["pii"]), [Chunk.text_delta("a@b.io")])
-    assert blocked[0][0].type == "tripwire"
+    blocked = await stream(RegexFilterProcessor(presets=["pii"]),
+                           [Chunk.text_delta("a@b.io"), Chunk.finish("stop")])
+    assert blocked[1][0].type == "tripwire"
 
 
 async def test_regex_phase_limits_where_it_checks() -> None:

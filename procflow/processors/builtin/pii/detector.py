@@ -8,6 +8,7 @@ merged.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, get_args
 
@@ -26,6 +27,8 @@ from procflow.processors.base import Processor
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin._judge import judge_json
 from procflow.processors.builtin._text import normalise, off_loop
+from procflow.processors.builtin._window import hold_tail
+from procflow.processors.builtin.pii.dates import MONTHS
 from procflow.processors.builtin.pii.redact import (
     REDACTION_METHODS,
     RedactionMethod,
@@ -34,7 +37,8 @@ from procflow.processors.builtin.pii.redact import (
 )
 from procflow.processors.builtin.pii.rules import find_rule_detections
 
-__all__ = ["ALL_PII_TYPES", "DEFAULT_PII_TYPES", "PIIDetector", "PIIStrategy"]
+__all__ = ["ALL_PII_TYPES", "DEFAULT_PII_TYPES", "HOLD_SPAN", "HOLD_SPAN_WIDE", "PIIDetector",
+           "PIIStrategy"]
 
 logger = logging.getLogger("procflow.processors")
 
@@ -79,8 +83,9 @@ class PIIDetector(Processor):
 
     Runs on input messages (``process_input``), on the final response messages
     (``process_output_result``) and on streamed text deltas (``process_output_stream``).
-    Stream chunks are checked one by one, so a value split across two deltas is
-    missed: put a ``BatchPartsProcessor`` before this processor on the output stream.
+    On the stream it is a ``stream_window`` processor: a value split across deltas is
+    still found, because the stream holds back the tail of the text that could still
+    be (part of) a value (see ``hold_back``) and shows it the rest with its context.
 
     Strategies: "block" aborts the request (``TripWire``, reason ``"PII detected:
     <types>"``); "warn" reports a violation and lets the text through; "filter" drops
@@ -116,6 +121,7 @@ class PIIDetector(Processor):
     """
 
     id = "pii-detector"
+    stream_window = True
 
     def __init__(self, *, model: LanguageModel | str | None = None,
                  detection_types: Sequence[PIIType] | None = None, threshold: float = 0.6,
@@ -146,6 +152,7 @@ class PIIDetector(Processor):
         if on_violation is not None:
             self.on_violation = on_violation
         self._rule_types = rule_types
+        self._wide = bool({"name", "address"} & set(types))
 
     # -- detection -------------------------------------------------------------------
 
@@ -232,12 +239,40 @@ class PIIDetector(Processor):
         """Apply the strategy to each response message (see the class docstring)."""
         return await self._process_messages(args, args.messages)
 
+    def hold_back(self, text: str) -> int:
+        """The tail of held stream text that may still be (part of) a value.
+
+        A value with spaces in it (a phone, a card, an IBAN, a written-out date) is at
+        most ``HOLD_SPAN`` characters long and always has a digit, so the last
+        ``HOLD_SPAN`` characters are kept when they hold a digit (or a month name);
+        otherwise only the word in progress is. The cut then moves back to the start
+        of its word and of any value found across it.
+        """
+        n = len(text)
+        span = HOLD_SPAN_WIDE if self._wide else HOLD_SPAN
+        cut = n - span
+        tail = text[max(cut, 0):]
+        if self._wide or any(ch.isdigit() for ch in tail) or _MONTH_WORD.search(tail):
+            if cut <= 0:
+                return n
+        else:
+            cut = n
+        return hold_tail(text, n - cut, [(d.start, d.end) for d in self.find(text)])
+
     async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Chunk | None:
-        """Apply the strategy to one text delta; other chunks pass through."""
+        """Apply the strategy to one text segment (its context around it is looked at,
+        only the segment is changed); other chunks pass through."""
         part = args.part
         if part.type != "text-delta" or not part.text:
             return part
-        found = await self._check(args, part.text)
+        before = args.text_before
+        text = part.text
+        whole = before + text + args.text_after
+        start, end = len(before), len(before) + len(text)
+        found = [PIIDetection(d.type, max(d.start, start) - start, min(d.end, end) - start,
+                              text[max(d.start, start) - start:min(d.end, end) - start],
+                              d.confidence, d.source, d.view)
+                 for d in await self._check(args, whole) if d.start < end and d.end > start]
         if not found:
             return part
         self._enforce(args, found)
@@ -245,7 +280,7 @@ class PIIDetector(Processor):
             return part
         if self.strategy == "filter":
             return None
-        payload = {**part.payload, "text": self.redact(part.text, found)}
+        payload = {**part.payload, "text": self.redact(text, found)}
         return Chunk("text-delta", payload, metadata=part.metadata)
 
     async def _process_messages(self, args: ProcessorArgs,
@@ -285,6 +320,15 @@ class PIIDetector(Processor):
             args.abort(reason, metadata=detail)
         if self.strategy == "warn":
             args.warn(reason, detail)
+
+
+HOLD_SPAN = 48
+"""Characters ``PIIDetector`` holds back on the stream while a value may be in progress."""
+HOLD_SPAN_WIDE = 96
+"""The same with names or addresses among the types (they run longer)."""
+
+_MONTH_WORD = re.compile(r"(?i)\b(?:" + "|".join(sorted(MONTHS, key=len, reverse=True))
+                         + r")\b")
 
 
 def _check_types(types: Sequence[PIIType]) -> tuple[PIIType, ...]:

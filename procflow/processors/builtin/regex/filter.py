@@ -25,6 +25,7 @@ from procflow.processors.args import (
     ProcessOutputStreamArgs,
 )
 from procflow.processors.base import Processor
+from procflow.processors.builtin._window import hold_tail
 
 __all__ = ["PRESETS", "USER_PATTERN_BUDGET_SECONDS", "RegexFilterProcessor", "RegexRule"]
 
@@ -218,6 +219,11 @@ class RegexFilterProcessor(Processor):
             replacement; "warn" reports a violation and lets the text through.
         phase: Where to check: "input" (input messages), "output" (streamed text
             deltas and the final response) or "all" (default).
+        stream_hold: On the stream (a ``stream_window`` processor) the last this many
+            characters wait for more text (extended back to the start of their word
+            and of any match reaching into them), so a match spanning chunks is found
+            whole: matches with spaces up to this long, matches without any at any
+            length. 0 holds back only the word in progress.
 
     Raises:
         ValueError: No rule at all, an unknown preset/strategy/phase, a duplicate rule
@@ -225,10 +231,15 @@ class RegexFilterProcessor(Processor):
     """
 
     id = "regex-filter"
+    stream_window = True
 
     def __init__(self, *, rules: Sequence[RegexRule | Mapping[str, Any]] = (),
                  presets: Sequence[Preset] = (), strategy: Strategy = "block",
-                 phase: Phase = "all") -> None:
+                 phase: Phase = "all", stream_hold: int = 32) -> None:
+        if isinstance(stream_hold, bool) or not isinstance(stream_hold, int) or stream_hold < 0:
+            raise ValueError(f"RegexFilterProcessor: stream_hold must be an int >= 0, "
+                             f"got {stream_hold!r}")
+        self.stream_hold = stream_hold
         if strategy not in get_args(Strategy):
             raise ValueError(f"RegexFilterProcessor: strategy must be one of "
                              f"{list(get_args(Strategy))}, got {strategy!r}")
@@ -254,6 +265,7 @@ class RegexFilterProcessor(Processor):
         self._compiled = [(r, _compile(r, user=id(r) in user_rules)) for r in all_rules]
         self.strategy: Strategy = strategy
         self.phase: Phase = phase
+        self.stream_window = phase != "input"
 
     def scan(self, text: str) -> dict[str, int]:
         """Rule name -> number of matches in ``text``, for the rules that matched."""
@@ -330,8 +342,18 @@ class RegexFilterProcessor(Processor):
             return None
         return self._messages(args.messages, args, "input")
 
+    def hold_back(self, text: str) -> int:
+        """The tail of held stream text a match may still start in (see ``stream_hold``)."""
+        spans: list[tuple[int, int]] = []
+        for _, regex in self._compiled:
+            try:
+                spans += [(m.start(), m.end()) for m in regex.finditer(text)]
+            except TimeoutError:
+                return len(text)
+        return hold_tail(text, self.stream_hold, spans)
+
     def process_output_stream(self, args: ProcessOutputStreamArgs) -> Chunk | None:
-        """Check each streamed text delta.
+        """Check each streamed text segment (the stream window never cuts a match).
 
         Raises:
             TripWire: The strategy is "block" and a rule matched.
