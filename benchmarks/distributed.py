@@ -103,7 +103,7 @@ async def throughput(flows: Any, executor: Any, runs: int) -> float:
         await run.submit(i, executor=executor)
         submitted.append(run)
     for run in submitted:
-        await run.wait(timeout=120)
+        await run.result(timeout=120)
     return runs / (time.perf_counter() - started)
 
 
@@ -113,7 +113,7 @@ async def latency(flows: Any, executor: Any, runs: int) -> tuple[float, float]:
         started = time.perf_counter()
         run = flows.ten.create_run(storage=executor.storage)
         await run.submit(i, executor=executor)
-        await run.wait(timeout=60)
+        await run.result(timeout=60)
         times.append(time.perf_counter() - started)
     return _percentile(times, 0.5), _percentile(times, 0.99)
 
@@ -122,7 +122,7 @@ async def fan_seconds(flows: Any, executor: Any, items: int) -> float:
     started = time.perf_counter()
     run = flows.fan.create_run(storage=executor.storage)
     await run.submit(list(range(items)), executor=executor)
-    result = await run.wait(timeout=300)
+    result = await run.result(timeout=300)
     assert result.status == "success", result.error
     return time.perf_counter() - started
 
@@ -140,7 +140,7 @@ async def local_throughput(flows: Any, url: str, runs: int) -> float:
             await run.submit(i, executor=local)
             submitted.append(run)
         for run in submitted:
-            await run.wait(timeout=120)
+            await run.result(timeout=120)
         return runs / (time.perf_counter() - started)
 
 

@@ -262,7 +262,7 @@ class Agent:
         """
         storage = getattr(executor, "storage", None)
         wf_run = await self.workflow.get_run(run_id, storage=storage)
-        result = await wf_run.wait(timeout=timeout, executor=executor)
+        result = await wf_run.result(timeout=timeout, executor=executor)
         deps = self.default_deps()
         state = (as_state(result.result) if result.result is not None
                  else AgentState(MessageList()))
@@ -309,7 +309,7 @@ class Agent:
                       resume_data: Any, options: dict[str, Any], emit: Emit, *,
                       streaming: bool = True) -> FullOutput:
         wf_run = await self.workflow.get_run(run_id)
-        stored = wf_run.result
+        stored = wf_run.last_result
         if stored is None or stored.status != "suspended":
             from procflow.errors import RunNotSuspendedError
 

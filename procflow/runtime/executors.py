@@ -1,7 +1,7 @@
 """The executor seam: where a submitted run executes.
 
 ``await run.submit(...)`` hands a run to an ``Executor`` and returns its id; ``await
-run.wait(timeout=...)`` waits for its stored outcome; ``await run.cancel()`` reaches it
+run.result(timeout=...)`` waits for its stored outcome; ``await run.cancel()`` reaches it
 wherever it runs. ``LocalExecutor`` (the default) runs it in this process;
 ``procflow.workers.DramatiqExecutor`` (extra ``procflow[dramatiq]``) sends it to
 Dramatiq workers sharing a Redis server (``procflow worker``).
@@ -66,7 +66,7 @@ class LocalExecutor:
         async with LocalExecutor() as executor:
             run = wf.create_run()
             run_id = await run.submit({"value": 2}, executor=executor)
-            result = await run.wait(timeout=10)
+            result = await run.result(timeout=10)
         ```
     """
 
@@ -119,7 +119,7 @@ class LocalExecutor:
             with anyio.fail_after(timeout):
                 await done.wait()
             self._done.pop(run.run_id, None)
-        result = run.result
+        result = run.last_result
         if result is None or result.status not in SETTLED:
             raise RunStateError(
                 f"run '{run.run_id}' has no result in this process (status {run.status!r}); "

@@ -177,8 +177,9 @@ class Run(Generic[OutputT]):
                 [list(p) for p in snap.suspended], snap.tripwire, None, run_id)
 
     @property
-    def result(self) -> WorkflowResult[OutputT] | None:
-        """The result of the last execution, if any."""
+    def last_result(self) -> WorkflowResult[OutputT] | None:
+        """The result of this object's last execution (or of the stored run it was loaded
+        from), if any; ``await run.result()`` waits for a submitted run instead."""
         return self._result
 
     # -- public API ---------------------------------------------------------------
@@ -325,7 +326,7 @@ class Run(Generic[OutputT]):
             run_id: The new run's id (random by default).
 
         Returns:
-            The new run; ``new_run.result`` is its result.
+            The new run; ``new_run.last_result`` is its result.
 
         Raises:
             RunStateError: This run is running, or ``step`` has no stored result.
@@ -381,8 +382,8 @@ class Run(Generic[OutputT]):
         return await chosen.submit(self, input_data, request_context=context,
                                    initial_state=initial_state)
 
-    async def wait(self, *, timeout: float | None = None,  # noqa: ASYNC109 - the API's
-                   executor: Executor | None = None) -> WorkflowResult:
+    async def result(self, *, timeout: float | None = None,  # noqa: ASYNC109 - the API's
+                     executor: Executor | None = None) -> WorkflowResult[OutputT]:
         """The result of a submitted run once it is settled (final or suspended).
 
         Args:

@@ -185,7 +185,7 @@ async def _run_workflow(args: argparse.Namespace, console: Console, store: Store
         stored = await _load_run(wf, args.run, store)
         started = time.time()
         new = await stored.replay_from(args.from_step, run_id=args.run_id)
-        result = new.result
+        result = new.last_result
         if result is None:  # pragma: no cover - replay_from returns a finished run
             raise UsageError(f"replaying run '{args.run}' from '{args.from_step}' gave no result")
         replayed = stored.run_id
@@ -199,7 +199,7 @@ async def _run_workflow(args: argparse.Namespace, console: Console, store: Store
         data = parse_json(args.data, "--data") if args.data is not None else None
         live.pending_run_id = stored.run_id
         live.hint = lambda: _inspect_lines(args, store, stored.run_id)
-        before = states_from_steps(stored.result.steps) if stored.result else {}
+        before = states_from_steps(stored.last_result.steps) if stored.last_result else {}
         result = await live.workflow(wf, stored.resume_stream(args.resume, data),
                                      initial=before)
     else:

@@ -37,7 +37,7 @@ _EPILOG = """safe defaults (Dramatiq's own are not safe for runs):
 submit runs from Python:
   executor = DramatiqExecutor("redis://127.0.0.1:6379/0")
   run = wf.create_run(storage=executor.storage)
-  run_id = await run.submit(input, executor=executor); result = await run.wait(timeout=60)
+  run_id = await run.submit(input, executor=executor); result = await run.result(timeout=60)
 and list them with: procflow runs --db redis://127.0.0.1:6379/0"""
 
 

@@ -48,7 +48,7 @@ class DramatiqExecutor:
         executor = DramatiqExecutor("redis://127.0.0.1:6379/0")
         run = wf.create_run(storage=executor.storage)
         run_id = await run.submit({"value": 2}, executor=executor)
-        result = await run.wait(timeout=30)
+        result = await run.result(timeout=30)
         ```
     """
 
@@ -113,8 +113,8 @@ class DramatiqExecutor:
             with anyio.fail_after(timeout):
                 while True:
                     await run.refresh()
-                    if run.status in SETTLED and run.result is not None:
-                        return run.result
+                    if run.status in SETTLED and run.last_result is not None:
+                        return run.last_result
                     with self._redis.translate("waiting for a run's outcome"):
                         await pubsub.get_message(ignore_subscribe_messages=True,
                                                  timeout=_RECHECK)

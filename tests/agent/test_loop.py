@@ -237,10 +237,10 @@ async def test_replaying_a_stored_agent_run_from_llm_call_with_another_model(
                    output_processors=[Upper()])
     run = await second.workflow.get_run(out.run_id)
     new = await run.replay_from("agent-step.llm-call")
-    assert new.result is not None and new.result.status == "success"
+    assert new.last_result is not None and new.last_result.status == "success"
     from procflow.agent.state import as_state
 
-    final = as_state(new.result.result)
+    final = as_state(new.last_result.result)
     assert [m.text for m in final.messages.response()] == ["second answer"]
     assert [m.text for m in final.messages.input()] == ["hi"]
 

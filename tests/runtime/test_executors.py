@@ -35,7 +35,7 @@ async def test_submit_outside_a_task_group_runs_to_the_end() -> None:
     run_id = await run.submit(4)
 
     assert run_id == run.run_id and run.status == "success"
-    assert (await run.wait(timeout=5)).result == 8
+    assert (await run.result(timeout=5)).result == 8
 
 
 async def test_submit_inside_a_local_executor_returns_at_once() -> None:
@@ -51,9 +51,9 @@ async def test_submit_inside_a_local_executor_returns_at_once() -> None:
         run = wf.create_run()
         assert await run.submit(3, executor=executor) == run.run_id
         with pytest.raises(TimeoutError):
-            await run.wait(timeout=0.05)
+            await run.result(timeout=0.05)
         gate.set()
-        result = await run.wait(timeout=5)
+        result = await run.result(timeout=5)
     assert (result.status, result.result) == ("success", 3)
 
 

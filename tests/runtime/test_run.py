@@ -136,7 +136,7 @@ async def test_leaving_the_stream_early_lets_the_run_finish() -> None:
     async with run.stream() as events:
         async for _ in events:
             break
-    assert run.result is not None and run.result.status == "success"
+    assert run.last_result is not None and run.last_result.status == "success"
 
 
 async def test_state_initial_set_and_get_step_result() -> None:

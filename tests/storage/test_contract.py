@@ -516,5 +516,5 @@ async def test_a_damaged_trace_never_blocks_loading_the_run(storage: Storage) ->
     with pytest.raises(SnapshotCorruptedError, match="trace of run 'r'"):
         await storage.load_trace("r")
     run = await wf.get_run("r", storage=storage)
-    assert run.status == "success" and run.result is not None
-    assert run.result.result == 2
+    assert run.status == "success" and run.last_result is not None
+    assert run.last_result.result == 2

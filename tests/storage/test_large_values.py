@@ -50,7 +50,7 @@ async def test_large_values_round_trip_on_every_backend(storage: Storage) -> Non
     result = await wf.create_run("r").start(input_data={"text": text})
     assert result.status == "success"
     run = await wf.get_run("r", storage=storage)
-    assert run.result is not None
-    assert run.result.result == {"text": text, "raw": b"\x00" * (BLOB_SIZE + 1), "n": 2}
+    assert run.last_result is not None
+    assert run.last_result.result == {"text": text, "raw": b"\x00" * (BLOB_SIZE + 1), "n": 2}
     listed = await storage.list_runs()
     assert [r.run_id for r in listed] == ["r"]  # listings do not read the blobs

@@ -240,7 +240,7 @@ async def test_a_killed_worker_loses_no_run_and_repeats_no_completed_step(pool: 
         pool.kill(first)
 
         for i, run in runs:
-            result = await run.wait(timeout=90)
+            result = await run.result(timeout=90)
             assert (result.status, result.result) == ("success", i + 10), run.run_id
         for run_id in agent_runs:
             output = await flows.helper.wait(run_id, executor=executor, timeout=60)
@@ -274,7 +274,7 @@ async def test_a_run_suspended_on_a_worker_resumes_from_another_process(pool: Po
     async with _executor(pool.url) as executor:
         run = flows.approval.create_run(storage=executor.storage)
         await run.submit({}, executor=executor)
-        suspended = await run.wait(timeout=60)
+        suspended = await run.result(timeout=60)
         assert suspended.status == "suspended"
 
         done = await anyio.run_process(
@@ -282,7 +282,7 @@ async def test_a_run_suspended_on_a_worker_resumes_from_another_process(pool: Po
             env={**os.environ, "PYTHONPATH": os.getcwd()}, check=False)
         assert done.returncode == 0, done.stderr.decode()
         assert done.stdout.decode().split() == ["success", "YES"]
-        result = await run.wait(timeout=10)
+        result = await run.result(timeout=10)
         assert (result.status, result.result) == ("success", "YES")
         asked = [line for line in pool.lines() if ":ask:" in line]
         assert len(asked) == 1
@@ -297,7 +297,7 @@ async def test_a_run_is_cancelled_from_the_submitting_process(pool: Pool) -> Non
         await _until(lambda: any(":slow" in line for line in pool.lines()), "the step")
 
         await run.cancel()
-        result = await run.wait(timeout=30)
+        result = await run.result(timeout=30)
 
         assert result.status == "canceled"
         other = await flows.slow.get_run(run.run_id, storage=executor.storage)
@@ -313,7 +313,7 @@ async def test_a_distributed_foreach_survives_a_killed_worker(pool: Pool) -> Non
         await _until(lambda: len(pool.lines()) >= 30, "30 items")
         pool.kill(first)
 
-        result = await run.wait(timeout=90)
+        result = await run.result(timeout=90)
 
         assert result.status == "success"
         assert result.result == [2 * i for i in range(100)]
@@ -331,7 +331,7 @@ async def test_get_run_from_any_process_sees_the_stored_run(pool: Pool) -> None:
         run_id = await run.submit(5, executor=executor)
         async with RedisStorage(pool.url, prefix="procflow") as storage:
             again = await flows.ten.get_run(run_id, storage=storage)
-            result = await again.wait(timeout=60, executor=executor)
+            result = await again.result(timeout=60, executor=executor)
         assert (result.status, result.result) == ("success", 15)
 
 
