@@ -1,0 +1,180 @@
+"""The TypeScript examples of processors-overview.zh-HK.md, translated line for line.
+
+One test per example, named after the seed's section; each asserts what the seed says
+the example does, with ``ScriptedModel`` in place of a hosted model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from procflow.agent import Agent
+from procflow.messages import Message
+from procflow.models import ScriptedModel
+from procflow.processors import (
+    ModerationProcessor,
+    ProcessInputArgs,
+    ProcessInputStepArgs,
+    ProcessInputStepResult,
+    Processor,
+)
+
+
+# -- 驗證每個回應 (validate every response) --------------------------------------------
+
+
+async def validate_response(text: str) -> bool:
+    return "Paris" in text
+
+
+class ResponseValidator(Processor):
+    id = "response-validator"
+
+    async def process_output_step(self, args: Any) -> Any:
+        is_valid = await validate_response(args.text)
+
+        if not is_valid and args.retry_count < 3:
+            args.abort("Response did not meet requirements. Try again.", retry=True)
+
+        return []
+
+
+async def test_validate_every_response_retries_and_keeps_the_answer() -> None:
+    model = ScriptedModel(["I am not sure.", "The capital of France is Paris."])
+    agent = Agent(id="validated", model=model, output_processors=[ResponseValidator()],
+                  max_processor_retries=3)
+    result = await agent.generate("What is the capital of France?")
+    assert result.text == "The capital of France is Paris."
+    assert result.tripwire is None and result.finish_reason == "stop"
+    assert len(model.requests) == 2  # one retry
+    # the retry carried the reason to the model
+    assert "Response did not meet requirements" in str(model.requests[1].prompt)
+    assert result.response.messages[-1].text == "The capital of France is Paris."
+
+
+async def test_validate_every_response_valid_answer_is_not_erased() -> None:
+    """Issue 11's bullet: ``return []`` from process_output_step erased the answer."""
+    agent = Agent(id="validated", model=ScriptedModel(["Paris."]),
+                  output_processors=[ResponseValidator()], max_processor_retries=3)
+    result = await agent.generate("Capital of France?")
+    assert result.text == "Paris."
+    out = await Agent(id="validated", model=ScriptedModel(["Paris."]),
+                      output_processors=[ResponseValidator()]).stream("Capital?")
+    assert await out.text == "Paris."
+
+
+async def test_output_step_can_still_remove_messages_through_the_message_list() -> None:
+    class Clear(Processor):
+        id = "clear"
+
+        def process_output_step(self, args: Any) -> None:
+            args.message_list.remove_by_ids([m.id for m in args.message_list.response()])
+
+    result = await Agent(id="clear", model=ScriptedModel(["gone"]),
+                         output_processors=[Clear()]).generate("hi")
+    assert result.response.messages == []
+
+
+# -- 重試機制 (retry mechanism) --------------------------------------------------------
+
+
+async def evaluate_quality(text: str) -> float:
+    return min(1.0, len(text.split()) / 10)
+
+
+class QualityChecker(Processor):
+    id = "quality-checker"
+
+    async def process_output_step(self, args: Any) -> Any:
+        quality_score = await evaluate_quality(args.text)
+
+        if quality_score < 0.7 and args.retry_count < 3:
+            # Request a retry with feedback for the LLM
+            args.abort("Response quality score too low. Please provide a more detailed "
+                       "answer.", retry=True, metadata={"score": quality_score})
+
+        return []
+
+
+async def test_retry_mechanism_quality_checker() -> None:
+    detailed = "Paris is the capital of France, on the Seine, with two million people."
+    model = ScriptedModel(["Paris.", "Paris, France.", detailed])
+    agent = Agent(id="quality-agent", name="Quality Agent", model=model,
+                  output_processors=[QualityChecker()],
+                  max_processor_retries=3)  # Maximum retry attempts.
+    result = await agent.generate("Tell me about the capital of France.")
+    assert result.text == detailed
+    assert len(model.requests) == 3
+    assert "Please provide a more detailed answer." in str(model.requests[2].prompt)
+
+
+async def test_retry_mechanism_without_max_processor_retries_is_a_tripwire() -> None:
+    agent = Agent(id="quality-agent", model=ScriptedModel(["Paris."]),
+                  output_processors=[QualityChecker()])
+    result = await agent.generate("Tell me about Paris.")
+    assert result.finish_reason == "other" and result.tripwire is not None
+    assert result.tripwire["processor_id"] == "quality-checker"
+    assert result.tripwire["metadata"] == {"score": 0.1}
+
+
+# -- 快速開始 (quick start) -------------------------------------------------------------
+
+
+async def test_quick_start_moderated_agent_blocks() -> None:
+    model = ScriptedModel(["Hello!"])
+    moderated_agent = Agent(
+        id="moderated-agent", name="moderated-agent",
+        instructions="You are a helpful assistant", model=model,
+        input_processors=[ModerationProcessor(categories=["hate", "harassment", "violence"],
+                                              threshold=0.7, strategy="block")])
+    blocked = await moderated_agent.generate("I will kill you and your whole family.")
+    assert blocked.tripwire is not None and blocked.finish_reason == "other"
+    assert model.requests == []  # the model is never called
+    fine = await moderated_agent.generate("Hello there")
+    assert fine.text == "Hello!"
+
+
+# -- 轉換輸入訊息 (transform input messages) ---------------------------------------------
+
+
+class CustomInputProcessor(Processor):
+    id = "custom-input"
+
+    async def process_input(self, args: ProcessInputArgs) -> list[Message]:
+        # Transform messages before they reach the LLM.
+        return [msg.with_text(msg.text.lower()) for msg in args.messages]
+
+
+async def test_transform_input_messages_lowercase() -> None:
+    model = ScriptedModel(["ok"])
+    await Agent(id="a", model=model, input_processors=[CustomInputProcessor()]).generate(
+        "HELLO World")
+    assert "hello world" in str(model.requests[0].prompt)
+    assert "HELLO" not in str(model.requests[0].prompt)
+
+
+# -- 控制每個步驟 (control each step) ---------------------------------------------------
+
+
+class DynamicModelProcessor(Processor):
+    id = "dynamic-model"
+
+    async def process_input_step(self, args: ProcessInputStepArgs) -> ProcessInputStepResult:
+        # Use a fast model for initial response
+        if args.step_number == 0:
+            return ProcessInputStepResult(model=FAST)
+        # Disable tools after 5 steps to force completion
+        if args.step_number > 5:
+            return ProcessInputStepResult(tool_choice="none")
+        # No changes for other steps
+        return ProcessInputStepResult()
+
+
+FAST = ScriptedModel(["fast answer"], model_id="fast")
+
+
+async def test_control_each_step_switches_model_on_step_zero() -> None:
+    slow = ScriptedModel(["slow answer"], model_id="slow")
+    result = await Agent(id="a", model=slow,
+                         input_processors=[DynamicModelProcessor()]).generate("hi")
+    assert result.text == "fast answer" and slow.requests == []
