@@ -178,3 +178,147 @@ async def test_control_each_step_switches_model_on_step_zero() -> None:
     result = await Agent(id="a", model=slow,
                          input_processors=[DynamicModelProcessor()]).generate("hi")
     assert result.text == "fast answer" and slow.requests == []
+
+
+# -- 按每次呼叫覆寫 processor (per-request processors) ----------------------------------
+
+
+async def test_processor_array_as_function_of_request_context() -> None:
+    from procflow.context import RequestContext
+    from procflow.processors import TokenLimiter
+
+    made: list[int] = []
+
+    def input_processors(request_context: RequestContext) -> list[Processor]:
+        limit = request_context.get("tokenLimit") or 4000
+        made.append(limit)
+        return [TokenLimiter(limit)]
+
+    agent = Agent(id="processors-agent", model=ScriptedModel(["a", "b"]),
+                  input_processors=input_processors)
+    ctx = RequestContext()
+    ctx.set("tokenLimit", 100)
+    await agent.generate("hi", request_context=ctx)
+    await agent.generate("hi")
+    assert made == [100, 4000]
+
+
+async def test_per_call_override_replaces_the_agents_array() -> None:
+    from procflow.processors import TokenLimiter
+
+    model = ScriptedModel(["summary"])
+    agent = Agent(id="a", model=model, input_processors=[CustomInputProcessor()])
+    out = await agent.stream("Summarize THIS", input_processors=[TokenLimiter(2000)],
+                             max_processor_retries=5)
+    assert await out.text == "summary"
+    assert "THIS" in str(model.requests[0].prompt)  # the agent's lowercaser did not run
+
+
+# -- 使用 prepareStep() callback --------------------------------------------------------
+
+
+async def test_prepare_step_callback() -> None:
+    slow = ScriptedModel(["slow"], model_id="slow")
+    fast = ScriptedModel(["fast"], model_id="fast")
+
+    async def prepare_step(args: ProcessInputStepArgs) -> ProcessInputStepResult | None:
+        if args.step_number == 0:
+            return ProcessInputStepResult(model=fast)
+        if args.step_number > 5:
+            return ProcessInputStepResult(tool_choice="none")
+        return None
+
+    result = await Agent(id="a", model=slow).generate("Complex task",
+                                                      prepare_step=prepare_step)
+    assert result.text == "fast" and slow.requests == []
+
+
+# -- 轉換輸出訊息 (transform output messages) --------------------------------------------
+
+
+class CustomOutputProcessor(Processor):
+    id = "custom-output"
+
+    async def process_output_result(self, args: Any) -> list[Message]:
+        # Transform messages after the LLM generates them
+        return [msg for msg in args.messages if msg.role != "system"]
+
+
+async def test_transform_output_messages() -> None:
+    result = await Agent(id="a", model=ScriptedModel(["hello"]),
+                         output_processors=[CustomOutputProcessor()]).generate("hi")
+    assert result.text == "hello"
+
+
+class UsageTracker(Processor):
+    id = "usage-tracker"
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    async def process_output_result(self, args: Any) -> list[Message]:
+        self.lines.append(f"Tokens: {args.result.usage['input_tokens']} in, "
+                          f"{args.result.usage['output_tokens']} out")
+        self.lines.append(f"Finish reason: {args.result.finish_reason}")
+        return args.messages
+
+
+async def test_usage_tracker() -> None:
+    tracker = UsageTracker()
+    result = await Agent(id="a", model=ScriptedModel(["one two three"]),
+                         output_processors=[tracker]).generate("hi there")
+    assert result.text == "one two three"
+    assert tracker.lines[1] == "Finish reason: stop"
+    assert tracker.lines[0].endswith("3 out")
+
+
+# -- 篩選串流輸出 (filter the stream) ---------------------------------------------------
+
+
+class StreamFilter(Processor):
+    id = "stream-filter"
+
+    async def process_output_stream(self, args: Any) -> Any:
+        part = args.part
+        # Drop text-delta chunks that contain the word "secret"
+        if part.type == "text-delta" and "secret" in part.payload["text"]:
+            return None
+        # Return the (possibly modified) chunk to emit it
+        return part
+
+
+async def test_filter_stream_output_drops_one_chunk() -> None:
+    out = await Agent(id="a", model=ScriptedModel(["the secret word is swordfish"]),
+                      output_processors=[StreamFilter()]).stream("hi")
+    deltas = [c.text async for c in out.full_stream if c.type == "text-delta"]
+    assert "".join(deltas) == "the word is swordfish"
+
+
+# -- 跨區塊及步驟保存資料 (state across chunks and steps) ---------------------------------
+
+
+class WordCounter(Processor):
+    id = "word-counter"
+
+    def __init__(self) -> None:
+        self.printed: list[str] = []
+
+    async def process_output_stream(self, args: Any) -> Any:
+        args.state.setdefault("word_count", 0)
+        if args.part.type == "text-delta":
+            args.state["word_count"] += len(args.part.payload["text"].split())
+        return args.part
+
+    async def process_output_result(self, args: Any) -> list[Message]:
+        self.printed.append(f"Total words: {args.state['word_count']}")
+        return args.messages
+
+
+async def test_state_across_chunks_and_steps() -> None:
+    counter = WordCounter()
+    agent = Agent(id="a", model=ScriptedModel(["one two three four", "five six"]),
+                  output_processors=[counter])
+    out = await agent.stream("count")
+    assert await out.text == "one two three four"
+    await agent.generate("again")  # a new call gets fresh state
+    assert counter.printed == ["Total words: 4", "Total words: 2"]
