@@ -18,7 +18,7 @@ from procflow.processors import (
     ProcessInputStepResult,
     Processor,
 )
-
+from procflow.tools import ToolContext
 
 # -- 驗證每個回應 (validate every response) --------------------------------------------
 
@@ -322,3 +322,154 @@ async def test_state_across_chunks_and_steps() -> None:
     assert await out.text == "one two three four"
     await agent.generate("again")  # a new call gets fresh state
     assert counter.printed == ["Total words: 4", "Total words: 2"]
+
+
+# -- 使用 maxSteps 確保產生最終回應 / 傳送提醒而不保留提醒 (signals) -----------------------
+
+
+class EnsureFinalResponseProcessor(Processor):
+    id = "ensure-final-response"
+
+    def __init__(self, max_steps: int) -> None:
+        self.max_steps = max_steps
+
+    async def process_input_step(self, args: ProcessInputStepArgs) -> None:
+        if args.step_number != self.max_steps - 1:
+            return
+        await args.send_signal({
+            "type": "reactive",
+            "contents": f"This is your final step (step {args.step_number + 1} of "
+                        f"{self.max_steps}). Do not call any more tools. Summarize what you "
+                        "have found and give the user a complete final answer now.",
+            "attributes": {"reason": "max-steps-reached", "step": args.step_number + 1},
+        })
+
+
+async def test_ensure_final_response_signal_on_last_step() -> None:
+    from procflow import tool
+    from procflow.models import ToolCall
+
+    @tool
+    async def search(q: str) -> str:
+        """Search."""
+        return "found"
+
+    max_steps = 2
+    model = ScriptedModel([[ToolCall("search", {"q": "x"})], "Final answer."])
+    agent = Agent(id="agent", instructions="You are a helpful assistant.", model=model,
+                  tools=[search], input_processors=[EnsureFinalResponseProcessor(max_steps)])
+    result = await agent.generate("Your prompt", max_steps=max_steps)
+    assert result.text == "Final answer."
+    assert "system-reminder" not in str(model.requests[0].prompt)
+    assert ('<system-reminder reason="max-steps-reached" step="2">This is your final step '
+            '(step 2 of 2).') in str(model.requests[1].prompt)
+
+
+class SteeringReminderProcessor(Processor):
+    id = "steering-reminder"
+
+    async def process_input_step(self, args: ProcessInputStepArgs) -> None:
+        await args.send_signal({
+            "type": "reactive",
+            "contents": "Stay on the current task and keep answers under three sentences.",
+            "transient": True,
+        })
+
+
+async def test_transient_reminder_is_sent_but_not_kept() -> None:
+    from procflow.memory import InMemoryMemoryStore, Memory
+
+    memory = Memory(storage=InMemoryMemoryStore(), last_messages=10)
+    model = ScriptedModel(["one", "two"])
+    agent = Agent(id="a", model=model, memory=memory,
+                  input_processors=[SteeringReminderProcessor()])
+    who = {"thread": "t", "resource": "r"}
+    await agent.generate("first", memory=who)
+    await agent.generate("second", memory=who)
+    assert str(model.requests[1].prompt).count("Stay on the current task") == 1
+    stored = [m.text for m in await memory.get_messages("t", resource_id="r")]
+    assert not any("Stay on the current task" in t for t in stored)
+
+
+# -- 發出自訂串流事件 (custom stream events) --------------------------------------------
+
+
+async def run_moderation(text: str) -> dict[str, Any]:
+    bad = "darn" in text
+    return {"requires_change": bad, "moderated_text": text.replace("darn", "****"),
+            "reason": "mild profanity" if bad else ""}
+
+
+class CustomModerationProcessor(Processor):
+    id = "moderation"
+
+    async def process_output_result(self, args: Any) -> list[Message]:
+        # Run moderation on the final output
+        text = " ".join(m.text for m in args.messages if m.role == "assistant")
+        result = await run_moderation(text)
+        if result["requires_change"]:
+            # Emit a custom event to the client with the moderated text
+            await args.writer.custom({"type": "data-moderation-update", "data": {
+                "original_text": text, "moderated_text": result["moderated_text"],
+                "reason": result["reason"]}})
+        return args.messages
+
+
+class ModerationCollector(Processor):
+    id = "moderation-collector"
+    process_data_parts = True
+
+    async def process_output_stream(self, args: Any) -> Any:
+        if args.part.type == "data-moderation-update":
+            args.state.setdefault("warnings", []).append(args.part.data)
+        return args.part
+
+
+async def test_custom_stream_events_reach_the_client() -> None:
+    stream = await Agent(id="a", model=ScriptedModel(["darn it"]),
+                         output_processors=[CustomModerationProcessor()]).stream("Hello")
+    updates = [c.data async for c in stream.full_stream if c.type == "data-moderation-update"]
+    assert updates == [{"original_text": "darn it", "moderated_text": "**** it",
+                        "reason": "mild profanity"}]
+
+
+async def test_process_data_parts_collector_sees_tool_data() -> None:
+    from procflow import tool
+    from procflow.models import ToolCall
+    @tool
+    async def status(ctx: ToolContext) -> str:
+        """Report status."""
+        await ctx.writer.custom("data-moderation-update", {"flag": 1})
+        return "ok"
+
+    collector = ModerationCollector()
+    model = ScriptedModel([[ToolCall("status")], "done"])
+    out = await Agent(id="a", model=model, tools=[status],
+                      output_processors=[collector]).stream("go")
+    seen = [c async for c in out.full_stream if c.type == "data-moderation-update"]
+    assert await out.text == "done"
+    assert [c.data for c in seen] == [{"flag": 1}]
+
+
+# -- 為訊息加入 metadata (metadata on messages) ------------------------------------------
+
+
+class MetadataProcessor(Processor):
+    id = "metadata-processor"
+
+    async def process_output_result(self, args: Any) -> list[Message]:
+        out = []
+        for msg in args.messages:
+            if msg.role == "assistant":
+                msg = msg.model_copy(deep=True)
+                msg.content.metadata.update({"processed_at": "2025-01-01T00:00:00Z",
+                                             "custom_data": "your data here"})
+            out.append(msg)
+        return out
+
+
+async def test_metadata_reaches_ui_messages() -> None:
+    result = await Agent(id="a", model=ScriptedModel(["Hi"]),
+                         output_processors=[MetadataProcessor()]).generate("Hello")
+    assistant = next(m for m in result.response.ui_messages if m.role == "assistant")
+    assert assistant.metadata["custom_data"] == "your data here"
