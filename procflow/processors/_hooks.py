@@ -287,6 +287,20 @@ def _apply_messages(p: Processor, hook: Hook, call: HookCall, view: list[Message
         raise _wrong(p, hook, out, "a list of messages, the MessageList or None")
 
 
+def _apply_output_step(p: Processor, hook: Hook, call: HookCall, view: list[Message],
+                       out: Any) -> None:
+    """Like ``_apply_messages``, except that an empty list means "no change".
+
+    The seed's validators (``ResponseValidator``, ``QualityChecker``) check the step,
+    maybe ``abort(..., retry=True)``, and ``return []``: that must not erase the
+    answer. A processor that wants messages gone removes them through
+    ``args.message_list.remove_by_ids(...)``.
+    """
+    if isinstance(out, list | tuple) and not out:
+        return
+    _apply_messages(p, hook, call, view, out)
+
+
 def _apply_tool_result(p: Processor, hook: Hook, call: HookCall, view: list[Message],
                        out: Any) -> None:
     if out is None:
@@ -350,7 +364,7 @@ TABLE: dict[str, Hook] = {hook.name: hook for hook in (
          # usage
          lambda c, ml, v: (list(v), ml.system(), c.step_number, list(c.steps),
                            c.finish_reason, c.tool_calls, c.text, c.usage),
-         _all, _apply_messages, "output step processor",
+         _all, _apply_output_step, "output step processor",
          phase="output_step", source="response", required=("messages",),
          env_in=(*_ANY_STEP, "finish_reason", "tool_calls", "text", "usage")),
     Hook("process_output_result", ProcessOutputResultArgs,

@@ -102,7 +102,13 @@ class Processor:
         return args.part
 
     def process_output_step(self, args: ProcessOutputStepArgs) -> Any:
-        """After each model step, before tools. Abort with ``retry=True`` to ask again."""
+        """After each model step, before tools. Abort with ``retry=True`` to ask again.
+
+        Return a list of messages to replace the step's messages, or ``None`` / an
+        empty list for no change: an empty list never erases the answer (the seed's
+        validators ``return []``). To remove messages, call
+        ``args.message_list.remove_by_ids(...)``.
+        """
         return None
 
     def process_output_result(self, args: ProcessOutputResultArgs) -> Any:
