@@ -1,4 +1,5 @@
-"""Calling one processor hook: sync or async, traced as a leaf span, errors named.
+"""Calling one processor hook: its args built, the call traced as a leaf span, errors
+named, and its return value applied (by the hook table's rule).
 
 A ``TripWire`` gets the processor's id and fires ``on_violation`` before it
 propagates; any other exception from a hook is a bug in the processor and becomes a
@@ -13,33 +14,48 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from procflow.errors import ProcessorError, ProcflowError, TripWire
-from procflow.processors.args import ProcessorArgs, ProcessorViolation
+from procflow.messages import Message
+from procflow.processors.args import ProcessorContext, ProcessorViolation
+from procflow.processors.base import ASYNC_HOOKS
 from procflow.runtime.tracing import Span, Tracer
 
 if TYPE_CHECKING:
-    from procflow.processors._hooks import Hook
+    from procflow.processors._hooks import Hook, HookCall
     from procflow.processors.base import Processor
 
-__all__ = ["call_hook", "span_name"]
+__all__ = ["run_hook", "span_name"]
 
 _now = time.time
 
 
-async def call_hook(p: Processor, hook: Hook, args: ProcessorArgs) -> Any:
-    """Call ``p.<hook>(args)`` (sync or async) and return what it returned.
+async def run_hook(hook: Hook, p: Processor, call: HookCall, ctx: ProcessorContext) -> None:
+    """Run processor ``p``'s ``hook`` on ``call`` and apply what it returned.
 
     Raises:
         TripWire: The hook aborted (tagged with ``p.id``; ``on_violation`` has run).
-        ProcessorError: The hook raised something that is not a procflow error.
+        ProcessorError: The hook raised something that is not a procflow error, or
+            returned something its rule does not accept.
     """
+    ml = call.ml
+    view = hook.view(ml) if hook.view is not None and ml is not None else _EMPTY
+    states = ctx.states
+    state = states.get(p.id)
+    if state is None:
+        state = states[p.id] = {}
+    # Positional on purpose: this runs for every hook call, and a dataclass takes
+    # fourteen positional arguments about three times faster than fourteen keywords.
+    args = hook.args(ml, state, ctx.retry_count, ctx.request_context, ctx.writer, p, ctx,
+                     *hook.fields(call, ml, view))  # type: ignore[arg-type]
     name = hook.name
     fn: Callable[[Any], Any] = getattr(p, name)
-    ctx = args.context
     tracer = ctx.tracer
     started = _now() if tracer is not None else 0.0
     try:
         out = fn(args)
-        if p.hook_is_async(name) or inspect.isawaitable(out):
+        is_async = ASYNC_HOOKS.get((type(p), name))  # hook_is_async's cache, read inline
+        if is_async is None:
+            is_async = p.hook_is_async(name)
+        if is_async or inspect.isawaitable(out):
             out = await out
     except TripWire as trip:
         span = _failed_span(tracer, ctx.span, p.id, hook, started)
@@ -59,7 +75,11 @@ async def call_hook(p: Processor, hook: Hook, args: ProcessorArgs) -> Any:
         raise
     if tracer is not None:
         tracer.leaf(span_name(p.id, hook), "processor", ctx.span, started)
-    return out
+    if out is not None:  # None leaves everything as it was, for every hook
+        hook.apply(p, hook, call, view, out)
+
+
+_EMPTY: list[Message] = []
 
 
 def _failed_span(tracer: Tracer | None, parent: Span | None, processor_id: str, hook: Hook,

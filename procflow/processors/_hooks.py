@@ -15,12 +15,11 @@ list plus the phase's data; each processor's return is applied to it in turn.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from procflow.errors import ProcessorError
 from procflow.messages import Chunk, Message, MessageList, MessageSource
-from procflow.processors._call import call_hook
 from procflow.processors.args import (
     APIErrorResult,
     OutputResult,
@@ -33,7 +32,6 @@ from procflow.processors.args import (
     ProcessLLMRequestResult,
     ProcessLLMResponseArgs,
     ProcessorArgs,
-    ProcessorContext,
     ProcessOutputResultArgs,
     ProcessOutputStepArgs,
     ProcessOutputStreamArgs,
@@ -45,7 +43,7 @@ if TYPE_CHECKING:
     from procflow.processors.base import Processor
 
 __all__ = ["HOOKS", "PHASES", "TABLE", "Hook", "HookCall", "StepInfo", "StepOverrides",
-           "replace_view", "run_hook"]
+           "replace_view"]
 
 
 @dataclass(slots=True)
@@ -65,18 +63,19 @@ class StepOverrides:
     tool_choice: Any = None
 
 
-@dataclass(slots=True)
 class HookCall:
     """One phase's data, threaded through a processor array; each processor's return
     value is applied to it before the next processor runs.
 
     The field names are the envelope's (``ProcessorStepSchema``), so a phase moves
-    between the two by name.
+    between the two by name. One is made per phase per request, so making one is kept
+    cheap: the constructor sets the message list and the step, every other field
+    starts at its class-level default and a phase sets the ones it uses.
+    (The list and dict defaults are shared: assign new values, never mutate them.)
     """
 
-    ml: MessageList | None
     step_number: int = 0
-    steps: list[Any] = field(default_factory=list)
+    steps: Sequence[Any] = ()
     model: Any = None
     tools: Any = None
     tool_choice: Any = None
@@ -85,15 +84,21 @@ class HookCall:
     chunks: list[Chunk] | None = None
     from_cache: bool = False
     finish_reason: str | None = None
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = []  # noqa: RUF012 - replaced, never mutated
     text: str = ""
     usage: dict[str, Any] | None = None
     result: Any = None
     tool_name: str = ""
     tool_call_id: str = ""
-    args: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, Any] = {}  # noqa: RUF012 - replaced, never mutated
     error: BaseException | None = None
     retry: bool = False
+
+    def __init__(self, ml: MessageList | None, step_number: int = 0,
+                 steps: Sequence[Any] = ()) -> None:
+        self.ml = ml
+        self.step_number = step_number
+        self.steps = steps
 
 
 View: TypeAlias = "Callable[[MessageList], list[Message]] | None"
@@ -113,7 +118,8 @@ class Hook:
         view: The messages the hook sees and may replace (``None``: no message view;
             the hook gets an empty view).
         apply: Applies the hook's return value to the call (raises ``ProcessorError`` on
-            a return it does not accept).
+            a return it does not accept); not called for ``None``, which leaves
+            everything as it was for every hook.
         label: The span name prefix of its calls ("input processor: <id>").
         stream: Runs per chunk on the stream fast path.
         phase: Its ``ProcessorStepSchema`` phase, or ``None`` when processor
@@ -139,24 +145,6 @@ class Hook:
     required: tuple[str, ...] = ()
     env_in: tuple[str, ...] = ()
     env_out: tuple[str, ...] = ()
-
-
-async def run_hook(hook: Hook, p: Processor, call: HookCall, ctx: ProcessorContext) -> None:
-    """Run processor ``p``'s ``hook`` on ``call`` and apply what it returned."""
-    ml = call.ml
-    view = hook.view(ml) if hook.view is not None and ml is not None else _EMPTY
-    states = ctx.states
-    state = states.get(p.id)
-    if state is None:
-        state = states[p.id] = {}
-    # Positional on purpose: this runs for every hook call, and a dataclass takes
-    # fourteen positional arguments about three times faster than fourteen keywords.
-    args = hook.args(ml, state, ctx.retry_count, ctx.request_context, ctx.writer, p, ctx,
-                     *hook.fields(call, ml, view))  # type: ignore[arg-type]
-    hook.apply(p, hook, call, view, await call_hook(p, hook, args))
-
-
-_EMPTY: list[Message] = []
 
 
 # -- how return values are applied --------------------------------------------------

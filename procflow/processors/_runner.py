@@ -22,13 +22,14 @@ from procflow.errors import (
     WorkflowDefinitionError,
 )
 from procflow.messages import Chunk, MessageList
+from procflow.processors._call import run_hook
 from procflow.processors._hooks import (
+    PHASES,
     TABLE,
     Hook,
     HookCall,
     StepInfo,
     StepOverrides,
-    run_hook,
 )
 from procflow.processors._stream import StreamPipeline
 from procflow.processors.args import (
@@ -223,6 +224,7 @@ class ProcessorRunner:
                                  else list(processors))
         self.context = context if context is not None else ProcessorContext()
         self.max_processor_retries = max_processor_retries
+        self._hooks = _hooks_of(self.items)
 
     # -- retries --------------------------------------------------------------------
 
@@ -262,28 +264,39 @@ class ProcessorRunner:
 
     async def run_input(self, ml: MessageList) -> None:
         """``process_input`` of every processor, in order, on ``ml``."""
+        if _INPUT.name not in self._hooks:
+            return
         await self.run(_INPUT, HookCall(ml))
 
     async def run_input_step(self, ml: MessageList, info: StepInfo,
                              current: StepOverrides) -> StepOverrides:
         """``process_input_step`` of every processor; returns the step's settings."""
-        call = await self.run(_INPUT_STEP, HookCall(
-            ml, info.step_number, _steps(info), current.model, current.tools,
-            current.tool_choice))
+        if _INPUT_STEP.name not in self._hooks:
+            return current
+        call = HookCall(ml, info.step_number, _steps(info))
+        call.model, call.tools, call.tool_choice = (current.model, current.tools,
+                                                    current.tool_choice)
+        await self.run(_INPUT_STEP, call)
         return StepOverrides(call.model, call.tools, call.tool_choice)
 
     async def run_llm_request(self, prompt: list[dict[str, Any]], ml: MessageList | None,
                               info: StepInfo, model: Any) -> ProcessLLMRequestResult:
         """``process_llm_request``: the final prompt, and cached chunks if one answered."""
-        call = await self.run(_LLM_REQUEST, HookCall(ml, info.step_number, _steps(info), model,
-                                                     prompt=prompt))
+        if _LLM_REQUEST.name not in self._hooks:
+            return ProcessLLMRequestResult(prompt=prompt)
+        call = HookCall(ml, info.step_number, _steps(info))
+        call.model, call.prompt = model, prompt
+        await self.run(_LLM_REQUEST, call)
         return ProcessLLMRequestResult(prompt=call.prompt, response=call.response)
 
     async def run_llm_response(self, chunks: list[Chunk], ml: MessageList | None,
                                info: StepInfo, model: Any, *, from_cache: bool) -> None:
         """``process_llm_response`` of every processor (side effects only)."""
-        await self.run(_LLM_RESPONSE, HookCall(ml, info.step_number, _steps(info), model,
-                                               chunks=chunks, from_cache=from_cache))
+        if _LLM_RESPONSE.name not in self._hooks:
+            return
+        call = HookCall(ml, info.step_number, _steps(info))
+        call.model, call.chunks, call.from_cache = model, chunks, from_cache
+        await self.run(_LLM_RESPONSE, call)
 
     def output_stream(self, ml: MessageList | None = None) -> StreamPipeline:
         """The stream fast path for this array (workflows flattened when linear)."""
@@ -300,21 +313,31 @@ class ProcessorRunner:
                               finish_reason: str | None, tool_calls: list[dict[str, Any]],
                               text: str, usage: dict[str, Any] | None) -> None:
         """``process_output_step`` of every processor, after a model step."""
-        await self.run(_OUTPUT_STEP, HookCall(
-            ml, info.step_number, _steps(info), finish_reason=finish_reason,
-            tool_calls=tool_calls, text=text, usage=usage))
+        if _OUTPUT_STEP.name not in self._hooks:
+            return
+        call = HookCall(ml, info.step_number, _steps(info))
+        call.finish_reason, call.tool_calls, call.text, call.usage = (finish_reason, tool_calls,
+                                                                      text, usage)
+        await self.run(_OUTPUT_STEP, call)
 
     async def run_output_result(self, ml: MessageList, result: OutputResult) -> None:
         """``process_output_result`` of every processor, once at the end."""
-        await self.run(_OUTPUT_RESULT, HookCall(ml, result=result))
+        if _OUTPUT_RESULT.name not in self._hooks:
+            return
+        call = HookCall(ml)
+        call.result = result
+        await self.run(_OUTPUT_RESULT, call)
 
     async def run_tool_result(self, ml: MessageList | None, info: StepInfo, *,
                               tool_name: str, tool_call_id: str, args: dict[str, Any],
                               result: Any) -> Any:
         """``process_tool_result`` of every processor; returns the final tool result."""
-        call = await self.run(_TOOL_RESULT, HookCall(
-            ml, info.step_number, _steps(info), tool_name=tool_name,
-            tool_call_id=tool_call_id, args=args, result=result))
+        if _TOOL_RESULT.name not in self._hooks:
+            return result
+        call = HookCall(ml, info.step_number, _steps(info))
+        call.tool_name, call.tool_call_id, call.args, call.result = (tool_name, tool_call_id,
+                                                                     args, result)
+        await self.run(_TOOL_RESULT, call)
         return call.result
 
     async def run_api_error(self, error: BaseException, ml: MessageList,
@@ -323,7 +346,10 @@ class ProcessorRunner:
 
         An error processor that raises (other than a TripWire) is logged and skipped.
         """
-        call = HookCall(ml, info.step_number, _steps(info), error=error)
+        if _API_ERROR.name not in self._hooks:
+            return False
+        call = HookCall(ml, info.step_number, _steps(info))
+        call.error = error
         name = _API_ERROR.name
         for p in self.items:
             if not (isinstance(p, Processor) and name in p.implemented_hooks()):
@@ -343,5 +369,31 @@ class ProcessorRunner:
         return False
 
 
-def _steps(info: StepInfo) -> list[Any]:
-    return info.steps if info.steps is not None else []
+_PHASE_HOOKS = frozenset(h.name for h in PHASES.values())
+_HOOKS_OF: dict[tuple[type, ...], frozenset[str]] = {}
+
+
+def _hooks_of(items: list[Any]) -> frozenset[str]:
+    """The hooks some item of an array runs (cached by the items' classes: hooks are
+    per class, and a runner is made per request)."""
+    key = tuple(map(type, items))
+    hooks = _HOOKS_OF.get(key)
+    if hooks is None:
+        hooks = frozenset().union(*(
+            item.implemented_hooks() if isinstance(item, Processor) else _PHASE_HOOKS
+            for item in items))
+        # Only the base rule (hooks a class overrides) is per class; a processor that
+        # answers implemented_hooks() itself may differ from one instance to the next.
+        if all(type(item).implemented_hooks is _CLASS_RULE for item in items
+               if isinstance(item, Processor)):
+            if len(_HOOKS_OF) >= 1024:  # arrays made per request must not grow this forever
+                _HOOKS_OF.clear()
+            _HOOKS_OF[key] = hooks
+    return hooks
+
+
+_CLASS_RULE = Processor.implemented_hooks
+
+
+def _steps(info: StepInfo) -> Sequence[Any]:
+    return info.steps if info.steps is not None else ()

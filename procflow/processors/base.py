@@ -24,11 +24,15 @@ from procflow.processors.args import (
     ProcessToolResultArgs,
 )
 
-__all__ = ["HOOKS", "Processor"]
+__all__ = ["ASYNC_HOOKS", "HOOKS", "Processor"]
 
 logger = logging.getLogger("procflow.processors")
 
 _WORD_TAIL = re.compile(r"\S*\Z")
+ASYNC_HOOKS: dict[tuple[type, str], bool] = {}
+"""(processor class, hook) -> whether the hook is a coroutine function: the cache
+``Processor.hook_is_async`` fills, readable directly on the hot path."""
+
 
 class Processor:
     """Base class of processors: override any hooks (sync or async); the rest do nothing.
@@ -73,7 +77,6 @@ class Processor:
     """Makes a processor a workflow step (``processors.step`` sets ``ProcessorStep``)."""
 
     _hooks_cache: ClassVar[dict[type, frozenset[str]]] = {}
-    _async_cache: ClassVar[dict[tuple[type, str], bool]] = {}
 
     # -- hooks (no-ops; returning None leaves everything unchanged) ---------------
 
@@ -149,12 +152,12 @@ class Processor:
     def hook_is_async(self, hook: str) -> bool:
         """Whether this processor's ``hook`` is a coroutine function (cached per class)."""
         key = (type(self), hook)
-        cached = Processor._async_cache.get(key)
+        cached = ASYNC_HOOKS.get(key)
         if cached is None:
             cached = inspect.iscoroutinefunction(getattr(type(self), hook, None))
             if "process_" in hook and hook in vars(self):  # a hook set on the instance
                 return inspect.iscoroutinefunction(getattr(self, hook))
-            Processor._async_cache[key] = cached
+            ASYNC_HOOKS[key] = cached
         return cached
 
     def report_violation(self, violation: ProcessorViolation,

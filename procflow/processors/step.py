@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validat
 
 from procflow.errors import ProcessorError, WorkflowDefinitionError
 from procflow.messages import Chunk, Message, MessageList
-from procflow.processors._hooks import PHASES, TABLE, HookCall, run_hook
+from procflow.processors._call import run_hook
+from procflow.processors._hooks import PHASES, TABLE, HookCall
 from procflow.processors._stream import StreamPipeline
 from procflow.processors.args import ProcessorContext, ProcessorViolation
 from procflow.processors.base import Processor
@@ -119,7 +120,9 @@ async def run_envelope(p: Processor, env: ProcessorStepSchema,
     else:
         start = env.live_list()
         ml = start.copy()
-        call = HookCall(ml, **{f: getattr(env, f) for f in hook.env_in})
+        call = HookCall(ml)
+        for name in hook.env_in:
+            setattr(call, name, getattr(env, name))
         await run_hook(hook, p, call, ctx)
         update = {f: getattr(call, f) for f in hook.env_out}
         update |= {"message_list": ml, "messages": hook.messages(ml),
