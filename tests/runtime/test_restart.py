@@ -160,10 +160,10 @@ async def test_replay_from_a_step_is_a_new_run_reusing_earlier_results() -> None
     await first.start(input_data="in")
     loaded = await wf.get_run(first.run_id)
     replay = await loaded.replay_from("b")
-    assert replay.run_id != first.run_id and replay.result is not None
-    assert replay.result.result == "in>a>b>c"
+    assert replay.run_id != first.run_id and replay.last_result is not None
+    assert replay.last_result.result == "in>a>b>c"
     assert calls == ["a", "b", "c", "b", "c"]
-    assert replay.result.steps["a"].started_at == first.result.steps["a"].started_at  # type: ignore[union-attr]
+    assert replay.last_result.steps["a"].started_at == first.last_result.steps["a"].started_at  # type: ignore[union-attr]
     trace = await storage.load_trace(replay.run_id)
     assert trace is not None
     assert trace.spans[0]["attributes"]["replayed_from"] == {"run_id": first.run_id, "step": "b"}

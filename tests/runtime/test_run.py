@@ -186,8 +186,8 @@ async def test_get_run_rebuilds_and_unknown_id_is_clear() -> None:
     run = wf.create_run(run_id="r-1")
     await run.start()
     again = await wf.get_run("r-1")
-    assert again.status == "success" and again.result is not None
-    assert again.result.steps["a"].output == 5
+    assert again.status == "success" and again.last_result is not None
+    assert again.last_result.steps["a"].output == 5
     with pytest.raises(RunNotFoundError, match="no stored run 'nope'"):
         await wf.get_run("nope")
 
