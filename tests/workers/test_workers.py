@@ -81,6 +81,17 @@ FLOWS = textwrap.dedent('''
 
     slow = create_workflow(id="slow").then(create_step(id="forever", execute=forever)).commit()
 
+    async def hold(ctx):
+        with open(LOG, "a+") as fh:
+            fh.seek(0)
+            seen = fh.read().count(f"{ctx.run_id}:hold:")
+        log(f"{ctx.run_id}:hold:{os.getpid()}")
+        if not seen:
+            await anyio.sleep(60)  # the first attempt is running when its worker is killed
+        return ctx.input_data
+
+    held = create_workflow(id="held").then(create_step(id="hold", execute=hold)).commit()
+
     helper = Agent(id="helper", instructions="Be brief.",
                    model=ScriptedModel(["all done"] * 500))
 ''')
@@ -155,7 +166,7 @@ class Pool:
     def start(self, n: int = 1) -> list[subprocess.Popen[bytes]]:
         env = {**os.environ, "FLOW_LOG": str(self.log), "PYTHONPATH": os.getcwd()}
         targets = [f"{self.directory / 'flows.py'}:{name}"
-                   for name in ("ten", "fan", "approval", "slow", "helper")]
+                   for name in ("ten", "fan", "approval", "slow", "held", "helper")]
         started = []
         for _ in range(n):
             out = open(self.directory / f"worker-{len(self.procs)}.log", "wb")  # noqa: SIM115
@@ -227,8 +238,10 @@ def _executor(url: str) -> DramatiqExecutor:
 
 async def test_a_killed_worker_loses_no_run_and_repeats_no_completed_step(pool: Pool) -> None:
     flows = _flows()
-    first, second = pool.start(2)
+    pool.start(2)
     async with _executor(pool.url) as executor:
+        holder = flows.held.create_run(storage=executor.storage)
+        await holder.submit(7, executor=executor)
         runs = []
         for i in range(200):
             run = flows.ten.create_run(storage=executor.storage)
@@ -237,7 +250,11 @@ async def test_a_killed_worker_loses_no_run_and_repeats_no_completed_step(pool: 
         agent_runs = [await flows.helper.submit(f"question {i}", executor=executor)
                       for i in range(20)]
         await _until(lambda: len(pool.lines()) >= 300, "a third of the steps")
-        pool.kill(first)
+        await _until(lambda: any(":hold:" in line for line in pool.lines()), "the held step")
+        # Kill the worker running the held step (its group leader is a pool process), so
+        # the kill surely lands inside a running step.
+        pid = int(next(line for line in pool.lines() if ":hold:" in line).rsplit(":", 1)[1])
+        pool.kill(next(p for p in pool.procs if p.pid == os.getpgid(pid)))
 
         for i, run in runs:
             result = await run.result(timeout=90)
@@ -259,11 +276,15 @@ async def test_a_killed_worker_loses_no_run_and_repeats_no_completed_step(pool: 
                     noted.add(f"{run.run_id}:{span['name']}")
         # A step ran twice only where the trace shows the lost attempt.
         assert repeated <= noted
-        assert noted, "the kill hit no running step"
-    assert second.poll() is None
-    crashed = sorted(noted)[0].split(":")[0]
+        held = await holder.result(timeout=60)
+        assert (held.status, held.result) == ("success", 7)
+        trace = await executor.storage.load_trace(holder.run_id)
+        assert trace is not None
+        assert any((span.get("attributes") or {}).get("note") == "attempt 2 after worker loss"
+                   for span in trace.spans), "the held step's re-run does not show the crash"
+    assert sum(p.poll() is None for p in pool.procs) == 1  # the other worker lives on
     shown = await anyio.run_process(
-        [sys.executable, "-m", "procflow", "trace", crashed, "--db", pool.url, "--plain"],
+        [sys.executable, "-m", "procflow", "trace", holder.run_id, "--db", pool.url, "--plain"],
         env={**os.environ, "PYTHONPATH": os.getcwd()}, check=False)
     assert "attempt 2 after worker loss" in shown.stdout.decode(), shown.stderr.decode()
 
