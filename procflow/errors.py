@@ -217,11 +217,14 @@ class APICallError(ProcflowError):
         status_code: The HTTP status, or ``None`` for connection-level failures.
         body: The response body (never containing the API key).
         is_retryable: Whether retrying the same request may succeed.
+        retry_after: Seconds the provider asked to wait before retrying (its
+            ``Retry-After`` header), when it said.
     """
 
     def __init__(self, message: str, *, status_code: int | None = None, body: str = "",
-                 is_retryable: bool = False) -> None:
+                 is_retryable: bool = False, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.body = body
         self.is_retryable = is_retryable
+        self.retry_after = retry_after

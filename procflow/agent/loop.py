@@ -249,12 +249,14 @@ async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> N
             await deps.emit(Chunk("step-start", {"step_number": state.step_number}))
         span = None if ctx.tracer is None else ctx.tracer.start(
             f"model call: {model.provider}/{model.model_id}", "model", ctx.span, input=prompt)
+        call = ModelRequest(prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
+                            tool_choice=choice if tools else None)
         try:
-            chunks = await _consume(deps, state, record, model, request.response, ModelRequest(
-                prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
-                tool_choice=choice if tools else None))
+            chunks = await _consume(deps, state, record, model, request.response, call)
         except APICallError as err:
             if span is not None:
+                if call.retries:
+                    _trace_retries(span, call)
                 Tracer.end(span, "failed", error=err, status_code=err.status_code,
                            retryable=err.is_retryable)
             if deps.api_retries < deps.api_retry_budget and await _wants_retry(deps, state,
@@ -266,6 +268,8 @@ async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> N
             state.finish_reason = "error"
             return
         if span is not None:
+            if call.retries:
+                _trace_retries(span, call)
             Tracer.end(span, "tripwire" if state.tripwire else "success", output=record.text,
                        usage=record.usage, finish_reason=record.finish_reason,
                        from_cache=record.from_cache, tool_calls=len(record.tool_calls),
@@ -279,6 +283,13 @@ async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> N
     except TripWire as trip:
         await deps.trip(state, trip)
     _record_response(state, record)
+
+
+def _trace_retries(span: Span, call: ModelRequest) -> None:
+    """Put the provider retries the model made on the model-call span."""
+    span.set(provider_retries=len(call.retries),
+             retry_delay=round(sum(r.delay for r in call.retries), 3),
+             retry_events=[r.to_dict() for r in call.retries])
 
 
 async def _wants_retry(deps: AgentDeps, state: AgentState, err: APICallError) -> bool:

@@ -12,7 +12,14 @@ import httpx
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 from procflow.models.base import ModelRequest, ToolSpec
-from procflow.models.hosted import HostedModel, StreamDecoder
+from procflow.models.hosted import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_RETRY_WAIT,
+    HostedModel,
+    StreamDecoder,
+)
 from procflow.models.http import (
     base64_text,
     image_media_type,
@@ -57,6 +64,15 @@ class AnthropicModel(HostedModel):
             (the API requires one).
         headers: Extra request headers (e.g. ``anthropic-beta``); values of
             credential-like headers are redacted from errors like the key.
+        max_retries: Retries of a 429, 5xx, timeout or connection failure that happens
+            before the answer's first byte (default 2), with exponential backoff and
+            full jitter, or the provider's ``Retry-After``; never after output streamed.
+        idle_timeout: Seconds the stream may send no data (keep-alives do not count)
+            before the call fails (default 60; ``None``: no limit).
+        deadline: Seconds the whole call may take, retries included (``None``: no limit).
+        max_response_bytes: The largest answer accepted (default 32 MiB; ``None``: no cap).
+        max_retry_wait: The longest ``Retry-After`` honoured (default 60 s); a provider
+            asking for more fails the call at once.
 
     Raises:
         ValueError: ``model_id`` is empty or ``max_tokens`` is not positive.
@@ -68,16 +84,25 @@ class AnthropicModel(HostedModel):
     DEFAULT_URL = DEFAULT_BASE_URL
     EXAMPLE_ID = "claude-sonnet-4-5"
     ENDPOINT = "/v1/messages"
+    KEEPALIVE_EVENTS = frozenset({"ping"})
     __slots__ = ("_max_tokens",)
 
     def __init__(self, model_id: str, *, api_key: str | None = None,
                  base_url: str | None = None, client: httpx.AsyncClient | None = None,
                  timeout: float | None = None, max_tokens: int = 1024,
-                 headers: Mapping[str, str] | None = None) -> None:
+                 headers: Mapping[str, str] | None = None,
+                 max_retries: int = DEFAULT_MAX_RETRIES,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+                 deadline: float | None = None,
+                 max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+                 max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         super().__init__(model_id, api_key=api_key, base_url=base_url, client=client,
-                         timeout=timeout, headers=headers)
+                         timeout=timeout, headers=headers, max_retries=max_retries,
+                         idle_timeout=idle_timeout, deadline=deadline,
+                         max_response_bytes=max_response_bytes,
+                         max_retry_wait=max_retry_wait)
         self._max_tokens = max_tokens
 
     def _auth_headers(self, key: str) -> dict[str, str]:
