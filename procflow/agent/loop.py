@@ -30,6 +30,7 @@ import anyio
 
 from procflow.agent.output import StepRecord
 from procflow.agent.state import AgentDeps, AgentState, as_state
+from procflow.agent.structured import check_output
 from procflow.errors import APICallError, TripWire, WorkflowDefinitionError
 from procflow.messages import Chunk, Message, ToolCallPart, ToolResultPart
 from procflow.models.base import ModelRequest
@@ -113,6 +114,9 @@ async def _output_step(deps: AgentDeps, state: AgentState) -> None:
             tool_calls=record.tool_calls, text=record.text, usage=record.usage)
     except TripWire as trip:
         await _retry_or_trip(deps, state, trip, deps.outputs)
+    if deps.output is not None and not (state.retrying or record.tool_calls
+                                        or state.tripwire or state.error):
+        check_output(deps.output, state, record.text)
     if deps.streaming and not state.retrying and state.tripwire is None:
         await deps.emit(Chunk("step-finish", {"step_number": state.step_number,
                                               "finish_reason": state.finish_reason}))
@@ -250,7 +254,9 @@ async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> N
         span = None if ctx.tracer is None else ctx.tracer.start(
             f"model call: {model.provider}/{model.model_id}", "model", ctx.span, input=prompt)
         call = ModelRequest(prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
-                            tool_choice=choice if tools else None)
+                            tool_choice=choice if tools else None,
+                            output_schema=None if deps.output is None
+                            else deps.output.spec.schema)
         try:
             chunks = await _consume(deps, state, record, model, request.response, call)
         except APICallError as err:

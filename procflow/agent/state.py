@@ -24,6 +24,7 @@ from procflow.storage.values import register_type
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
     from procflow.agent.output import StepRecord
+    from procflow.agent.structured import OutputCheck
     from procflow.tools import Tool
 
 __all__ = ["AgentDeps", "AgentState", "Emit", "as_state"]
@@ -194,6 +195,7 @@ class AgentDeps:
         emit: Where chunks go.
         streaming: Whether anybody reads the chunks.
         api_retry_budget: API-error retries allowed.
+        output: The structured output asked for (``output_type``), else ``None``.
     """
 
     agent: Agent
@@ -210,6 +212,7 @@ class AgentDeps:
     streaming: bool = True
     api_retries: int = 0
     state: AgentState | None = None  # the live state, for the caller at the end
+    output: OutputCheck | None = None
 
     def __repr__(self) -> str:
         return f"AgentDeps(agent={self.agent.id!r})"

@@ -111,8 +111,9 @@ class AnthropicModel(HostedModel):
     def _payload(self, request: ModelRequest) -> dict[str, Any]:
         return build_payload(self._model_id, request, max_tokens=self._max_tokens)
 
-    def _decoder(self, secrets: list[str]) -> _StreamState:
-        return _StreamState(secrets)
+    def _decoder(self, secrets: list[str], request: ModelRequest) -> _StreamState:
+        schema = request.output_schema
+        return _StreamState(secrets, output_tool=None if schema is None else schema.name)
 
 
 # -- request ------------------------------------------------------------------------
@@ -131,8 +132,15 @@ def build_payload(model_id: str, request: ModelRequest, *, max_tokens: int) -> d
     if system:
         payload["system"] = system
     choice = _tool_choice(request.tool_choice)
-    if request.tools and choice != "none":
-        payload["tools"] = [_tool(spec) for spec in request.tools]
+    tools = [_tool(spec) for spec in request.tools or ()] if choice != "none" else []
+    schema = request.output_schema
+    if schema is not None:
+        # The answer is the input of a tool the model must call (its JSON streams as text).
+        choice = {"type": "any"} if tools else {"type": "tool", "name": schema.name}
+        tools.append({"name": schema.name, "input_schema": schema.schema,
+                      "description": schema.description or "Give the final answer."})
+    if tools:
+        payload["tools"] = tools
         if choice is not None:
             payload["tool_choice"] = choice
     payload.update(_settings(request.settings))
@@ -266,10 +274,14 @@ class _Block:
 class _StreamState(StreamDecoder):
     """What a Messages API stream has said so far."""
 
+    output_tool: str | None = None
+    """The tool whose input is the answer (structured output): streamed as text."""
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     blocks: dict[int, _Block] = field(default_factory=dict)
+    answered: bool = False
+    called: bool = False
 
     def feed(self, data: Mapping[str, Any]) -> list[Chunk]:
         """Take one event's JSON; return the chunks it yields now."""
@@ -300,6 +312,9 @@ class _StreamState(StreamDecoder):
 
     def _start(self, index: int, block: Mapping[str, Any]) -> list[Chunk]:
         kind = str(block.get("type", ""))
+        if kind == "tool_use" and block.get("name") == self.output_tool:
+            kind = "answer"
+            self.answered = True
         self.blocks[index] = _Block(type=kind, id=str(block.get("id", "")),
                                     name=str(block.get("name", "")),
                                     start_input=dict(block.get("input") or {}))
@@ -317,13 +332,20 @@ class _StreamState(StreamDecoder):
             return [Chunk("reasoning-delta", {"text": delta["thinking"]})]
         if kind == "input_json_delta":
             block = self.blocks.setdefault(index, _Block(type="tool_use"))
+            if block.type == "answer":
+                text = str(delta.get("partial_json", ""))
+                block.json.append(text)
+                return [Chunk.text_delta(text)] if text else []
             block.json.append(str(delta.get("partial_json", "")))
         return []
 
     def _stop(self, index: int) -> list[Chunk]:
         block = self.blocks.pop(index, None)
+        if block is not None and block.type == "answer" and not block.json:
+            return [Chunk.text_delta(to_text(block.start_input))]
         if block is None or block.type != "tool_use":
             return []
+        self.called = True
         text = "".join(block.json)
         args = (parse_tool_args(text, tool_name=block.name, provider=_PROVIDER,
                                 secrets=self.secrets) if text else block.start_input)
@@ -349,4 +371,7 @@ class _StreamState(StreamDecoder):
                                "(no message_stop)", is_retryable=True)
         usage = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                  "total_tokens": self.input_tokens + self.output_tokens}
-        return [Chunk.finish(_STOP_REASONS.get(self.stop_reason or "", "other"), usage)]
+        reason = _STOP_REASONS.get(self.stop_reason or "", "other")
+        if reason == "tool-calls" and self.answered and not self.called:
+            reason = "stop"  # the only tool called was the answer
+        return [Chunk.finish(reason, usage)]

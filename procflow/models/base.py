@@ -9,7 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 
-__all__ = ["CallRetry", "LanguageModel", "ModelRequest", "ToolSpec", "complete_text"]
+__all__ = ["CallRetry", "LanguageModel", "ModelRequest", "OutputSchema", "ToolSpec",
+           "complete_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,25 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The JSON the answer must be (structured output).
+
+    A provider asks for it natively where it can (OpenAI's JSON-schema
+    ``response_format``, a forced tool on Anthropic, whose input then streams as the
+    answer's text); the agent validates the text either way.
+
+    Attributes:
+        name: A short name for the schema (letters, digits, ``_`` and ``-``).
+        schema: The JSON schema.
+        description: What the answer is, for the model.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +80,7 @@ class ModelRequest:
         tools: Tools the model may call.
         tool_choice: "auto", "none", "required" or ``{"type": "tool", "tool_name": ...}``.
         settings: Call settings such as ``temperature``, ``max_tokens``, ``response_format``.
+        output_schema: The JSON the answer must be (structured output), if any.
         retries: Filled in by the model: the retries it made for this call.
     """
 
@@ -67,6 +88,7 @@ class ModelRequest:
     tools: Sequence[ToolSpec] | None = None
     tool_choice: Any = None
     settings: dict[str, Any] = field(default_factory=dict)
+    output_schema: OutputSchema | None = None
     retries: list[CallRetry] = field(default_factory=list)
 
 

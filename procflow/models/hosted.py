@@ -98,6 +98,8 @@ class HostedModel(ABC):
     """The path after the base URL that streamed calls are POSTed to."""
     DONE_SENTINEL: ClassVar[str | None] = None
     """An event's data that marks the end of the answer (OpenAI's ``[DONE]``)."""
+    supports_output_schema: ClassVar[bool] = True
+    """The provider is asked for structured output natively (``ModelRequest.output_schema``)."""
     KEEPALIVE_EVENTS: ClassVar[frozenset[str]] = frozenset()
     """SSE event names that only keep the connection open (they do not reset the idle
     timeout)."""
@@ -175,7 +177,7 @@ class HostedModel(ABC):
         """The JSON body of a streamed call for ``request``."""
 
     @abstractmethod
-    def _decoder(self, secrets: list[str]) -> StreamDecoder:
+    def _decoder(self, secrets: list[str], request: ModelRequest) -> StreamDecoder:
         """A fresh decoder for one call's events (``secrets`` to redact from errors)."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
@@ -203,8 +205,8 @@ class HostedModel(ABC):
             progress = StreamProgress()
             yielded = False
             try:
-                async with aclosing(self._attempt(payload, headers, secrets, progress,
-                                                  deadline)) as chunks:
+                async with aclosing(self._attempt(request, payload, headers, secrets,
+                                                  progress, deadline)) as chunks:
                     async for chunk in chunks:
                         yielded = True
                         yield chunk
@@ -235,11 +237,12 @@ class HostedModel(ABC):
             return None
         return delay
 
-    async def _attempt(self, payload: dict[str, Any], headers: dict[str, str],
+    async def _attempt(self, request: ModelRequest, payload: dict[str, Any],
+                       headers: dict[str, str],
                        secrets: list[str], progress: StreamProgress,
                        deadline: float) -> AsyncGenerator[Chunk, None]:
         """One try of the streamed call."""
-        decoder = self._decoder(secrets)
+        decoder = self._decoder(secrets, request)
         sentinel = self.DONE_SENTINEL
         keepalive = self.KEEPALIVE_EVENTS
         idle = math.inf if self._idle_timeout is None else self._idle_timeout

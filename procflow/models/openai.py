@@ -81,7 +81,7 @@ class OpenAIChatModel(HostedModel):
     def _payload(self, request: ModelRequest) -> dict[str, Any]:
         return build_payload(self._model_id, request)
 
-    def _decoder(self, secrets: list[str]) -> _StreamState:
+    def _decoder(self, secrets: list[str], request: ModelRequest) -> _StreamState:
         return _StreamState(secrets)
 
 
@@ -104,6 +104,13 @@ def build_payload(model_id: str, request: ModelRequest) -> dict[str, Any]:
         choice = _tool_choice(request.tool_choice)
         if choice is not None:
             payload["tool_choice"] = choice
+    schema = request.output_schema
+    if schema is not None:
+        format_: dict[str, Any] = {"name": schema.name, "schema": schema.schema,
+                                   "strict": False}
+        if schema.description:
+            format_["description"] = schema.description
+        payload["response_format"] = {"type": "json_schema", "json_schema": format_}
     payload.update(_settings(model_id, request.settings))
     return payload
 
