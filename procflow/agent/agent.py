@@ -32,6 +32,7 @@ from procflow.models.resolve import resolve_model
 from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
 from procflow.processors.base import Processor
+from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire, Usage
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
@@ -240,7 +241,7 @@ class Agent(Generic[OutputT]):
                 await ctx.emit("agent-chunk", {"agent_id": agent_id, "chunk": chunk})
 
             out = await self._call(prompt, {"request_context": ctx.request_context}, forward)
-            if out.usage:
+            if out.usage.total_tokens:
                 ctx.add_usage(out.usage)
             return {"text": out.text}
 
@@ -367,7 +368,7 @@ class Agent(Generic[OutputT]):
                      "args": c.args, "payload": c.payload} for c in suspended]}))
         output = _full_output(state, run_id, suspended, deps.output)
         if streaming and not suspended:
-            await emit(Chunk.finish(output.finish_reason, output.usage))
+            await emit(Chunk.finish(output.finish_reason, output.usage.to_dict()))
         return output
 
     def default_deps(self) -> AgentDeps:
@@ -566,8 +567,8 @@ def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
         for msg in reversed(response):
             if msg.role == "assistant" and (text := msg.text):
                 break
-    calls = [c for s in state.steps for c in s.tool_calls]
-    results = [r for s in state.steps for r in s.tool_results]
+    calls = [ToolCallRecord.from_dict(c) for s in state.steps for c in s.tool_calls]
+    results = [ToolResultRecord.from_dict(r) for s in state.steps for r in s.tool_results]
     ui = [UIMessage.from_message(m) for m in messages if not _hidden(m)]
     if suspended:
         reason = "suspended"
@@ -576,9 +577,9 @@ def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
     else:
         reason = state.finish_reason or "stop"
     return FullOutput(
-        text=text, finish_reason=reason, usage=dict(state.usage), steps=list(state.steps),
-        tool_calls=calls, tool_results=results,
-        tripwire=None if trip is None else dict(trip), messages=messages,
+        text=text, finish_reason=reason, usage=Usage.from_dict(state.usage),
+        steps=list(state.steps), tool_calls=calls, tool_results=results,
+        tripwire=None if trip is None else Tripwire.from_dict(trip), messages=messages,
         response=AgentResponse(messages=response, ui_messages=ui), run_id=run_id,
         suspended=suspended, output=None if check is None or suspended or trip is not None
         else _answer(check, text))

@@ -13,6 +13,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from procflow.agent.structured import OutputT
 from procflow.messages import Chunk, Message, Part
+from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire, Usage
 
 if TYPE_CHECKING:
     from procflow.agent.state import Emit
@@ -113,8 +114,7 @@ class FullOutput(Generic[OutputT]):
         steps: One ``StepRecord`` per model call.
         tool_calls: Every tool call of the run.
         tool_results: Every tool result of the run.
-        tripwire: ``{"reason", "processor_id", "retry", "metadata"}`` when a processor
-            aborted, else ``None``.
+        tripwire: Why a processor aborted (``out.tripwire.reason``), else ``None``.
         messages: The whole conversation after processors (system messages excluded).
         response: The response messages and the UI messages.
         run_id: The stored run of the agent's loop workflow.
@@ -125,11 +125,11 @@ class FullOutput(Generic[OutputT]):
 
     text: str
     finish_reason: str
-    usage: dict[str, int]
+    usage: Usage
     steps: list[StepRecord]
-    tool_calls: list[dict[str, Any]]
-    tool_results: list[dict[str, Any]]
-    tripwire: dict[str, Any] | None
+    tool_calls: list[ToolCallRecord]
+    tool_results: list[ToolResultRecord]
+    tripwire: Tripwire | None
     messages: list[Message]
     response: AgentResponse
     run_id: str
@@ -273,7 +273,7 @@ class ModelOutput(Generic[OutputT]):
         return self._field(lambda o: o.text)
 
     @property
-    def usage(self) -> Awaitable[dict[str, int]]:
+    def usage(self) -> Awaitable[Usage]:
         """Tokens summed over the run."""
         return self._field(lambda o: o.usage)
 

@@ -59,7 +59,7 @@ async def test_400_reaches_process_api_error_and_is_retried(server: Any) -> None
     server.sse(text_events("short answer"))
     agent = Agent(id="a", model=openai(server), error_processors=[ContextLengthHandler()])
     out = await agent.generate(["old history", "question"])
-    assert out.text == "short answer" and out.usage["total_tokens"] == 5
+    assert out.text == "short answer" and out.usage.total_tokens == 5
     first, second = server.requests
     assert len(first.json["messages"]) == 2 and len(second.json["messages"]) == 1
 
