@@ -7,6 +7,7 @@ from typing import Any, Generic, Unpack, overload
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
+from pydantic import ValidationError
 from typing_extensions import TypeVar
 
 from procflow.agent.loop import AgentLoop, build_loop, live_deps
@@ -586,5 +587,11 @@ def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
 
 
 def _answer(check: OutputCheck, text: str) -> Any:
-    """The validated answer: the loop's, or (a run resumed elsewhere) the text's."""
-    return check.value if check.value is not None else check.spec.parse(text)
+    """The validated answer: the loop's, or (a run resumed elsewhere) the text's; ``None``
+    when the call ended without one (``max_steps`` reached while calling tools)."""
+    if check.value is not None or not text:
+        return check.value
+    try:
+        return check.spec.parse(text)
+    except ValidationError:
+        return None

@@ -110,6 +110,18 @@ async def test_tools_still_run_before_the_structured_answer() -> None:
     assert out.output is not None and out.output.population == 2_100_000
 
 
+async def test_running_out_of_steps_gives_no_output() -> None:
+    @tool
+    def lookup(city: str) -> int:
+        """Population of a city."""
+        return 1
+
+    model = ScriptedModel([[ToolCall("lookup", {"city": "Paris"})]])
+    agent = Agent(id="geo", model=model, tools=[lookup], output_type=City, max_steps=1)
+    out = await agent.generate("Paris?")
+    assert out.output is None and out.finish_reason == "tool-calls"
+
+
 async def test_without_output_type_nothing_changes() -> None:
     model = ScriptedModel(["plain text"])
     out = await Agent(id="plain", model=model).generate("hi")
