@@ -16,7 +16,8 @@ The tree::
     │   └── MemoryCorruptedError       a stored memory row cannot be loaded (it is left untouched)
     ├── ProcessorError                 a processor is defined or behaves wrongly
     ├── TripWire                       a processor aborted the request (``args.abort(...)``)
-    └── APICallError                   a model provider rejected or failed a call
+    ├── APICallError                   a model provider rejected or failed a call
+    └── OutputValidationError          an agent's answer is not its ``output_type``, after retries
 
 Errors carry their context as attributes (``workflow_id``, ``step_id``, ``run_id``,
 ``attempt``...) so callers need not parse messages.
@@ -30,6 +31,7 @@ from typing import Any
 __all__ = [
     "APICallError",
     "MemoryCorruptedError",
+    "OutputValidationError",
     "ProcessorError",
     "ProcflowError",
     "RunNotFoundError",
@@ -217,11 +219,32 @@ class APICallError(ProcflowError):
         status_code: The HTTP status, or ``None`` for connection-level failures.
         body: The response body (never containing the API key).
         is_retryable: Whether retrying the same request may succeed.
+        retry_after: Seconds the provider asked to wait before retrying (its
+            ``Retry-After`` header), when it said.
     """
 
     def __init__(self, message: str, *, status_code: int | None = None, body: str = "",
-                 is_retryable: bool = False) -> None:
+                 is_retryable: bool = False, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.body = body
         self.is_retryable = is_retryable
+        self.retry_after = retry_after
+
+
+class OutputValidationError(ProcflowError):
+    """An agent's answer does not validate as its ``output_type``, even after the
+    ``output_retries`` the model was given (each told what was wrong).
+
+    Attributes:
+        text: The last answer's text.
+        errors: The validation errors of the last answer (pydantic's ``errors()``).
+        attempts: How many answers were tried.
+    """
+
+    def __init__(self, message: str, *, text: str, errors: list[Any],
+                 attempts: int) -> None:
+        super().__init__(message)
+        self.text = text
+        self.errors = errors
+        self.attempts = attempts

@@ -38,7 +38,10 @@ __all__ = [
     "SpanStatus",
     "StepResult",
     "StepStatus",
+    "ToolCallRecord",
+    "ToolResultRecord",
     "TraceRecord",
+    "Tripwire",
     "Usage",
     "as_span",
     "redact_secrets",
@@ -127,6 +130,78 @@ class Usage:
     def of(cls, value: Usage | Mapping[str, Any] | None) -> Usage:
         """``value`` as a ``Usage`` (a ``Usage`` as is, a mapping through ``from_dict``)."""
         return value if isinstance(value, Usage) else cls.from_dict(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Tripwire:
+    """Why a request was aborted (``FullOutput.tripwire``), as a value.
+
+    Attributes:
+        reason: Why it aborted.
+        processor_id: The processor (or step) that aborted, when known.
+        retry: Whether a retry with the reason added for the model was asked for.
+        metadata: Structured details.
+    """
+
+    reason: str
+    processor_id: str | None = None
+    retry: bool = False
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"reason", "processor_id", "retry", "metadata"}`` (as traces and chunks carry it)."""
+        return {"reason": self.reason, "processor_id": self.processor_id,
+                "retry": self.retry, "metadata": dict(self.metadata)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Tripwire:
+        """The inverse of ``to_dict()`` (a missing reason reads "blocked")."""
+        return cls(str(data.get("reason", "blocked")), data.get("processor_id"),
+                   bool(data.get("retry")), dict(data.get("metadata") or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """A tool call the model made (``FullOutput.tool_calls``).
+
+    Attributes:
+        tool_call_id: The call's id.
+        tool_name: The tool.
+        args: The model's arguments.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCallRecord:
+        """From ``{"tool_call_id", "tool_name", "args"}``."""
+        return cls(str(data["tool_call_id"]), str(data["tool_name"]),
+                   dict(data.get("args") or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultRecord:
+    """What a tool call returned (``FullOutput.tool_results``).
+
+    Attributes:
+        tool_call_id: The call's id.
+        tool_name: The tool.
+        result: Its result (the error's text when it failed).
+        is_error: Whether the tool failed.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    result: Any = None
+    is_error: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolResultRecord:
+        """From ``{"tool_call_id", "tool_name", "result", "is_error"}``."""
+        return cls(str(data["tool_call_id"]), str(data["tool_name"]), data.get("result"),
+                   bool(data.get("is_error")))
 
 
 @dataclass(slots=True)

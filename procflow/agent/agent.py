@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Unpack
+from typing import Any, Generic, Unpack, overload
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
+from pydantic import ValidationError
+from typing_extensions import TypeVar
 
 from procflow.agent.loop import AgentLoop, build_loop, live_deps
 from procflow.agent.options import GenerateOptions, ProcessorArray, check_options
@@ -18,6 +20,7 @@ from procflow.agent.output import (
     UIMessage,
 )
 from procflow.agent.state import AgentDeps, AgentState, Emit, as_state
+from procflow.agent.structured import OutputCheck, OutputSpec, OutputT
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
     ProcessorError,
@@ -30,6 +33,7 @@ from procflow.models.resolve import resolve_model
 from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
 from procflow.processors.base import Processor
+from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire, Usage
 from procflow.runtime.executors import Executor
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.sync import call_sync
@@ -40,6 +44,7 @@ from procflow.tools import Tool
 from procflow.workflows.workflow import Workflow
 
 LoopFn = Callable[[AgentLoop], AgentLoop]
+_T = TypeVar("_T")
 
 __all__ = ["Agent", "ProcessorArray"]
 
@@ -59,8 +64,11 @@ class _PrepareStep(Processor):
         return await out if hasattr(out, "__await__") else out
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """An agent: instructions, a model, tools and processors; its loop is ``agent.workflow``.
+
+    ``Agent(..., output_type=Model)`` is an ``Agent[Model]``: its answers are validated
+    as ``Model`` (``FullOutput.output``).
 
     Args:
         id: The agent's id.
@@ -80,6 +88,11 @@ class Agent:
             resolution, as for any workflow).
         loop: ``fn(AgentLoop) -> AgentLoop`` rewiring the loop workflow (insert, replace
             or remove steps) before it is committed.
+        output_type: The type answers must be (a pydantic model, dataclass, TypedDict,
+            ``list[...]``...): the model is asked for JSON of its schema, the answer is
+            validated and ``FullOutput.output`` is the value.
+        output_retries: Times an invalid answer is sent back to the model with the
+            errors before the call fails with ``OutputValidationError`` (default 1).
     """
 
     def __init__(self, *, id: str, model: Any, name: str | None = None,
@@ -87,7 +100,8 @@ class Agent:
                  input_processors: ProcessorArray = (), output_processors: ProcessorArray = (),
                  error_processors: ProcessorArray = (), max_processor_retries: int | None = None,
                  max_steps: int = 5, description: str | None = None,
-                 storage: Storage | None = None, loop: LoopFn | None = None) -> None:
+                 storage: Storage | None = None, loop: LoopFn | None = None,
+                 output_type: type[OutputT] | None = None, output_retries: int = 1) -> None:
         self.id = validate_id(id, what="agent")
         self.name = name or id
         self.description = description
@@ -104,6 +118,10 @@ class Agent:
         if loop is not None and not callable(loop):
             raise TypeError(f"loop must be a function of the AgentLoop, got {loop!r}")
         self.loop = loop
+        self.output_type = output_type
+        self.output_retries = _retries(output_retries)
+        self._output_spec: OutputSpec[OutputT] | None = (
+            None if output_type is None else OutputSpec(output_type))
         self._workflow: Workflow | None = None
 
     @property
@@ -123,29 +141,51 @@ class Agent:
             self._workflow = wf.commit()
         return self._workflow
 
-    async def generate(self, messages: Any, **options: Unpack[GenerateOptions]) -> FullOutput:
+    @overload
+    async def generate(self, messages: Any, *, output_type: None = None,
+                       **options: Unpack[GenerateOptions]) -> FullOutput[OutputT]: ...
+
+    @overload
+    async def generate(self, messages: Any, *, output_type: type[_T],
+                       **options: Unpack[GenerateOptions]) -> FullOutput[_T]: ...
+
+    async def generate(self, messages: Any, *, output_type: type[Any] | None = None,
+                       **options: Unpack[GenerateOptions]) -> FullOutput[Any]:
         """Run the agent to its final answer.
 
         Args:
             messages: A str, a ``Message``, a role/content dict, or a list of them.
+            output_type: The type this answer must be (overrides the agent's).
             **options: See ``GenerateOptions``: ``max_steps``, ``request_context``,
                 ``memory={"thread", "resource"}``, ``tool_choice``, ``prepare_step``,
                 ``input_processors``, ``output_processors``, ``error_processors``,
-                ``max_processor_retries``.
+                ``max_processor_retries``, ``output_retries``.
 
         Raises:
             TypeError: An option ``GenerateOptions`` does not name.
             APICallError: The provider failed and no error processor asked for a retry
                 (after the output processors ran).
+            OutputValidationError: The answer is not the ``output_type`` even after
+                ``output_retries`` retries.
         """
         check_options(options, method="generate")
 
         async def ignore(chunk: Chunk) -> None:
             return None
 
-        return await self._call(messages, dict(options), ignore, streaming=False)
+        return await self._call(messages, self._with_output(options, output_type), ignore,
+                                streaming=False)
 
-    def generate_sync(self, messages: Any, **options: Unpack[GenerateOptions]) -> FullOutput:
+    @overload
+    def generate_sync(self, messages: Any, *, output_type: None = None,
+                      **options: Unpack[GenerateOptions]) -> FullOutput[OutputT]: ...
+
+    @overload
+    def generate_sync(self, messages: Any, *, output_type: type[_T],
+                      **options: Unpack[GenerateOptions]) -> FullOutput[_T]: ...
+
+    def generate_sync(self, messages: Any, *, output_type: type[Any] | None = None,
+                      **options: Unpack[GenerateOptions]) -> FullOutput[Any]:
         """``generate`` for scripts and notebooks: runs in an event loop of its own and
         blocks until the answer is complete.
 
@@ -155,18 +195,40 @@ class Agent:
             TypeError: An option ``GenerateOptions`` does not name.
         """
         check_options(options, method="generate_sync")
-        return call_sync(lambda: self.generate(messages, **options),
+        return call_sync(lambda: self.generate(messages, output_type=output_type, **options),
                          method="Agent.generate_sync()", instead="await agent.generate(...)")
 
-    async def stream(self, messages: Any, **options: Unpack[GenerateOptions]) -> ModelOutput:
+    @overload
+    async def stream(self, messages: Any, *, output_type: None = None,
+                     **options: Unpack[GenerateOptions]) -> ModelOutput[OutputT]: ...
+
+    @overload
+    async def stream(self, messages: Any, *, output_type: type[_T],
+                     **options: Unpack[GenerateOptions]) -> ModelOutput[_T]: ...
+
+    async def stream(self, messages: Any, *, output_type: type[Any] | None = None,
+                     **options: Unpack[GenerateOptions]) -> ModelOutput[Any]:
         """Like ``generate`` but streaming: iterate ``out.full_stream``, then
-        ``await out.text`` (the same final text ``generate`` gives)."""
+        ``await out.text`` (the same final text ``generate`` gives); with an
+        ``output_type``, ``out.partial_output`` follows the answer as it streams."""
         check_options(options, method="stream")
+        opts = self._with_output(options, output_type)
+        spec = opts.get("output_spec")
 
-        async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput:
-            return await self._call(messages, dict(options), _sender(send))
+        async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput[Any]:
+            return await self._call(messages, opts, out.watch(_sender(send)))
 
-        return ModelOutput(produce)
+        out: ModelOutput[Any] = ModelOutput(produce, output=spec)
+        return out
+
+    def _with_output(self, options: Mapping[str, Any],
+                     output_type: type[Any] | None) -> dict[str, Any]:
+        opts = dict(options)
+        if output_type is not None:
+            opts["output_spec"] = OutputSpec(output_type)
+        elif self._output_spec is not None:
+            opts["output_spec"] = self._output_spec
+        return opts
 
     def as_step(self) -> Step:
         """The agent as a workflow step: input a str (or ``{"prompt": ...}``), output
@@ -181,7 +243,7 @@ class Agent:
                 await ctx.emit("agent-chunk", {"agent_id": agent_id, "chunk": chunk})
 
             out = await self._call(prompt, {"request_context": ctx.request_context}, forward)
-            if out.usage:
+            if out.usage.total_tokens:
                 ctx.add_usage(out.usage)
             return {"text": out.text}
 
@@ -194,7 +256,7 @@ class Agent:
 
     async def resume(self, run_id: str, *, approve: Sequence[str] = (),
                      deny: Sequence[str] = (), resume_data: Any = None,
-                     **options: Unpack[GenerateOptions]) -> FullOutput:
+                     **options: Unpack[GenerateOptions]) -> FullOutput[OutputT]:
         """Continue a suspended run (in this process or another sharing its storage).
 
         Args:
@@ -214,8 +276,8 @@ class Agent:
         async def ignore(chunk: Chunk) -> None:
             return None
 
-        return await self._resume(run_id, approve, deny, resume_data, dict(options), ignore,
-                                  streaming=False)
+        return await self._resume(run_id, approve, deny, resume_data,
+                                  self._with_output(options, None), ignore, streaming=False)
 
     async def submit(self, messages: Any, *, executor: Executor | None = None,
                      **options: Any) -> str:
@@ -274,20 +336,22 @@ class Agent:
 
     async def resume_stream(self, run_id: str, *, approve: Sequence[str] = (),
                             deny: Sequence[str] = (), resume_data: Any = None,
-                            **options: Unpack[GenerateOptions]) -> ModelOutput:
+                            **options: Unpack[GenerateOptions]) -> ModelOutput[OutputT]:
         """Like ``resume`` but streaming, as ``stream`` is to ``generate``."""
         check_options(options, method="resume_stream")
+        opts = self._with_output(options, None)
 
-        async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput:
-            return await self._resume(run_id, approve, deny, resume_data, dict(options),
-                                      _sender(send))
+        async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput[Any]:
+            return await self._resume(run_id, approve, deny, resume_data, opts,
+                                      out.watch(_sender(send)))
 
-        return ModelOutput(produce)
+        out: ModelOutput[OutputT] = ModelOutput(produce, output=opts.get("output_spec"))
+        return out
 
     # -- internals -----------------------------------------------------------------
 
     async def _call(self, messages: Any, options: dict[str, Any], emit: Emit, *,
-                    streaming: bool = True) -> FullOutput:
+                    streaming: bool = True) -> FullOutput[Any]:
         deps, state = self._prepare(messages, options, emit)
         deps.streaming = streaming
         if streaming:
@@ -307,7 +371,7 @@ class Agent:
 
     async def _resume(self, run_id: str, approve: Sequence[str], deny: Sequence[str],
                       resume_data: Any, options: dict[str, Any], emit: Emit, *,
-                      streaming: bool = True) -> FullOutput:
+                      streaming: bool = True) -> FullOutput[Any]:
         wf_run = await self.workflow.get_run(run_id)
         stored = wf_run.last_result
         if stored is None or stored.status != "suspended":
@@ -340,7 +404,7 @@ class Agent:
         return await self._output(deps, state, result, run_id, emit, streaming)
 
     async def _output(self, deps: AgentDeps, state: AgentState, result: WorkflowResult,
-                      run_id: str, emit: Emit, streaming: bool) -> FullOutput:
+                      run_id: str, emit: Emit, streaming: bool) -> FullOutput[Any]:
         if deps.state is not None:
             state = deps.state
         if result.status == "failed" and state.error is None:
@@ -359,9 +423,9 @@ class Agent:
                 await emit(Chunk("suspended", {"run_id": run_id, "calls": [
                     {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
                      "args": c.args, "payload": c.payload} for c in suspended]}))
-        output = _full_output(state, run_id, suspended)
+        output = _full_output(state, run_id, suspended, deps.output)
         if streaming and not suspended:
-            await emit(Chunk.finish(output.finish_reason, output.usage))
+            await emit(Chunk.finish(output.finish_reason, output.usage.to_dict()))
         return output
 
     def default_deps(self) -> AgentDeps:
@@ -409,6 +473,12 @@ class Agent:
             errors=_runner(errors, ctx, 0, "error_processors"),
             max_steps=_positive(options.get("max_steps", self.max_steps), "max_steps"),
             tool_choice=options.get("tool_choice"), emit=emit, api_retry_budget=budget)
+        spec = options.get("output_spec")
+        if spec is not None:
+            deps.output = OutputCheck(spec, _retries(options.get("output_retries",
+                                                                 self.output_retries)))
+            if not getattr(self.model, "supports_output_schema", False):
+                ml.add_system(Message.system(spec.instructions()), tag="output-format")
         return deps, AgentState(ml)
 
     def __repr__(self) -> str:
@@ -424,6 +494,12 @@ def _runner(items: list[Any], ctx: ProcessorContext, retries: int,
 def _positive(value: Any, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _retries(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"output_retries must be an int >= 0, got {value!r}")
     return value
 
 
@@ -537,8 +613,8 @@ def _suspend_payload(result: WorkflowResult) -> dict[str, Any]:
     return {}
 
 
-def _full_output(state: AgentState, run_id: str,
-                 suspended: list[SuspendedCall]) -> FullOutput:
+def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
+                 check: OutputCheck | None) -> FullOutput[Any]:
     ml = state.messages
     messages = ml.all()
     response = ml.response()
@@ -548,8 +624,8 @@ def _full_output(state: AgentState, run_id: str,
         for msg in reversed(response):
             if msg.role == "assistant" and (text := msg.text):
                 break
-    calls = [c for s in state.steps for c in s.tool_calls]
-    results = [r for s in state.steps for r in s.tool_results]
+    calls = [ToolCallRecord.from_dict(c) for s in state.steps for c in s.tool_calls]
+    results = [ToolResultRecord.from_dict(r) for s in state.steps for r in s.tool_results]
     ui = [UIMessage.from_message(m) for m in messages if not _hidden(m)]
     if suspended:
         reason = "suspended"
@@ -558,8 +634,20 @@ def _full_output(state: AgentState, run_id: str,
     else:
         reason = state.finish_reason or "stop"
     return FullOutput(
-        text=text, finish_reason=reason, usage=dict(state.usage), steps=list(state.steps),
-        tool_calls=calls, tool_results=results,
-        tripwire=None if trip is None else dict(trip), messages=messages,
+        text=text, finish_reason=reason, usage=Usage.from_dict(state.usage),
+        steps=list(state.steps), tool_calls=calls, tool_results=results,
+        tripwire=None if trip is None else Tripwire.from_dict(trip), messages=messages,
         response=AgentResponse(messages=response, ui_messages=ui), run_id=run_id,
-        suspended=suspended)
+        suspended=suspended, output=None if check is None or suspended or trip is not None
+        else _answer(check, text))
+
+
+def _answer(check: OutputCheck, text: str) -> Any:
+    """The validated answer: the loop's, or (a run resumed elsewhere) the text's; ``None``
+    when the call ended without one (``max_steps`` reached while calling tools)."""
+    if check.value is not None or not text:
+        return check.value
+    try:
+        return check.spec.parse(text)
+    except ValidationError:
+        return None

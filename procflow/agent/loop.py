@@ -30,6 +30,7 @@ import anyio
 
 from procflow.agent.output import StepRecord
 from procflow.agent.state import AgentDeps, AgentState, as_state
+from procflow.agent.structured import check_output
 from procflow.errors import APICallError, TripWire, WorkflowDefinitionError
 from procflow.messages import Chunk, Message, ToolCallPart, ToolResultPart
 from procflow.models.base import ModelRequest
@@ -113,6 +114,9 @@ async def _output_step(deps: AgentDeps, state: AgentState) -> None:
             tool_calls=record.tool_calls, text=record.text, usage=record.usage)
     except TripWire as trip:
         await _retry_or_trip(deps, state, trip, deps.outputs)
+    if deps.output is not None and not (state.retrying or record.tool_calls
+                                        or state.tripwire or state.error):
+        check_output(deps.output, state, record.text)
     if not state.retrying and state.tripwire is None:
         done = Chunk("step-finish", {"step_number": state.step_number,
                                      "finish_reason": state.finish_reason})
@@ -252,12 +256,16 @@ async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> N
             await deps.emit(Chunk("step-start", {"step_number": state.step_number}))
         span = None if ctx.tracer is None else ctx.tracer.start(
             f"model call: {model.provider}/{model.model_id}", "model", ctx.span, input=prompt)
+        call = ModelRequest(prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
+                            tool_choice=choice if tools else None,
+                            output_schema=None if deps.output is None
+                            else deps.output.spec.schema)
         try:
-            chunks = await _consume(deps, state, record, model, request.response, ModelRequest(
-                prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
-                tool_choice=choice if tools else None))
+            chunks = await _consume(deps, state, record, model, request.response, call)
         except APICallError as err:
             if span is not None:
+                if call.retries:
+                    _trace_retries(span, call)
                 Tracer.end(span, "failed", error=err, status_code=err.status_code,
                            retryable=err.is_retryable)
             if deps.api_retries < deps.api_retry_budget and await _wants_retry(deps, state,
@@ -269,6 +277,8 @@ async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> N
             state.finish_reason = "error"
             return
         if span is not None:
+            if call.retries:
+                _trace_retries(span, call)
             Tracer.end(span, "tripwire" if state.tripwire else "success", output=record.text,
                        usage=record.usage, finish_reason=record.finish_reason,
                        from_cache=record.from_cache, tool_calls=len(record.tool_calls),
@@ -282,6 +292,13 @@ async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> N
     except TripWire as trip:
         await deps.trip(state, trip)
     _record_response(state, record)
+
+
+def _trace_retries(span: Span, call: ModelRequest) -> None:
+    """Put the provider retries the model made on the model-call span."""
+    span.set(provider_retries=len(call.retries),
+             retry_delay=round(sum(r.delay for r in call.retries), 3),
+             retry_events=[r.to_dict() for r in call.retries])
 
 
 async def _wants_retry(deps: AgentDeps, state: AgentState, err: APICallError) -> bool:

@@ -43,6 +43,8 @@ class GenerateOptions(TypedDict, total=False):
         output_processors: Replace the agent's output processors for this call.
         error_processors: Replace the agent's error processors for this call.
         max_processor_retries: Retries processors may ask for in this call.
+        output_retries: Times an answer that is not the ``output_type`` is sent back
+            with the errors (default the agent's, 1).
     """
 
     max_steps: int
@@ -54,6 +56,7 @@ class GenerateOptions(TypedDict, total=False):
     output_processors: ProcessorArray
     error_processors: ProcessorArray
     max_processor_retries: int | None
+    output_retries: int
 
 
 _OPTIONS: frozenset[str] = frozenset(GenerateOptions.__annotations__)

@@ -5,13 +5,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic
 
 import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from procflow.agent.structured import OutputT
 from procflow.messages import Chunk, Message, Part
+from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire, Usage
+
+if TYPE_CHECKING:
+    from procflow.agent.state import Emit
+    from procflow.agent.structured import OutputSpec
 
 __all__ = ["AgentResponse", "FullOutput", "ModelOutput", "StepRecord", "SuspendedCall",
            "UIMessage"]
@@ -97,8 +103,8 @@ class SuspendedCall:
 
 
 @dataclass(frozen=True, slots=True)
-class FullOutput:
-    """The result of ``agent.generate()``.
+class FullOutput(Generic[OutputT]):
+    """The result of ``agent.generate()``; ``FullOutput[Model]`` for ``output_type=Model``.
 
     Attributes:
         text: The final answer's text, after output processors.
@@ -108,31 +114,33 @@ class FullOutput:
         steps: One ``StepRecord`` per model call.
         tool_calls: Every tool call of the run.
         tool_results: Every tool result of the run.
-        tripwire: ``{"reason", "processor_id", "retry", "metadata"}`` when a processor
-            aborted, else ``None``.
+        tripwire: Why a processor aborted (``out.tripwire.reason``), else ``None``.
         messages: The whole conversation after processors (system messages excluded).
         response: The response messages and the UI messages.
         run_id: The stored run of the agent's loop workflow.
         suspended: The tool calls waiting on ``agent.resume(run_id, ...)``.
+        output: The answer validated as the ``output_type`` (``None`` without one, or
+            when the call ended without an answer: suspended, tripped).
     """
 
     text: str
     finish_reason: str
-    usage: dict[str, int]
+    usage: Usage
     steps: list[StepRecord]
-    tool_calls: list[dict[str, Any]]
-    tool_results: list[dict[str, Any]]
-    tripwire: dict[str, Any] | None
+    tool_calls: list[ToolCallRecord]
+    tool_results: list[ToolResultRecord]
+    tripwire: Tripwire | None
     messages: list[Message]
     response: AgentResponse
     run_id: str
     suspended: list[SuspendedCall] = field(default_factory=list)
+    output: OutputT | None = None
 
 
-Producer = Callable[[MemoryObjectSendStream[Chunk]], Awaitable[FullOutput]]
+Producer = Callable[[MemoryObjectSendStream[Chunk]], Awaitable[FullOutput[Any]]]
 
 
-class ModelOutput:
+class ModelOutput(Generic[OutputT]):
     """The result of ``agent.stream()``: chunks as they come, then the final values.
 
     The run starts when you first iterate ``full_stream`` (or ``text_stream``) or await
@@ -146,13 +154,20 @@ class ModelOutput:
     ``await out.text``, ``out.usage``, ``out.finish_reason`` and ``out.response`` wait
     for the end of the run (consuming the stream if nobody else does) and equal what
     ``generate()`` returns for the same call.
+
+    With ``output_type``, ``out.partial_output`` is the answer so far (validated
+    leniently), ``out.partial_output_stream`` yields it as it grows, and
+    ``await out.final_output`` is the validated answer.
     """
 
-    def __init__(self, producer: Producer, *, buffer: int = 64) -> None:
+    def __init__(self, producer: Producer, *, buffer: int = 64,
+                 output: OutputSpec[Any] | None = None) -> None:
         self._producer = producer
         self._buffer = buffer
         self._started = False
-        self._output: FullOutput | None = None
+        self._spec = output
+        self._answer: list[str] = []  # the current model step's text, with output_type
+        self._output: FullOutput[OutputT] | None = None
         self._error: BaseException | None = None
         self._done = anyio.Event()
         self._tg: TaskGroup | None = None
@@ -198,7 +213,51 @@ class ModelOutput:
             finally:
                 self._done.set()
 
-    async def _final(self) -> FullOutput:
+    def watch(self, emit: Emit) -> Emit:
+        """``emit`` that also keeps the current step's text, for ``partial_output``."""
+        if self._spec is None:
+            return emit
+        answer = self._answer
+
+        async def watching(chunk: Chunk) -> None:
+            kind = chunk.type
+            if kind == "text-delta":
+                answer.append(chunk.text)
+            elif kind == "step-start":
+                answer.clear()
+            await emit(chunk)
+        return watching
+
+    @property
+    def partial_output(self) -> OutputT | None:
+        """The structured answer so far, validated leniently (an unfinished last string
+        or list item is allowed); ``None`` until it validates, or without ``output_type``."""
+        if self._spec is None:
+            return None
+        value: OutputT | None = self._spec.partial("".join(self._answer))
+        return value
+
+    @property
+    def partial_output_stream(self) -> AsyncIterator[OutputT]:
+        """Each new partial answer as text arrives (consumes ``full_stream``)."""
+        return self._partials()
+
+    async def _partials(self) -> AsyncIterator[OutputT]:
+        last: Any = None
+        async for chunk in self.full_stream:
+            if chunk.type != "text-delta":
+                continue
+            value = self.partial_output
+            if value is not None and value != last:
+                last = value
+                yield value
+
+    @property
+    def final_output(self) -> Awaitable[OutputT | None]:
+        """The validated structured answer (``FullOutput.output``)."""
+        return self._field(lambda o: o.output)
+
+    async def _final(self) -> FullOutput[OutputT]:
         if not self._started:
             async for _ in self.full_stream:
                 pass
@@ -214,7 +273,7 @@ class ModelOutput:
         return self._field(lambda o: o.text)
 
     @property
-    def usage(self) -> Awaitable[dict[str, int]]:
+    def usage(self) -> Awaitable[Usage]:
         """Tokens summed over the run."""
         return self._field(lambda o: o.usage)
 
@@ -229,14 +288,14 @@ class ModelOutput:
         return self._field(lambda o: o.response)
 
     @property
-    def output(self) -> Awaitable[FullOutput]:
+    def output(self) -> Awaitable[FullOutput[OutputT]]:
         """Everything ``generate()`` would have returned."""
         return self._final()
 
-    async def _field(self, pick: Callable[[FullOutput], Any]) -> Any:
+    async def _field(self, pick: Callable[[FullOutput[OutputT]], Any]) -> Any:
         return pick(await self._final())
 
-    async def __aenter__(self) -> ModelOutput:
+    async def __aenter__(self) -> ModelOutput[OutputT]:
         send = self._start()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()

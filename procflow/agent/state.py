@@ -27,6 +27,7 @@ from procflow.storage.values import register_type
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
     from procflow.agent.output import StepRecord
+    from procflow.agent.structured import OutputCheck
     from procflow.tools import Tool
 
 __all__ = ["AgentDeps", "AgentState", "Emit", "as_state"]
@@ -197,6 +198,7 @@ class AgentDeps:
         emit: Where chunks go.
         streaming: Whether anybody reads the chunks.
         api_retry_budget: API-error retries allowed.
+        output: The structured output asked for (``output_type``), else ``None``.
     """
 
     agent: Agent
@@ -220,6 +222,7 @@ class AgentDeps:
     """Tool call id -> the "data-*" chunks its tool sent, after the stream processors."""
     data_lock: anyio.Lock = field(default_factory=anyio.Lock)
     """One chunk at a time through the pipeline (tools run concurrently)."""
+    output: OutputCheck | None = None
 
     def __repr__(self) -> str:
         return f"AgentDeps(agent={self.agent.id!r})"

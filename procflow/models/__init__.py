@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from procflow._lazy import lazy_exports
-from procflow.models.base import LanguageModel, ModelRequest, ToolSpec, complete_text
+from procflow.models.base import (
+    CallRetry,
+    LanguageModel,
+    ModelRequest,
+    OutputSchema,
+    ToolSpec,
+    complete_text,
+)
 from procflow.models.resolve import resolve_model
 from procflow.models.scripted import ScriptedModel, ToolCall
 
@@ -19,9 +26,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AnthropicModel",
+    "CallRetry",
     "LanguageModel",
     "ModelRequest",
     "OpenAIChatModel",
+    "OutputSchema",
     "ScriptedModel",
     "ToolCall",
     "ToolSpec",

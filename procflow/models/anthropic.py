@@ -12,7 +12,14 @@ import httpx
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 from procflow.models.base import ModelRequest, ToolSpec
-from procflow.models.hosted import HostedModel, StreamDecoder
+from procflow.models.hosted import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_RETRY_WAIT,
+    HostedModel,
+    StreamDecoder,
+)
 from procflow.models.http import (
     base64_text,
     image_media_type,
@@ -57,6 +64,15 @@ class AnthropicModel(HostedModel):
             (the API requires one).
         headers: Extra request headers (e.g. ``anthropic-beta``); values of
             credential-like headers are redacted from errors like the key.
+        max_retries: Retries of a 429, 5xx, timeout or connection failure that happens
+            before the answer's first byte (default 2), with exponential backoff and
+            full jitter, or the provider's ``Retry-After``; never after output streamed.
+        idle_timeout: Seconds the stream may send no data (keep-alives do not count)
+            before the call fails (default 60; ``None``: no limit).
+        deadline: Seconds the whole call may take, retries included (``None``: no limit).
+        max_response_bytes: The largest answer accepted (default 32 MiB; ``None``: no cap).
+        max_retry_wait: The longest ``Retry-After`` honoured (default 60 s); a provider
+            asking for more fails the call at once.
 
     Raises:
         ValueError: ``model_id`` is empty or ``max_tokens`` is not positive.
@@ -68,16 +84,25 @@ class AnthropicModel(HostedModel):
     DEFAULT_URL = DEFAULT_BASE_URL
     EXAMPLE_ID = "claude-sonnet-4-5"
     ENDPOINT = "/v1/messages"
+    KEEPALIVE_EVENTS = frozenset({"ping"})
     __slots__ = ("_max_tokens",)
 
     def __init__(self, model_id: str, *, api_key: str | None = None,
                  base_url: str | None = None, client: httpx.AsyncClient | None = None,
                  timeout: float | None = None, max_tokens: int = 1024,
-                 headers: Mapping[str, str] | None = None) -> None:
+                 headers: Mapping[str, str] | None = None,
+                 max_retries: int = DEFAULT_MAX_RETRIES,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+                 deadline: float | None = None,
+                 max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+                 max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         super().__init__(model_id, api_key=api_key, base_url=base_url, client=client,
-                         timeout=timeout, headers=headers)
+                         timeout=timeout, headers=headers, max_retries=max_retries,
+                         idle_timeout=idle_timeout, deadline=deadline,
+                         max_response_bytes=max_response_bytes,
+                         max_retry_wait=max_retry_wait)
         self._max_tokens = max_tokens
 
     def _auth_headers(self, key: str) -> dict[str, str]:
@@ -86,8 +111,9 @@ class AnthropicModel(HostedModel):
     def _payload(self, request: ModelRequest) -> dict[str, Any]:
         return build_payload(self._model_id, request, max_tokens=self._max_tokens)
 
-    def _decoder(self, secrets: list[str]) -> _StreamState:
-        return _StreamState(secrets)
+    def _decoder(self, secrets: list[str], request: ModelRequest) -> _StreamState:
+        schema = request.output_schema
+        return _StreamState(secrets, output_tool=None if schema is None else schema.name)
 
 
 # -- request ------------------------------------------------------------------------
@@ -106,8 +132,15 @@ def build_payload(model_id: str, request: ModelRequest, *, max_tokens: int) -> d
     if system:
         payload["system"] = system
     choice = _tool_choice(request.tool_choice)
-    if request.tools and choice != "none":
-        payload["tools"] = [_tool(spec) for spec in request.tools]
+    tools = [_tool(spec) for spec in request.tools or ()] if choice != "none" else []
+    schema = request.output_schema
+    if schema is not None:
+        # The answer is the input of a tool the model must call (its JSON streams as text).
+        choice = {"type": "any"} if tools else {"type": "tool", "name": schema.name}
+        tools.append({"name": schema.name, "input_schema": schema.schema,
+                      "description": schema.description or "Give the final answer."})
+    if tools:
+        payload["tools"] = tools
         if choice is not None:
             payload["tool_choice"] = choice
     payload.update(_settings(request.settings))
@@ -241,10 +274,14 @@ class _Block:
 class _StreamState(StreamDecoder):
     """What a Messages API stream has said so far."""
 
+    output_tool: str | None = None
+    """The tool whose input is the answer (structured output): streamed as text."""
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     blocks: dict[int, _Block] = field(default_factory=dict)
+    answered: bool = False
+    called: bool = False
 
     def feed(self, data: Mapping[str, Any]) -> list[Chunk]:
         """Take one event's JSON; return the chunks it yields now."""
@@ -275,6 +312,9 @@ class _StreamState(StreamDecoder):
 
     def _start(self, index: int, block: Mapping[str, Any]) -> list[Chunk]:
         kind = str(block.get("type", ""))
+        if kind == "tool_use" and block.get("name") == self.output_tool:
+            kind = "answer"
+            self.answered = True
         self.blocks[index] = _Block(type=kind, id=str(block.get("id", "")),
                                     name=str(block.get("name", "")),
                                     start_input=dict(block.get("input") or {}))
@@ -292,13 +332,20 @@ class _StreamState(StreamDecoder):
             return [Chunk("reasoning-delta", {"text": delta["thinking"]})]
         if kind == "input_json_delta":
             block = self.blocks.setdefault(index, _Block(type="tool_use"))
+            if block.type == "answer":
+                text = str(delta.get("partial_json", ""))
+                block.json.append(text)
+                return [Chunk.text_delta(text)] if text else []
             block.json.append(str(delta.get("partial_json", "")))
         return []
 
     def _stop(self, index: int) -> list[Chunk]:
         block = self.blocks.pop(index, None)
+        if block is not None and block.type == "answer" and not block.json:
+            return [Chunk.text_delta(to_text(block.start_input))]
         if block is None or block.type != "tool_use":
             return []
+        self.called = True
         text = "".join(block.json)
         args = (parse_tool_args(text, tool_name=block.name, provider=_PROVIDER,
                                 secrets=self.secrets) if text else block.start_input)
@@ -324,4 +371,7 @@ class _StreamState(StreamDecoder):
                                "(no message_stop)", is_retryable=True)
         usage = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                  "total_tokens": self.input_tokens + self.output_tokens}
-        return [Chunk.finish(_STOP_REASONS.get(self.stop_reason or "", "other"), usage)]
+        reason = _STOP_REASONS.get(self.stop_reason or "", "other")
+        if reason == "tool-calls" and self.answered and not self.called:
+            reason = "stop"  # the only tool called was the answer
+        return [Chunk.finish(reason, usage)]

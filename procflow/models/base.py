@@ -9,7 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 from procflow.errors import APICallError
 from procflow.messages import Chunk
 
-__all__ = ["LanguageModel", "ModelRequest", "ToolSpec", "complete_text"]
+__all__ = ["CallRetry", "LanguageModel", "ModelRequest", "OutputSchema", "ToolSpec",
+           "complete_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,49 @@ class ToolSpec:
     parameters: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The JSON the answer must be (structured output).
+
+    A provider asks for it natively where it can (OpenAI's JSON-schema
+    ``response_format``, a forced tool on Anthropic, whose input then streams as the
+    answer's text); the agent validates the text either way.
+
+    Attributes:
+        name: A short name for the schema (letters, digits, ``_`` and ``-``).
+        schema: The JSON schema.
+        description: What the answer is, for the model.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CallRetry:
+    """One retry of a provider call (recorded on the request and the model-call span).
+
+    Attributes:
+        attempt: 1 for the first retry, 2 for the second...
+        delay: Seconds waited before it.
+        error: The failure that caused it.
+        status_code: That failure's HTTP status, if any.
+        retry_after: The wait the provider asked for (``Retry-After``), if it did.
+    """
+
+    attempt: int
+    delay: float
+    error: str
+    status_code: int | None = None
+    retry_after: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The retry as plain data (as traces store it)."""
+        return {"attempt": self.attempt, "delay": self.delay, "error": self.error,
+                "status_code": self.status_code, "retry_after": self.retry_after}
+
+
 @dataclass(slots=True)
 class ModelRequest:
     """One model call.
@@ -36,12 +80,16 @@ class ModelRequest:
         tools: Tools the model may call.
         tool_choice: "auto", "none", "required" or ``{"type": "tool", "tool_name": ...}``.
         settings: Call settings such as ``temperature``, ``max_tokens``, ``response_format``.
+        output_schema: The JSON the answer must be (structured output), if any.
+        retries: Filled in by the model: the retries it made for this call.
     """
 
     prompt: list[dict[str, Any]]
     tools: Sequence[ToolSpec] | None = None
     tool_choice: Any = None
     settings: dict[str, Any] = field(default_factory=dict)
+    output_schema: OutputSchema | None = None
+    retries: list[CallRetry] = field(default_factory=list)
 
 
 @runtime_checkable

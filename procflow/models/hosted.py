@@ -4,30 +4,54 @@ The id, key and base URL resolution, and the streamed call itself: POST the payl
 read the server-sent events, hand each event's JSON to the provider's decoder, and end
 with the decoder's final chunks. A provider module says only what differs: its auth
 headers, its payload and how it decodes its events.
+
+Calls survive a flaky provider: a retryable failure (429, 5xx, a timeout, a connection
+error) before the first byte of the answer is retried with exponential backoff and full
+jitter, honouring ``Retry-After``; a stream that stalls fails after an idle timeout; a
+call may have an overall deadline; an answer larger than a cap is refused.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
+import random
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import anyio
 import httpx
 
 from procflow.errors import APICallError
 from procflow.messages import Chunk
-from procflow.models.base import ModelRequest
+from procflow.models.base import CallRetry, ModelRequest
 from procflow.models.http import (
+    StreamProgress,
     parse_json_event,
     post_event_stream,
     secret_header_values,
     shared_client,
 )
 
-__all__ = ["HostedModel", "StreamDecoder"]
+__all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_MAX_RETRIES",
+           "DEFAULT_MAX_RETRY_WAIT", "HostedModel", "StreamDecoder"]
+
+logger = logging.getLogger("procflow.models")
+
+DEFAULT_MAX_RETRIES = 2
+"""Retries of a failed call, as the providers' SDKs do."""
+DEFAULT_IDLE_TIMEOUT = 60.0
+"""Seconds a stream may go without sending data (keep-alives do not count)."""
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+"""The largest answer accepted (32 MiB)."""
+DEFAULT_MAX_RETRY_WAIT = 60.0
+"""The longest ``Retry-After`` honoured; a provider asking for more fails the call."""
+_BACKOFF_BASE = 0.5
+_BACKOFF_MAX = 8.0
 
 
 @dataclass(slots=True)
@@ -74,21 +98,46 @@ class HostedModel(ABC):
     """The path after the base URL that streamed calls are POSTed to."""
     DONE_SENTINEL: ClassVar[str | None] = None
     """An event's data that marks the end of the answer (OpenAI's ``[DONE]``)."""
+    supports_output_schema: ClassVar[bool] = True
+    """The provider is asked for structured output natively (``ModelRequest.output_schema``)."""
+    KEEPALIVE_EVENTS: ClassVar[frozenset[str]] = frozenset()
+    """SSE event names that only keep the connection open (they do not reset the idle
+    timeout)."""
 
-    __slots__ = ("_api_key", "_base_url", "_client", "_headers", "_model_id", "_timeout")
+    __slots__ = ("_api_key", "_base_url", "_client", "_deadline", "_headers", "_idle_timeout",
+                 "_max_response_bytes", "_max_retries", "_max_retry_wait", "_model_id",
+                 "_timeout")
 
     def __init__(self, model_id: str, *, api_key: str | None = None,
                  base_url: str | None = None, client: httpx.AsyncClient | None = None,
-                 timeout: float | None = None, headers: Mapping[str, str] | None = None) -> None:
+                 timeout: float | None = None, headers: Mapping[str, str] | None = None,
+                 max_retries: int = DEFAULT_MAX_RETRIES,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+                 deadline: float | None = None,
+                 max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+                 max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT) -> None:
         name = type(self).__name__
         if not model_id:
             raise ValueError(f"{name} needs a model id, e.g. {name}({self.EXAMPLE_ID!r})")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"{name}: max_retries must be an int >= 0, got {max_retries!r}")
+        for option, value in (("idle_timeout", idle_timeout), ("deadline", deadline),
+                              ("max_response_bytes", max_response_bytes)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name}: {option} must be positive or None, got {value!r}")
+        if not max_retry_wait >= 0:
+            raise ValueError(f"{name}: max_retry_wait must be >= 0, got {max_retry_wait!r}")
         self._model_id = model_id
         self._api_key = api_key
         self._base_url = base_url
         self._client = client
         self._timeout = timeout
         self._headers = dict(headers or {})
+        self._max_retries = max_retries
+        self._idle_timeout = idle_timeout
+        self._deadline = deadline
+        self._max_response_bytes = max_response_bytes
+        self._max_retry_wait = max_retry_wait
 
     @property
     def provider(self) -> str:
@@ -128,31 +177,95 @@ class HostedModel(ABC):
         """The JSON body of a streamed call for ``request``."""
 
     @abstractmethod
-    def _decoder(self, secrets: list[str]) -> StreamDecoder:
+    def _decoder(self, secrets: list[str], request: ModelRequest) -> StreamDecoder:
         """A fresh decoder for one call's events (``secrets`` to redact from errors)."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream the answer to ``request`` as chunks ending with one "finish" chunk.
 
+        A retryable failure before the answer's first byte is retried (``max_retries``
+        times, each recorded in ``request.retries`` and logged on ``procflow.models``);
+        one after it never is.
+
         Raises:
             APICallError: The key is missing, the provider rejected the call or sent
-                an error event, the connection failed or the stream was malformed or
-                cut short.
+                an error event, the connection failed, the stream was malformed, cut
+                short, stalled past ``idle_timeout`` or larger than
+                ``max_response_bytes``, or the call passed its ``deadline``.
             ValueError: ``tool_choice`` or a setting is invalid.
         """
         key = self._key()
         secrets = [key, *secret_header_values(self._headers)]
         payload = self._payload(request)
         headers = {**self._auth_headers(key), "accept": "text/event-stream", **self._headers}
-        decoder = self._decoder(secrets)
+        deadline = (math.inf if self._deadline is None
+                    else anyio.current_time() + self._deadline)
+        attempt = 0
+        while True:
+            progress = StreamProgress()
+            yielded = False
+            try:
+                async with aclosing(self._attempt(request, payload, headers, secrets,
+                                                  progress, deadline)) as chunks:
+                    async for chunk in chunks:
+                        yielded = True
+                        yield chunk
+                return
+            except APICallError as err:
+                delay = None if yielded or progress.body_bytes else self._retry_delay(
+                    attempt, err, deadline)
+                if delay is None:
+                    raise
+                attempt += 1
+                request.retries.append(CallRetry(attempt, delay, str(err), err.status_code,
+                                                 err.retry_after))
+                logger.info("%s/%s: retry %d of %d in %.2fs after: %s", self.PROVIDER,
+                            self._model_id, attempt, self._max_retries, delay, err)
+            await anyio.sleep(delay)
+
+    def _retry_delay(self, attempt: int, err: APICallError, deadline: float) -> float | None:
+        """Seconds to wait before retrying after ``err``, or ``None`` for no retry."""
+        if not err.is_retryable or attempt >= self._max_retries:
+            return None
+        if err.retry_after is not None:
+            if err.retry_after > self._max_retry_wait:
+                return None
+            delay = err.retry_after
+        else:  # exponential backoff with full jitter
+            delay = random.uniform(0.0, min(_BACKOFF_MAX, _BACKOFF_BASE * 2 ** attempt))
+        if anyio.current_time() + delay >= deadline:
+            return None
+        return delay
+
+    async def _attempt(self, request: ModelRequest, payload: dict[str, Any],
+                       headers: dict[str, str],
+                       secrets: list[str], progress: StreamProgress,
+                       deadline: float) -> AsyncGenerator[Chunk, None]:
+        """One try of the streamed call."""
+        decoder = self._decoder(secrets, request)
         sentinel = self.DONE_SENTINEL
+        keepalive = self.KEEPALIVE_EVENTS
+        idle = math.inf if self._idle_timeout is None else self._idle_timeout
         events = post_event_stream(
             self._client or shared_client(), f"{self.base_url}{self.ENDPOINT}",
             provider=self.PROVIDER, headers=headers, payload=payload, secrets=secrets,
-            request_timeout=self._timeout)
+            request_timeout=self._timeout, max_bytes=self._max_response_bytes,
+            progress=progress)
         async with aclosing(events):
             try:
-                async for event in events:
+                stalled_since = math.inf
+                while True:
+                    if stalled_since == math.inf:  # data came: the idle clock restarts
+                        stalled_since = anyio.current_time()
+                    with anyio.CancelScope(deadline=min(stalled_since + idle,
+                                                        deadline)) as scope:
+                        event = await anext(events, None)
+                    if scope.cancelled_caught:
+                        raise self._timed_out(deadline)
+                    if event is None:
+                        break
+                    if event.event not in keepalive:
+                        stalled_since = math.inf
                     # Once the answer is complete the rest is read and dropped, so the
                     # connection can be reused (as the providers' SDKs do).
                     if decoder.done:
@@ -168,3 +281,11 @@ class HostedModel(ABC):
                     raise
         for chunk in decoder.finish():
             yield chunk
+
+    def _timed_out(self, deadline: float) -> APICallError:
+        if anyio.current_time() >= deadline:
+            return APICallError(f"the call to {self.PROVIDER} did not finish within its "
+                                f"deadline of {self._deadline}s", is_retryable=False)
+        return APICallError(
+            f"{self.PROVIDER} sent no data for {self._idle_timeout}s: the stream stalled "
+            "(idle_timeout)", is_retryable=True)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import time
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -23,8 +26,10 @@ from procflow.errors import APICallError
 __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_TIMEOUT",
+    "ResponseTooLargeError",
     "SSEError",
     "SSEEvent",
+    "StreamProgress",
     "aclose_shared_client",
     "base64_text",
     "image_media_type",
@@ -33,7 +38,9 @@ __all__ = [
     "parse_json_event",
     "parse_tool_args",
     "post_event_stream",
+    "read_capped",
     "redact",
+    "retry_after_seconds",
     "secret_header_values",
     "shared_client",
     "status_error",
@@ -109,44 +116,104 @@ class SSEError(ValueError):
 _KNOWN_FIELDS = frozenset({"event", "data", "id", "retry"})
 
 
-async def iter_sse(response: httpx.Response) -> AsyncGenerator[SSEEvent, None]:
+class ResponseTooLargeError(ValueError):
+    """A response is larger than the cap the caller set.
+
+    Attributes:
+        limit: The cap, in bytes.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the response is larger than {limit} bytes")
+        self.limit = limit
+
+
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+async def iter_sse(response: httpx.Response, *,
+                   max_bytes: int | None = None) -> AsyncGenerator[SSEEvent, None]:
     """Parse the body of ``response`` as a server-sent event stream.
 
     Follows the SSE spec (``event:``, multi-line ``data:``, ``:`` comments, a blank line
-    ends an event, an unfinished event at the end is dropped), except that a line with
-    an unknown field name raises instead of being ignored: no provider sends one, so it
-    means the body is not an event stream. ``[DONE]`` sentinels are left to callers.
+    ends an event, lines end with CRLF, LF or CR, an unfinished event at the end is
+    dropped), except that a line with an unknown field name raises instead of being
+    ignored: no provider sends one, so it means the body is not an event stream.
+    ``[DONE]`` sentinels are left to callers.
+
+    Args:
+        response: The streamed response.
+        max_bytes: Refuse a body larger than this many bytes (``None``: no cap).
 
     Raises:
         SSEError: A line is not an SSE field.
+        ResponseTooLargeError: The body grew past ``max_bytes``.
     """
     event = ""
     data: list[str] = []
     first = True
-    lines = response.aiter_lines()
+    pending: list[str] = []  # the pieces of a line not ended yet
+    skip_lf = False
+    chunks = response.aiter_text()
     try:
-        async for raw in lines:
-            line = raw.removeprefix("\ufeff") if first else raw
-            first = False
-            if not line:
-                if data:
-                    yield SSEEvent(event=event or "message", data="\n".join(data))
-                event, data = "", []
-                continue
-            if line.startswith(":"):
-                continue
-            name, colon, value = line.partition(":")
-            if colon and value.startswith(" "):
-                value = value[1:]
-            if name not in _KNOWN_FIELDS:
-                raise SSEError(f"line {_excerpt(line, 80)!r} is not an SSE field")
-            if name == "data":
-                data.append(value)
-            elif name == "event":
-                event = value
+        async for text in chunks:
+            if max_bytes is not None and response.num_bytes_downloaded > max_bytes:
+                raise ResponseTooLargeError(max_bytes)
+            if skip_lf and text.startswith("\n"):
+                text = text[1:]
+            skip_lf = text.endswith("\r")  # maybe the first half of a CRLF
+            lines: list[str] = []
+            start = 0
+            for match in _EOL.finditer(text):
+                if pending:
+                    pending.append(text[start:match.start()])
+                    lines.append("".join(pending))
+                    pending.clear()
+                else:
+                    lines.append(text[start:match.start()])
+                start = match.end()
+            if start < len(text):
+                pending.append(text[start:])
+            for raw in lines:
+                line = raw.removeprefix("\ufeff") if first else raw
+                first = False
+                if not line:
+                    if data:
+                        yield SSEEvent(event=event or "message", data="\n".join(data))
+                    event, data = "", []
+                    continue
+                if line.startswith(":"):
+                    continue
+                name, colon, value = line.partition(":")
+                if colon and value.startswith(" "):
+                    value = value[1:]
+                if name not in _KNOWN_FIELDS:
+                    raise SSEError(f"line {_excerpt(line, 80)!r} is not an SSE field")
+                if name == "data":
+                    data.append(value)
+                elif name == "event":
+                    event = value
     finally:
-        if isinstance(lines, AsyncGenerator):
-            await lines.aclose()
+        if isinstance(chunks, AsyncGenerator):
+            await chunks.aclose()
+
+
+async def read_capped(response: httpx.Response, max_bytes: int | None) -> bytes:
+    """The whole body of a streamed ``response``, refused past ``max_bytes``.
+
+    Raises:
+        ResponseTooLargeError: The body is larger than ``max_bytes``.
+    """
+    if max_bytes is None:
+        return await response.aread()
+    parts: list[bytes] = []
+    size = 0
+    async for piece in response.aiter_bytes():
+        size += len(piece)
+        if size > max_bytes:
+            raise ResponseTooLargeError(max_bytes)
+        parts.append(piece)
+    return b"".join(parts)
 
 
 def _excerpt(text: str, limit: int = _EXCERPT) -> str:
@@ -190,15 +257,53 @@ def _error_detail(body: str) -> str:
     return _excerpt(body.strip())
 
 
-def status_error(provider: str, status: int, body: str,
-                 secrets: Iterable[str | None]) -> APICallError:
-    """The ``APICallError`` for an HTTP error status (retryable: 408, 409, 429, 5xx)."""
+def status_error(provider: str, status: int, body: str, secrets: Iterable[str | None], *,
+                 retry_after: float | None = None) -> APICallError:
+    """The ``APICallError`` for an HTTP error status (retryable: 408, 409, 429, 5xx).
+
+    Args:
+        provider: The provider's name, for the message.
+        status: The HTTP status.
+        body: The response body (redacted here).
+        secrets: Values to redact.
+        retry_after: Seconds the provider asked to wait (``retry_after_seconds``).
+    """
     secrets = list(secrets)
     body = redact(body, secrets)
     return APICallError(
         f"{provider} rejected the request with HTTP {status}: {_error_detail(body)}",
         status_code=status, body=body,
-        is_retryable=status in _RETRYABLE_STATUS or status >= 500)
+        is_retryable=status in _RETRYABLE_STATUS or status >= 500, retry_after=retry_after)
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The wait a response asks for: ``retry-after-ms``, else ``Retry-After`` in seconds
+    or as an HTTP date; ``None`` when it asks for none (or says something unreadable).
+
+    Args:
+        headers: The response headers (names matched case-insensitively by httpx).
+        now: The current time as seconds since the epoch (for dates; default now).
+    """
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def _seconds(value: float | None) -> str:
@@ -268,9 +373,22 @@ def _chain_mentions(exc: BaseException, secrets: list[str]) -> bool:
     return False
 
 
+@dataclass(slots=True)
+class StreamProgress:
+    """How far one streamed call got, filled in by ``post_event_stream``.
+
+    Attributes:
+        body_bytes: Bytes of a successful response's body received (0 while none:
+            a failure then is safe to retry).
+    """
+
+    body_bytes: int = 0
+
+
 async def post_event_stream(
     client: httpx.AsyncClient, url: str, *, provider: str, headers: Mapping[str, str],
     payload: Mapping[str, Any], secrets: Iterable[str | None], request_timeout: float | None,
+    max_bytes: int | None = None, progress: StreamProgress | None = None,
 ) -> AsyncGenerator[SSEEvent, None]:
     """POST ``payload`` as JSON to ``url`` and yield the events of the streamed answer.
 
@@ -283,25 +401,30 @@ async def post_event_stream(
         secrets: Values that must never appear in an error (the API key).
         request_timeout: Seconds for every phase of the request; ``None`` keeps the
             client's timeouts.
+        max_bytes: Refuse a response body larger than this (``None``: no cap).
+        progress: Where to record how much of the body arrived.
 
     Raises:
         APICallError: The provider answered with an error status, the connection
-            failed, or the body is not an event stream.
+            failed, the body is not an event stream or is larger than ``max_bytes``.
     """
     hidden = [s for s in secrets if s]
     limits = client.timeout if request_timeout is None else httpx.Timeout(request_timeout)
+    response: httpx.Response | None = None
     try:
         async with client.stream("POST", url, headers=dict(headers), json=dict(payload),
                                  timeout=limits) as response:
             if not response.is_success:
-                body = (await response.aread()).decode("utf-8", errors="replace")
-                raise status_error(provider, response.status_code, body, hidden)
+                body = (await read_capped(response, max_bytes)).decode("utf-8", "replace")
+                raise status_error(provider, response.status_code, body, hidden,
+                                   retry_after=retry_after_seconds(response.headers))
             if response.headers.get("content-type", "").startswith("application/json"):
-                body = redact((await response.aread()).decode("utf-8", errors="replace"), hidden)
+                raw = await read_capped(response, max_bytes)
+                body = redact(raw.decode("utf-8", errors="replace"), hidden)
                 raise APICallError(
                     f"{provider} answered with JSON, not an event stream: {_error_detail(body)}",
                     status_code=response.status_code, body=body)
-            async with aclosing(iter_sse(response)) as events:
+            async with aclosing(iter_sse(response, max_bytes=max_bytes)) as events:
                 async for event in events:
                     yield event
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -313,6 +436,13 @@ async def post_event_stream(
     except SSEError as exc:
         raise APICallError(f"malformed SSE event from {provider}: {redact(str(exc), hidden)}",
                            is_retryable=False) from None
+    except ResponseTooLargeError as exc:
+        raise APICallError(
+            f"{provider}'s response is larger than the {exc.limit} bytes allowed "
+            "(max_response_bytes); it was refused", is_retryable=False) from None
+    finally:
+        if progress is not None and response is not None and response.is_success:
+            progress.body_bytes = response.num_bytes_downloaded
 
 
 _SECRET_HEADER_WORDS = ("key", "auth", "token", "secret")

@@ -52,6 +52,15 @@ class OpenAIChatModel(HostedModel):
         timeout: Seconds for each phase of a request, overriding the client's timeouts.
         headers: Extra request headers (values of credential-like headers are redacted
             from errors like the key).
+        max_retries: Retries of a 429, 5xx, timeout or connection failure that happens
+            before the answer's first byte (default 2), with exponential backoff and
+            full jitter, or the provider's ``Retry-After``; never after output streamed.
+        idle_timeout: Seconds the stream may send no data (keep-alives do not count)
+            before the call fails (default 60; ``None``: no limit).
+        deadline: Seconds the whole call may take, retries included (``None``: no limit).
+        max_response_bytes: The largest answer accepted (default 32 MiB; ``None``: no cap).
+        max_retry_wait: The longest ``Retry-After`` honoured (default 60 s); a provider
+            asking for more fails the call at once.
 
     Raises:
         ValueError: ``model_id`` is empty.
@@ -72,7 +81,7 @@ class OpenAIChatModel(HostedModel):
     def _payload(self, request: ModelRequest) -> dict[str, Any]:
         return build_payload(self._model_id, request)
 
-    def _decoder(self, secrets: list[str]) -> _StreamState:
+    def _decoder(self, secrets: list[str], request: ModelRequest) -> _StreamState:
         return _StreamState(secrets)
 
 
@@ -95,6 +104,13 @@ def build_payload(model_id: str, request: ModelRequest) -> dict[str, Any]:
         choice = _tool_choice(request.tool_choice)
         if choice is not None:
             payload["tool_choice"] = choice
+    schema = request.output_schema
+    if schema is not None:
+        format_: dict[str, Any] = {"name": schema.name, "schema": schema.schema,
+                                   "strict": False}
+        if schema.description:
+            format_["description"] = schema.description
+        payload["response_format"] = {"type": "json_schema", "json_schema": format_}
     payload.update(_settings(model_id, request.settings))
     return payload
 

@@ -175,5 +175,6 @@ def agent_run_document(output: FullOutput) -> dict[str, Any]:
             "status": "tripwire" if output.tripwire is not None else
             "failed" if output.finish_reason == "error" else "success",
             "text": masked(output.text), "finish_reason": output.finish_reason,
-            "usage": mask(output.usage), "tripwire": mask(output.tripwire),
+            "usage": mask(output.usage.to_dict()),
+            "tripwire": None if output.tripwire is None else mask(output.tripwire.to_dict()),
             "tool_calls": mask(output.tool_calls)}

@@ -89,14 +89,14 @@ def print_agent_summary(console: Console, output: FullOutput) -> None:
     """Print an agent run's outcome: status, the answer, usage and the run id."""
     if output.tripwire is not None:
         trip = output.tripwire
-        by = f" (processor {trip['processor_id']})" if trip.get("processor_id") else ""
-        console.print(_status("tripwire", f"{trip.get('reason', '')}{by}"), soft_wrap=True)
+        by = f" (processor {trip.processor_id})" if trip.processor_id else ""
+        console.print(_status("tripwire", f"{trip.reason}{by}"), soft_wrap=True)
     else:
         console.print(_status("success", f"finish reason {output.finish_reason}"))
         console.print(Panel(Text(masked(output.text)), title="answer", title_align="left",
                             expand=False))
     if output.usage:
-        usage = ", ".join(f"{k} {v}" for k, v in output.usage.items())
+        usage = ", ".join(f"{k} {v}" for k, v in output.usage.to_dict().items())
         console.print(Text(f"usage: {usage}", style="dim"), soft_wrap=True)
     console.print(Text(f"run id: {output.run_id}"), soft_wrap=True)
 

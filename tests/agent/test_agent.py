@@ -20,6 +20,7 @@ from procflow.processors import (
     Signal,
     merge_processor_results,
 )
+from procflow.records import ToolResultRecord, Tripwire
 
 
 async def run_both(make_agent: Any, prompt: Any = "hi", **options: Any,
@@ -56,7 +57,7 @@ async def test_plain_answer_both_ways() -> None:
     deltas = [c.text for c in chunks if c.type == "text-delta"]
     assert deltas == ["Hello ", "there ", "world"]
     assert chunks[0].type == "start" and chunks[-1].type == "finish"
-    assert gen.usage["output_tokens"] == 3
+    assert gen.usage.output_tokens == 3
 
 
 async def test_tool_loop_runs_tools_and_feeds_results_back() -> None:
@@ -65,7 +66,7 @@ async def test_tool_loop_runs_tools_and_feeds_results_back() -> None:
     agent = Agent(id="support", model=model, tools=[lookup_order])
     out = await agent.generate("where is A-1?")
     assert out.text == "Your order shipped."
-    assert out.tool_results[0]["result"] == {"order_id": "A-1", "status": "shipped"}
+    assert out.tool_results[0].result == {"order_id": "A-1", "status": "shipped"}
     assert len(out.steps) == 2
     second_prompt = model.requests[1].prompt
     assert any(isinstance(m["content"], list) and m["content"][0]["type"] == "tool-result"
@@ -82,7 +83,7 @@ async def test_tool_errors_become_error_results() -> None:
     model = ScriptedModel([[ToolCall("broken", {"x": 1}), ToolCall("broken", {"x": "nan"}),
                             ToolCall("missing", {})], "sorry"])
     out = await Agent(id="a", model=model, tools=[broken]).generate("go")
-    errors = [(r["is_error"], str(r["result"])) for r in out.tool_results]
+    errors = [(r.is_error, str(r.result)) for r in out.tool_results]
     assert all(flag for flag, _ in errors)
     assert "RuntimeError: db down" in errors[0][1]
     assert "invalid arguments for tool 'broken' at 'x'" in errors[1][1]
@@ -115,8 +116,7 @@ async def test_moderation_workflow_as_input_processor() -> None:
         model.requests[0].prompt)
     blocked = await agent.generate("I hate you")
     assert blocked.finish_reason == "other" and blocked.text == ""
-    assert blocked.tripwire == {"reason": "Content blocked by moderation",
-                                "processor_id": "moderation", "retry": False, "metadata": {}}
+    assert blocked.tripwire == Tripwire("Content blocked by moderation", "moderation")
     assert len(model.requests) == 1  # the blocked call never reached the model
     assert out.text == "ok"
 
@@ -270,7 +270,7 @@ async def test_quality_checker_retry_with_feedback() -> None:
                       output_processors=[QualityChecker()])
     blocked = await no_budget.generate("explain")
     assert blocked.finish_reason == "other" and blocked.tripwire is not None
-    assert blocked.tripwire["retry"] is True
+    assert blocked.tripwire.retry is True
 
 
 async def test_per_call_arrays_replace_and_dynamic_arrays() -> None:
@@ -447,13 +447,12 @@ async def test_tools_a_processor_adds_are_called_and_shaped_for_the_model() -> N
     out = await Agent(id="a", model=model, tools=[lookup_order],
                       input_processors=[AddTool()]).generate("go")
     assert out.text == "done"
-    results = {r["tool_name"]: r for r in out.tool_results}
-    assert results["secret"] == {"tool_call_id": results["secret"]["tool_call_id"],
-                                 "tool_name": "secret", "result": {"raw": "abab"},
-                                 "is_error": False}
+    results = {r.tool_name: r for r in out.tool_results}
+    assert results["secret"] == ToolResultRecord(results["secret"].tool_call_id, "secret",
+                                                 {"raw": "abab"}, is_error=False)
     # The unknown tool's error lists the step's tools, the added one included.
-    assert results["nope"]["is_error"]
-    assert "['lookup_order', 'secret']" in results["nope"]["result"]
+    assert results["nope"].is_error
+    assert "['lookup_order', 'secret']" in results["nope"].result
     # What the model saw for the added tool is its to_model_output.
     tool_entries = [e for e in model.requests[1].prompt if e["role"] == "tool"]
     assert any(part.get("result") == "shaped:abab"

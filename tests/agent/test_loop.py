@@ -201,7 +201,7 @@ async def test_an_abort_in_any_hook_is_a_tripwire_run(where: str) -> None:
                   input_processors=[Guard(where)])
     out = await agent.generate("hi")
     assert out.finish_reason == "other" and out.tripwire is not None
-    assert out.tripwire["processor_id"] == "guard" and out.text == ""
+    assert out.tripwire.processor_id == "guard" and out.text == ""
     runs = await agent.workflow.list_runs(status="tripwire", storage=storage)
     assert [r.run_id for r in runs] == [out.run_id]
     stream = await Agent(id="guarded", model=ScriptedModel(["secret"]), storage=storage,
@@ -259,7 +259,7 @@ async def test_an_approval_tool_suspends_and_resumes_approved() -> None:
     assert (await agent.workflow.get_run(out.run_id)).status == "suspended"
     done = await agent.resume(out.run_id, approve=["call-1"])
     assert done.text == "refunded" and done.run_id == out.run_id
-    assert [r["result"] for r in done.tool_results] == ["refunded A-1"]
+    assert [r.result for r in done.tool_results] == ["refunded A-1"]
 
 
 async def test_a_denied_call_gets_a_result_saying_so_and_streams_suspended() -> None:
@@ -274,7 +274,7 @@ async def test_a_denied_call_gets_a_result_saying_so_and_streams_suspended() -> 
     out = await again.output
     assert "".join(texts) == out.text == "ok, not refunded"
     [result] = out.tool_results
-    assert result["is_error"] and "denied" in result["result"]
+    assert result.is_error and "denied" in result.result
 
 
 async def test_a_tool_may_suspend_itself_and_get_resume_data() -> None:
@@ -291,7 +291,7 @@ async def test_a_tool_may_suspend_itself_and_get_resume_data() -> None:
     assert out.finish_reason == "suspended" and out.suspended[0].payload == {"question": "ok?"}
     done = await agent.resume(out.run_id, resume_data="yes")
     assert done.text == "thanks"
-    assert done.tool_results[0]["result"] == "the human said yes"
+    assert done.tool_results[0].result == "the human said yes"
 
 
 RESUMER = """
@@ -309,7 +309,7 @@ async def main() -> None:
     agent = Agent(id="approver", model=ScriptedModel(["refund made"]), tools=[refund],
                   storage=SQLiteStorage(sys.argv[1]))
     out = await agent.resume(sys.argv[2], approve=["call-1"])
-    print(out.text, "|", out.tool_results[0]["result"])
+    print(out.text, "|", out.tool_results[0].result)
 
 anyio.run(main)
 """

@@ -139,7 +139,7 @@ async def test_working_memory_is_shown_and_updates_persist(tmp_path: Path) -> No
                            "Hello Ada.", "Hi again, Ada."])
     agent = Agent(id="a", model=model, memory=memory)
     out = await agent.generate("I'm Ada.", memory=T("t1"))
-    assert out.text == "Hello Ada." and out.tool_results[0]["is_error"] is False
+    assert out.text == "Hello Ada." and out.tool_results[0].is_error is False
     assert "update_working_memory" in [t.name for t in model.requests[0].tools or []]
     first = model.requests[0].prompt
     assert first[0]["role"] == "system" and "<working_memory>" in first[0]["content"]
@@ -179,7 +179,7 @@ async def test_tripwired_call_saves_nothing(memory: Memory) -> None:
     agent = Agent(id="a", model=ScriptedModel(["bad words"]), memory=memory,
                   output_processors=[Blocker()])
     out = await agent.generate("hi", memory=T("t1"))
-    assert out.tripwire is not None and out.tripwire["processor_id"] == "blocker"
+    assert out.tripwire is not None and out.tripwire.processor_id == "blocker"
     assert await memory.get_messages("t1") == []
 
 

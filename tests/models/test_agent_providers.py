@@ -30,6 +30,7 @@ def text_events(text: str) -> list[str]:
 
 
 def openai(server: Any, **kw: Any) -> OpenAIChatModel:
+    kw.setdefault("max_retries", 0)  # the processors' retries are under test here
     return OpenAIChatModel("gpt-4o-mini", api_key=KEY, base_url=f"{server.url}/v1", **kw)
 
 
@@ -58,7 +59,7 @@ async def test_400_reaches_process_api_error_and_is_retried(server: Any) -> None
     server.sse(text_events("short answer"))
     agent = Agent(id="a", model=openai(server), error_processors=[ContextLengthHandler()])
     out = await agent.generate(["old history", "question"])
-    assert out.text == "short answer" and out.usage["total_tokens"] == 5
+    assert out.text == "short answer" and out.usage.total_tokens == 5
     first, second = server.requests
     assert len(first.json["messages"]) == 2 and len(second.json["messages"]) == 1
 
@@ -123,7 +124,7 @@ async def test_prefill_error_handler_with_anthropic(server: Any) -> None:
         '"end_turn"},"usage":{"output_tokens":1}}\n\n',
         'event: message_stop\ndata: {"type":"message_stop"}\n\n',
     ])
-    model = AnthropicModel("claude-test", api_key=KEY, base_url=server.url)
+    model = AnthropicModel("claude-test", api_key=KEY, base_url=server.url, max_retries=0)
     agent = Agent(id="a", model=model, error_processors=[PrefillErrorHandler()])
     out = await agent.generate([{"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "Sure,"}])

@@ -50,6 +50,7 @@ def end(stop_reason: str = "end_turn", output_tokens: int = 5) -> list[str]:
 
 def make(server: Any, **options: Any) -> AnthropicModel:
     options.setdefault("api_key", KEY)
+    options.setdefault("max_retries", 0)  # retries: tests/models/test_resilience.py
     return AnthropicModel("claude-test", base_url=server.url, **options)
 
 

@@ -42,6 +42,7 @@ def call(index: int, *, id: str | None = None, name: str | None = None,
 
 def make(server: Any, **options: Any) -> OpenAIChatModel:
     options.setdefault("api_key", KEY)
+    options.setdefault("max_retries", 0)  # retries: tests/models/test_resilience.py
     return OpenAIChatModel("gpt-4o-mini", base_url=f"{server.url}/v1", **options)
 
 
@@ -209,7 +210,8 @@ async def test_connection_refused_is_retryable() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    model = OpenAIChatModel("m", api_key=KEY, base_url=f"http://127.0.0.1:{port}")
+    model = OpenAIChatModel("m", api_key=KEY, base_url=f"http://127.0.0.1:{port}",
+                            max_retries=0)
     err = await fail(model)
     assert err.is_retryable and "connection refused" in str(err)
 

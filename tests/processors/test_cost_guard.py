@@ -48,10 +48,10 @@ async def test_blocks_once_the_budget_is_spent() -> None:
     assert first.text == "ok" and first.tripwire is None
     assert second.finish_reason == "other" and second.text == ""
     assert second.tripwire is not None
-    assert second.tripwire["processor_id"] == "cost-guard"
-    assert second.tripwire["metadata"] == {"usage": 2.0, "max_cost": 2.0, "scope": "resource",
+    assert second.tripwire.processor_id == "cost-guard"
+    assert second.tripwire.metadata == {"usage": 2.0, "max_cost": 2.0, "scope": "resource",
                                            "scope_key": "u1"}
-    assert second.tripwire["reason"] == ("Cost limit exceeded: 2 spent of the 2 allowed for "
+    assert second.tripwire.reason == ("Cost limit exceeded: 2 spent of the 2 allowed for "
                                          "this resource")
 
 
@@ -88,7 +88,7 @@ async def test_run_scope_stops_a_long_run_but_not_the_next() -> None:
     short = await ask(guard)
 
     assert long.finish_reason == "other" and long.tripwire is not None
-    assert long.tripwire["metadata"]["scope"] == "run"
+    assert long.tripwire.metadata["scope"] == "run"
     assert short.text == "ok"
 
 
@@ -217,7 +217,7 @@ async def test_redis_ledger_is_shared_between_guards(redis_url: str, redis_prefi
         blocked = await ask(second)
         assert (await ask(second, user="u2")).tripwire is None
 
-    assert blocked.tripwire is not None and blocked.tripwire["metadata"]["usage"] == 2.0
+    assert blocked.tripwire is not None and blocked.tripwire.metadata["usage"] == 2.0
     key = f"{redis_prefix}:resource%3Au1"
     assert await raw.zcard(key) == 1
     assert 0 < await raw.ttl(key) <= 600

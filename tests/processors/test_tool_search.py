@@ -13,6 +13,7 @@ from procflow.processors.builtin.tools.search import (
     ToolSearchOptions,
     ToolSearchProcessor,
 )
+from procflow.records import ToolResultRecord
 from procflow.tools import Tool
 
 
@@ -74,10 +75,9 @@ async def test_search_load_then_call_on_the_next_step() -> None:
     assert out.text == "It is sunny."
     assert offered(model)[:2] == [META, META]
     assert offered(model)[2] == sorted([*META, "get_weather"])
-    found = out.tool_results[0]["result"]["results"]
+    found = out.tool_results[0].result["results"]
     assert found[0]["name"] == "get_weather" and found[0]["score"] > 0
-    assert out.tool_results[2] == {"tool_call_id": "call_3", "tool_name": "get_weather",
-                                   "result": "sunny in Oslo", "is_error": False}
+    assert out.tool_results[2] == ToolResultRecord("call_3", "get_weather", "sunny in Oslo")
 
 
 async def test_the_agents_own_tools_stay_offered() -> None:
@@ -89,7 +89,7 @@ async def test_the_agents_own_tools_stay_offered() -> None:
 async def test_a_hidden_tool_cannot_be_called_before_it_is_loaded() -> None:
     model = ScriptedModel([[ToolCall("get_weather", {"city": "Oslo"})], "done"])
     out = await agent(model, ToolSearchProcessor(TOOLS)).generate("hi")
-    assert out.tool_results[0]["is_error"] is True
+    assert out.tool_results[0].is_error is True
 
 
 async def test_unknown_name_is_an_error_listing_close_names() -> None:
@@ -97,9 +97,9 @@ async def test_unknown_name_is_an_error_listing_close_names() -> None:
     out = await agent(model, ToolSearchProcessor(TOOLS)).generate("hi")
 
     result = out.tool_results[0]
-    assert result["is_error"] is True
-    assert "unknown tool 'get_wether'" in result["result"]
-    assert "get_weather" in result["result"]
+    assert result.is_error is True
+    assert "unknown tool 'get_wether'" in result.result
+    assert "get_weather" in result.result
     assert offered(model)[1] == META
 
 

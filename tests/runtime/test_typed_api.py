@@ -138,14 +138,13 @@ async def test_usage_sums_agents_and_nested_workflows_and_shows_per_step() -> No
     alone = [(await Agent(id=a.id, model=ScriptedModel([t])).generate(p)).usage
              for a, t, p in ((first, "one two three", "hi"), (second, "four five",
                                                              "one two three"))]
-    expected = (Usage.from_dict(alone[0]) + Usage.from_dict(alone[1])
-                + Usage(input_tokens=15, output_tokens=1, total_tokens=16))
+    expected = alone[0] + alone[1] + Usage(input_tokens=15, output_tokens=1, total_tokens=16)
     assert result.usage == expected
     trace = await storage.load_trace(run.run_id)
     assert trace is not None
     by_path = {s["path"]: s["attributes"].get("usage") for s in trace.spans if s["path"]}
-    assert by_path["agent:first"] == alone[0]
-    assert by_path["inner.agent:second"] == alone[1]
+    assert by_path["agent:first"] == alone[0].to_dict()
+    assert by_path["inner.agent:second"] == alone[1].to_dict()
     assert by_path["reports"] == {"input_tokens": 15, "output_tokens": 1, "total_tokens": 16}
     run_span = next(s for s in trace.spans if s["kind"] == "run")
     assert run_span["attributes"]["usage"] == expected.to_dict()
@@ -158,7 +157,7 @@ async def test_an_agent_loop_run_reports_its_usage_on_the_llm_call_step() -> Non
     trace = await storage.load_trace(out.run_id)
     assert trace is not None
     steps = [s for s in trace.spans if s["kind"] == "step" and s["attributes"].get("usage")]
-    assert [s["attributes"]["usage"] for s in steps] == [out.usage]
+    assert [s["attributes"]["usage"] for s in steps] == [out.usage.to_dict()]
 
 
 # -- ids and logging ----------------------------------------------------------------

@@ -115,8 +115,8 @@ async def test_retry_mechanism_without_max_processor_retries_is_a_tripwire() -> 
                   output_processors=[QualityChecker()])
     result = await agent.generate("Tell me about Paris.")
     assert result.finish_reason == "other" and result.tripwire is not None
-    assert result.tripwire["processor_id"] == "quality-checker"
-    assert result.tripwire["metadata"] == {"score": 0.1}
+    assert result.tripwire.processor_id == "quality-checker"
+    assert result.tripwire.metadata == {"score": 0.1}
 
 
 # -- 快速開始 (quick start) -------------------------------------------------------------
@@ -553,7 +553,7 @@ async def test_tripwire_chunk_in_stream_and_generate() -> None:
     assert seen == ("blocker", "forbidden word")
     result = await agent.generate("hi")
     assert result.finish_reason == "other"
-    assert result.tripwire is not None and result.tripwire["metadata"] == {
+    assert result.tripwire is not None and result.tripwire.metadata == {
         "category": "moderation"}
 
 

@@ -94,8 +94,8 @@ async def call_agent() -> str:
     agent = Agent(id="support", model=ScriptedModel(["hello"]))
     out = await agent.generate("hi", max_steps=2, memory={"thread": "t1", "resource": "u1"})
     assert_type(out, FullOutput)
-    await agent.generate("hi", max_stepz=3)  # type: ignore[call-arg]
-    await agent.generate("hi", max_steps="3")  # type: ignore[arg-type]
+    await agent.generate("hi", max_stepz=3)  # type: ignore[call-overload]
+    await agent.generate("hi", max_steps="3")  # type: ignore[call-overload]
     return out.text
 
 
@@ -104,6 +104,25 @@ def call_agent_sync() -> str:
     out = agent.generate_sync("hi", max_steps=2)
     assert_type(out, FullOutput)
     return out.text
+
+
+class Answer(BaseModel):
+    city: str
+
+
+async def call_agent_structured() -> str:
+    agent = Agent(id="geo", model=ScriptedModel(['{"city": "Paris"}']), output_type=Answer)
+    assert_type(agent, Agent[Answer])
+    out = await agent.generate("capital of France?")
+    assert_type(out, FullOutput[Answer])
+    assert_type(out.output, Answer | None)
+    per_call = await agent.generate("again", output_type=Order, output_retries=2)
+    assert_type(per_call.output, Order | None)
+    stream = await agent.stream("capital of France?")
+    assert_type(stream.partial_output, Answer | None)
+    assert_type(await stream.final_output, Answer | None)
+    await agent.generate("hi", output_retries="2")  # type: ignore[call-overload]
+    return "" if out.output is None else out.output.city
 
 
 total = Usage(input_tokens=1, output_tokens=2, total_tokens=3) + Usage.from_dict(

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from procflow.messages import Message, MessageList, ToolCallPart, ToolResultPart
 from procflow.processors.args import (
     APIErrorResult,
@@ -64,21 +66,28 @@ class PrefillErrorHandler(Processor):
 class StreamErrorRetryProcessor(Processor):
     """Retry a call that failed in a way that may pass next time: a retryable
     ``APICallError`` (429, 5xx, connection reset, timeout) anywhere in the cause
-    chain, or an error any ``matchers`` function accepts.
+    chain, or an error any ``matchers`` function accepts. When the provider said how
+    long to wait (``Retry-After``, as ``error.retry_after``), the retry waits that long
+    (at most ``max_wait`` seconds; longer asks are not retried).
 
     Args:
         max_retries: Retries this processor grants per request (default 1).
         matchers: Extra predicates on the error.
+        max_wait: The longest ``Retry-After`` honoured, in seconds (default 60).
     """
 
     id = "stream-error-retry-processor"
 
     def __init__(self, *, max_retries: int = 1,
-                 matchers: Sequence[Callable[[BaseException], bool]] = ()) -> None:
+                 matchers: Sequence[Callable[[BaseException], bool]] = (),
+                 max_wait: float = 60.0) -> None:
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        if not max_wait >= 0:
+            raise ValueError(f"max_wait must be >= 0, got {max_wait!r}")
         self.max_retries = max_retries
         self.matchers = list(matchers)
+        self.max_wait = max_wait
 
     def _retryable(self, error: BaseException) -> bool:
         current: BaseException | None = error
@@ -88,10 +97,27 @@ class StreamErrorRetryProcessor(Processor):
             current = current.__cause__
         return any(m(error) for m in self.matchers)
 
-    def process_api_error(self, args: ProcessAPIErrorArgs) -> APIErrorResult | None:
-        if self._retryable(args.error) and _take_retry(args, self.max_retries):
-            return APIErrorResult(retry=True)
-        return None
+    async def process_api_error(self, args: ProcessAPIErrorArgs) -> APIErrorResult | None:
+        if not self._retryable(args.error):
+            return None
+        wait = _retry_after(args.error)
+        if wait is not None and wait > self.max_wait:
+            return None
+        if not _take_retry(args, self.max_retries):
+            return None
+        if wait:
+            await anyio.sleep(wait)
+        return APIErrorResult(retry=True)
+
+
+def _retry_after(error: BaseException) -> float | None:
+    current: BaseException | None = error
+    while current is not None:
+        value = getattr(current, "retry_after", None)
+        if isinstance(value, int | float):
+            return float(value)
+        current = current.__cause__
+    return None
 
 
 @dataclass(frozen=True, slots=True)
