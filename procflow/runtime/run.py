@@ -86,6 +86,9 @@ class Run(Generic[OutputT]):
         status: "pending" until started, then as the last execution left it.
         lease_ttl: Seconds the run's lease lasts unless renewed (see ``restart``).
         lease_owner: The id this run object takes its lease under.
+        leased: Whether executing takes the run's lease and renews it by a heartbeat
+            (default). A run nothing outside this process can see or continue (an
+            agent call kept in an in-memory storage) sets it off and skips both.
     """
 
     lease_ttl: float = DEFAULT_LEASE_TTL
@@ -128,7 +131,8 @@ class Run(Generic[OutputT]):
         it, so it skips the cancel scope that ``cancel()`` needs (cancelling the caller
         still stops it) and ``cancel()`` refuses it."""
         self._replay_of: tuple[str, str] | None = None
-        self.lease_owner = lease_owner_id()
+        self._lease_owner: str | None = None
+        self.leased = True
         self._lease: RunLease | None = None
         self._executor: Executor | None = None
         self.distributor: Distributor | None = None
@@ -175,6 +179,14 @@ class Run(Generic[OutputT]):
             self._result = WorkflowResult(
                 snap.status, snap.result, dict(steps), snap.error, dict(snap.state),
                 [list(p) for p in snap.suspended], snap.tripwire, None, run_id)
+
+    @property
+    def lease_owner(self) -> str:
+        """The id this run object takes its lease under (made when first needed)."""
+        owner = self._lease_owner
+        if owner is None:
+            owner = self._lease_owner = lease_owner_id()
+        return owner
 
     @property
     def result(self) -> WorkflowResult[OutputT] | None:
@@ -664,8 +676,9 @@ class Run(Generic[OutputT]):
     # -- leases -------------------------------------------------------------------
 
     async def _take_lease(self) -> None:
-        """Hold the run's lease (see ``restart``); no-op if held or nothing is stored."""
-        if not getattr(self.storage, "persistent", True):
+        """Hold the run's lease (see ``restart``); no-op if held, if nothing is stored or
+        if the run is not ``leased``."""
+        if not self.leased or not getattr(self.storage, "persistent", True):
             return
         if self._lease is None or self._lease.held is None:
             self._lease = RunLease(self.storage, self.workflow.id, self.run_id,
