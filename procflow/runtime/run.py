@@ -86,9 +86,10 @@ class Run(Generic[OutputT]):
         status: "pending" until started, then as the last execution left it.
         lease_ttl: Seconds the run's lease lasts unless renewed (see ``restart``).
         lease_owner: The id this run object takes its lease under.
-        leased: Whether executing takes the run's lease and renews it by a heartbeat
-            (default). A run nothing outside this process can see or continue (an
-            agent call kept in an in-memory storage) sets it off and skips both.
+        private: Set by a caller that alone holds this run object while it executes,
+            for a run nothing outside this process can see or continue (an agent call
+            kept in an in-memory storage): executing then takes no lease (no heartbeat
+            task) and makes no cancel scope (cancel the calling task instead).
     """
 
     lease_ttl: float = DEFAULT_LEASE_TTL
@@ -132,7 +133,7 @@ class Run(Generic[OutputT]):
         still stops it) and ``cancel()`` refuses it."""
         self._replay_of: tuple[str, str] | None = None
         self._lease_owner: str | None = None
-        self.leased = True
+        self.private = False
         self._lease: RunLease | None = None
         self._executor: Executor | None = None
         self.distributor: Distributor | None = None
@@ -509,7 +510,7 @@ class Run(Generic[OutputT]):
         run ends "canceled"; a pending or suspended run is marked "canceled". A run
         submitted to workers is cancelled where it runs, at its next step boundary (a
         running step's cancel scope is cancelled)."""
-        if self.internal:
+        if self.internal or (self.private and self._active):
             raise RunStateError(
                 f"run '{self.run_id}' of workflow '{self.workflow.id}' is internal to a "
                 "library call and cannot be cancelled on its own; cancel the call instead",
@@ -646,7 +647,7 @@ class Run(Generic[OutputT]):
         self._active = True
         self.status = "running"
         try:
-            if self.internal:  # the hot path of every agent call: no cancel scope, no lease
+            if self.internal or self.private:  # an agent call: no cancel scope, no lease
                 outcome = await self._run_body(ex)
                 return await self._finish(ex, outcome)
             await self._take_lease()
@@ -677,8 +678,8 @@ class Run(Generic[OutputT]):
 
     async def _take_lease(self) -> None:
         """Hold the run's lease (see ``restart``); no-op if held, if nothing is stored or
-        if the run is not ``leased``."""
-        if not self.leased or not getattr(self.storage, "persistent", True):
+        if the run is ``private``."""
+        if self.private or not getattr(self.storage, "persistent", True):
             return
         if self._lease is None or self._lease.held is None:
             self._lease = RunLease(self.storage, self.workflow.id, self.run_id,
