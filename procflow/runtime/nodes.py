@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import GeneratorType
 from typing import Any, Literal
 
 import anyio
@@ -97,12 +98,19 @@ async def _maybe_await(value: Any) -> Any:
 
 
 def _plain(value: Any) -> bool:
-    """Whether a condition's or map's result is surely not awaitable (a cheap test
-    first: most are booleans or plain data)."""
-    return type(value) in _PLAIN or not inspect.isawaitable(value)
+    """Whether a condition's or map's result is not awaitable (a set lookup for the
+    types seen before: most results are booleans or the same data class each time)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    if inspect.isawaitable(value):
+        return False
+    if kind is not GeneratorType and len(_PLAIN) < 512:  # a generator's is per object
+        _PLAIN.add(kind)
+    return True
 
 
-_PLAIN = frozenset({bool, dict, list, str, int, float, type(None)})
+_PLAIN: set[type] = {bool, dict, list, str, int, float, type(None)}
 
 
 def _unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
