@@ -699,6 +699,12 @@ class Run(Generic[OutputT]):
         lease = self._lease
         if lease is None or lease.held is None:
             return await self._run_body(ex)
+        beat = lease.heartbeat(scope.cancel)
+        if beat is not None:  # asyncio: a timer, and a task only for a long run
+            try:
+                return await self._run_body(ex)
+            finally:
+                await beat.stop()
         async with anyio.create_task_group() as tg:
             tg.start_soon(lease.keep, scope.cancel)
             outcome = await self._run_body(ex)
