@@ -35,9 +35,16 @@ DEFAULT_LEASE_TTL: Final = 30.0
 _log = logging.getLogger("procflow")
 
 
+_owner_prefix: tuple[int, str] = (-1, "")
+
+
 def lease_owner_id() -> str:
-    """A new lease owner id: ``host:pid:random``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{new_id()[:12]}"
+    """A new lease owner id: ``host:pid:random`` (the host name is read once per process)."""
+    global _owner_prefix
+    pid = os.getpid()
+    if _owner_prefix[0] != pid:
+        _owner_prefix = (pid, f"{socket.gethostname()}:{pid}:")
+    return _owner_prefix[1] + new_id()[:12]
 
 
 def owner_is_dead(owner: str) -> bool:
