@@ -116,6 +116,9 @@ class Usage:
             value = data.get(name)
             if value is None:
                 continue
+            if type(value) is int and value >= 0:  # the usual case
+                counts[name] = value
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 \
                     or value != int(value):
                 raise ValueError(f"usage {name} must be a non-negative whole number, got "

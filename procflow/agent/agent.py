@@ -361,6 +361,8 @@ class Agent(Generic[OutputT]):
             # A durable store keeps the state at every step boundary, as for any workflow
             # run, so a stored agent run replays from any step (``--from-step llm-call``).
             wf_run.durability = "sync"
+        else:  # only this call holds it: no lease, heartbeat task or cancel scope
+            wf_run.private = True
         live_deps[wf_run.run_id] = deps
         try:
             result = await wf_run.start(input_data=state,

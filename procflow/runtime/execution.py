@@ -276,7 +276,9 @@ class Execution:
         self.encodes = self.persistent and not getattr(storage, "keeps_objects", False)
         self.blobs_written: set[str] = set()  # digests of the large values written
         self.digests: dict[int, tuple[Any, str]] = {}  # large values hashed, by identity
-        self.context_json = request_context.persisted() if self.persistent else {}
+        # The persisted request context, for "running" snapshots: taken at the first one
+        # (the start, under "sync" durability); a final snapshot takes it anew.
+        self.context_json: dict[str, Any] | None = None
         self.sync = sync and self.persistent
         self.send = send
         self.created_at = created_at
@@ -362,7 +364,7 @@ class Execution:
         dirty, self.dirty = self.dirty, {}
         if not self.persistent:
             return
-        if status != "running":
+        if status != "running" or self.context_json is None:
             self.context_json = self.request_context.persisted()
         snapshot = RunSnapshot(
             workflow_id=self.wf.id, run_id=self.run_id, status=status, input=self.input,

@@ -296,7 +296,7 @@ async def _run_nested(ex: Execution, wf: PlanUnit, data: Any, scope: Scope, path
         rec, _, _ = _stored(ex, wf, path, replay)
         if rec is not None and rec.status == "success" and replay:
             return _hydrate(wf, rec.output)
-    started = time.time()
+    started = _now()
     if wf.input is not None:
         try:
             data = wf.input.check(data, what="input", workflow_id=scope.wf.id, step_id=path,
@@ -305,9 +305,9 @@ async def _run_nested(ex: Execution, wf: PlanUnit, data: Any, scope: Scope, path
             await _fail(ex, path, exc, started, 1)
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
-    span = None if ex.tracer is None else ex.tracer.start(
-        wf.id, "workflow", scope.span, path, data if wf.trace_io else None)
-    inner = Scope(wf, path + ".", data, state=scope.state, span=span)
+    span = None if ex.tracer is None else ex.tracer.open(
+        wf.id, "workflow", scope.span, path, started, data if wf.trace_io else None)
+    inner = Scope(wf, path + ".", data, scope.state, None, span)
     try:
         out = await run_plan(ex, wf, data, inner)
     except BaseException as exc:
@@ -321,8 +321,12 @@ async def _run_nested(ex: Execution, wf: PlanUnit, data: Any, scope: Scope, path
                                              ended_at=time.time()))
         raise
     scope.state = inner.state
+    ended = _now()
     if span is not None:
-        Tracer.end(span, "success", output=out if wf.trace_io else None)
+        span.end = ended
+        span.status = "success"
+        if wf.trace_io and out is not None:
+            span.output = out
     if wf.output is not None:
         try:
             out = wf.output.check(out, what="output", workflow_id=scope.wf.id, step_id=path,
@@ -330,8 +334,11 @@ async def _run_nested(ex: Execution, wf: PlanUnit, data: Any, scope: Scope, path
         except StepValidationError as exc:
             await _fail(ex, path, exc, started, 1)
     if keep:
-        await ex.record(path, StepResult("success", out, None, started, time.time(),
-                                         1, None, None, iteration))
+        result = StepResult("success", out, None, started, ended, 1, None, None, iteration)
+        if ex.sync:
+            await ex.record(path, result)
+        else:
+            ex.keep(path, result)
     if ex.send is not None:
         await ex.event("step-result", path, {"output": out})
     return out

@@ -10,6 +10,7 @@ this host that no longer exists (killed) is taken over at once instead of after 
 
 from __future__ import annotations
 
+import asyncio  # noqa: TID251 - anyio has no timer; see ``Heartbeat`` (trio: a task)
 import logging
 import os
 import socket
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from procflow.records import Lease
     from procflow.storage.base import Storage
 
-__all__ = ["DEFAULT_LEASE_TTL", "RunLease", "lease_owner_id", "owner_is_dead"]
+__all__ = ["DEFAULT_LEASE_TTL", "Heartbeat", "RunLease", "lease_owner_id", "owner_is_dead"]
 
 DEFAULT_LEASE_TTL: Final = 30.0
 """Seconds a run's lease lasts unless renewed; the heartbeat renews it every third."""
@@ -34,9 +35,16 @@ DEFAULT_LEASE_TTL: Final = 30.0
 _log = logging.getLogger("procflow")
 
 
+_owner_prefix: tuple[int, str] = (-1, "")
+
+
 def lease_owner_id() -> str:
-    """A new lease owner id: ``host:pid:random``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{new_id()[:12]}"
+    """A new lease owner id: ``host:pid:random`` (the host name is read once per process)."""
+    global _owner_prefix
+    pid = os.getpid()
+    if _owner_prefix[0] != pid:
+        _owner_prefix = (pid, f"{socket.gethostname()}:{pid}:")
+    return _owner_prefix[1] + new_id()[:12]
 
 
 def owner_is_dead(owner: str) -> bool:
@@ -123,11 +131,15 @@ class RunLease:
         except Exception:
             _log.warning("could not release the lease of run %s", self.run_id, exc_info=True)
 
-    async def keep(self, on_lost: Callable[[], None]) -> None:
+    async def keep(self, on_lost: Callable[[], None], *, wait_first: bool = True) -> None:
         """Renew the lease every third of its ttl until cancelled; if another owner took
-        it (this process stalled past the ttl), set ``lost`` and call ``on_lost``."""
+        it (this process stalled past the ttl), set ``lost`` and call ``on_lost``.
+        ``wait_first=False``: renew at once (a heartbeat a timer started late)."""
+        wait = wait_first
         while True:
-            await anyio.sleep(self.ttl / 3)
+            if wait:
+                await anyio.sleep(self.ttl / 3)
+            wait = True
             try:
                 lease = await self.storage.acquire_lease(
                     self.workflow_id, self.run_id, owner=self.owner, ttl=self.ttl)
@@ -142,6 +154,16 @@ class RunLease:
                 return
             self.held = lease
 
+    def heartbeat(self, on_lost: Callable[[], None]) -> Heartbeat | None:
+        """On asyncio: a heartbeat that makes no task until a third of the ttl has passed
+        (most runs end sooner), so a short run costs one timer; ``None`` on other event
+        loops (run ``keep`` in a task group there). Stop it with ``await hb.stop()``."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return Heartbeat(loop, self, on_lost)
+
     def lost_error(self) -> RunStateError:
         """The error of a run that lost its lease."""
         return RunStateError(
@@ -149,3 +171,41 @@ class RunLease:
             "process (this one did not renew it in time); it stopped without writing, and "
             "the new holder continues the run", workflow_id=self.workflow_id,
             run_id=self.run_id)
+
+
+@final
+class Heartbeat:
+    """``RunLease.keep`` started by a timer of the asyncio loop (see ``heartbeat``).
+
+    The one use of asyncio itself in the library: anyio has no timer, and a task beside
+    every run (the heartbeat in a task group) costs more than a short run's steps. On
+    trio the heartbeat is such a task.
+    """
+
+    __slots__ = ("_handle", "_task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, lease: RunLease,
+                 on_lost: Callable[[], None]) -> None:
+        self._task: asyncio.Task[None] | None = None
+        self._handle: asyncio.TimerHandle | None = loop.call_later(
+            lease.ttl / 3, self._start, loop, lease, on_lost)
+
+    def _start(self, loop: asyncio.AbstractEventLoop, lease: RunLease,
+               on_lost: Callable[[], None]) -> None:
+        self._handle = None
+        self._task = loop.create_task(lease.keep(on_lost, wait_first=False))
+
+    async def stop(self) -> None:
+        """Stop renewing (the timer, or the task it started, which is awaited)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        task = self._task
+        if task is None:
+            return
+        self._task = None
+        task.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait((task,))
+        if not task.cancelled() and task.exception() is not None:
+            _log.warning("the lease heartbeat of a run failed", exc_info=task.exception())

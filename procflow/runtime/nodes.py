@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import GeneratorType
 from typing import Any, Literal
 
 import anyio
@@ -23,6 +24,8 @@ from procflow.runtime.execution import Execution, Failed, Node, Scope, Suspended
 from procflow.runtime.executor import close_span, run_unit
 from procflow.runtime.step_context import BailSignal, StepContext
 from procflow.runtime.tracing import Tracer
+
+_now = time.time
 
 __all__ = [
     "Condition",
@@ -68,12 +71,13 @@ def parallel_node(steps: Sequence[Unit], distribute: bool = False) -> Node:
 async def _contained(ex: Execution, kind: SpanKind, name: str, scope: Scope,
                      work: Callable[[Scope], Awaitable[Any]], **attributes: Any) -> Any:
     """Run ``work`` inside a container span (when traced); state flows back to ``scope``."""
-    if ex.tracer is None:
+    tracer = ex.tracer
+    if tracer is None:
         return await work(scope)
-    span = ex.tracer.start(name, kind, scope.span, path=scope.prefix + name)
+    span = tracer.open(name, kind, scope.span, scope.prefix + name, _now())
     if attributes:
-        span.set(**attributes)
-    sub = scope.under(span)
+        span.attributes = attributes
+    sub = Scope(scope.wf, scope.prefix, scope.init_data, scope.state, None, span)
     try:
         out = await work(sub)
     except BaseException as exc:
@@ -91,6 +95,22 @@ async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+def _plain(value: Any) -> bool:
+    """Whether a condition's or map's result is not awaitable (a set lookup for the
+    types seen before: most results are booleans or the same data class each time)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    if inspect.isawaitable(value):
+        return False
+    if kind is not GeneratorType and len(_PLAIN) < 512:  # a generator's is per object
+        _PLAIN.add(kind)
+    return True
+
+
+_PLAIN: set[type] = {bool, dict, list, str, int, float, type(None)}
 
 
 def _unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -151,13 +171,17 @@ async def _together(ex: Execution, steps: Sequence[Unit], data: Any, scope: Scop
 def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
     """``.branch(pairs)``: every step whose condition holds, at once; the rest skipped."""
 
+    count = len(branches)
+
     async def choose(ex: Execution, data: Any, scope: Scope) -> Any:
         chosen = []
         for condition, unit in branches:
             path = scope.prefix + unit.id
             ctx = StepContext(ex, scope, path, data)
             try:
-                holds = await _maybe_await(condition(ctx))
+                holds = condition(ctx)
+                if not _plain(holds):
+                    holds = await holds
             except Exception as exc:
                 err = StepExecutionError(
                     f"workflow '{scope.wf.id}': the branch condition of step '{path}' raised "
@@ -169,19 +193,42 @@ def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
             if holds:
                 chosen.append(unit)
                 continue
-            now = time.time()
-            await ex.record(path, StepResult("skipped", started_at=now, ended_at=now,
-                                             attempts=0))
+            now = _now()
+            skipped = StepResult("skipped", started_at=now, ended_at=now, attempts=0)
+            if ex.sync:
+                await ex.record(path, skipped)
+            else:
+                ex.keep(path, skipped)
             if ex.tracer is not None:
-                Tracer.end(ex.tracer.start(unit.id, "step", scope.span, path=path), "skipped")
-            await ex.event("step-skipped", path, None)
+                span = ex.tracer.open(unit.id, "step", scope.span, path, now)
+                span.end, span.status = now, "skipped"
+            if ex.send is not None:
+                await ex.event("step-skipped", path, None)
         if not chosen:
             return {}
+        if len(chosen) == 1:  # the usual case: no task, no forked state
+            unit = chosen[0]
+            return {unit.id: await run_unit(ex, unit, data, scope)}
         return await _together(ex, chosen, data, scope)
 
     async def branch(ex: Execution, data: Any, scope: Scope) -> Any:
-        return await _contained(ex, "branch", "branch", scope,
-                                lambda sub: choose(ex, data, sub), branches=len(branches))
+        tracer = ex.tracer
+        if tracer is None:
+            return await choose(ex, data, scope)
+        # ``_contained``, inlined: a branch runs several times per agent step
+        span = tracer.open("branch", "branch", scope.span, scope.prefix + "branch", _now())
+        span.attributes = {"branches": count}
+        sub = Scope(scope.wf, scope.prefix, scope.init_data, scope.state, None, span)
+        try:
+            out = await choose(ex, data, sub)
+        except BaseException as exc:
+            close_span(span, exc)
+            raise
+        finally:
+            scope.state = sub.state
+        span.end = _now()
+        span.status = "success"
+        return out
     return branch
 
 
@@ -191,7 +238,8 @@ def map_node(map_id: str, fn: Callable[[Any], Any]) -> Node:
     async def map_(ex: Execution, data: Any, scope: Scope) -> Any:
         path = scope.prefix + map_id
         try:
-            return await _maybe_await(fn(StepContext(ex, scope, path, data)))
+            out = fn(StepContext(ex, scope, path, data))
+            return out if _plain(out) else await out
         except (BailSignal, TripWire):
             raise
         except Exception as exc:
@@ -338,7 +386,8 @@ def loop_node(unit: Unit, condition: Condition, mode: Literal["dowhile", "dounti
         while True:
             ctx = StepContext(ex, scope, path, out, iteration_count=iteration)
             try:
-                holds = bool(await _maybe_await(condition(ctx)))
+                holds = condition(ctx)
+                holds = bool(holds if _plain(holds) else await holds)
             except (BailSignal, TripWire):
                 raise
             except Exception as exc:

@@ -86,6 +86,10 @@ class Run(Generic[OutputT]):
         status: "pending" until started, then as the last execution left it.
         lease_ttl: Seconds the run's lease lasts unless renewed (see ``restart``).
         lease_owner: The id this run object takes its lease under.
+        private: Set by a caller that alone holds this run object while it executes,
+            for a run nothing outside this process can see or continue (an agent call
+            kept in an in-memory storage): executing then takes no lease (no heartbeat
+            task) and makes no cancel scope (cancel the calling task instead).
     """
 
     lease_ttl: float = DEFAULT_LEASE_TTL
@@ -128,7 +132,8 @@ class Run(Generic[OutputT]):
         it, so it skips the cancel scope that ``cancel()`` needs (cancelling the caller
         still stops it) and ``cancel()`` refuses it."""
         self._replay_of: tuple[str, str] | None = None
-        self.lease_owner = lease_owner_id()
+        self._lease_owner: str | None = None
+        self.private = False
         self._lease: RunLease | None = None
         self._executor: Executor | None = None
         self.distributor: Distributor | None = None
@@ -175,6 +180,14 @@ class Run(Generic[OutputT]):
             self._result = WorkflowResult(
                 snap.status, snap.result, dict(steps), snap.error, dict(snap.state),
                 [list(p) for p in snap.suspended], snap.tripwire, None, run_id)
+
+    @property
+    def lease_owner(self) -> str:
+        """The id this run object takes its lease under (made when first needed)."""
+        owner = self._lease_owner
+        if owner is None:
+            owner = self._lease_owner = lease_owner_id()
+        return owner
 
     @property
     def last_result(self) -> WorkflowResult[OutputT] | None:
@@ -498,7 +511,7 @@ class Run(Generic[OutputT]):
         run ends "canceled"; a pending or suspended run is marked "canceled". A run
         submitted to workers is cancelled where it runs, at its next step boundary (a
         running step's cancel scope is cancelled)."""
-        if self.internal:
+        if self.internal or (self.private and self._active):
             raise RunStateError(
                 f"run '{self.run_id}' of workflow '{self.workflow.id}' is internal to a "
                 "library call and cannot be cancelled on its own; cancel the call instead",
@@ -635,7 +648,7 @@ class Run(Generic[OutputT]):
         self._active = True
         self.status = "running"
         try:
-            if self.internal:  # the hot path of every agent call: no cancel scope, no lease
+            if self.internal or self.private:  # an agent call: no cancel scope, no lease
                 outcome = await self._run_body(ex)
                 return await self._finish(ex, outcome)
             await self._take_lease()
@@ -665,8 +678,9 @@ class Run(Generic[OutputT]):
     # -- leases -------------------------------------------------------------------
 
     async def _take_lease(self) -> None:
-        """Hold the run's lease (see ``restart``); no-op if held or nothing is stored."""
-        if not getattr(self.storage, "persistent", True):
+        """Hold the run's lease (see ``restart``); no-op if held, if nothing is stored or
+        if the run is ``private``."""
+        if self.private or not getattr(self.storage, "persistent", True):
             return
         if self._lease is None or self._lease.held is None:
             self._lease = RunLease(self.storage, self.workflow.id, self.run_id,
@@ -686,6 +700,12 @@ class Run(Generic[OutputT]):
         lease = self._lease
         if lease is None or lease.held is None:
             return await self._run_body(ex)
+        beat = lease.heartbeat(scope.cancel)
+        if beat is not None:  # asyncio: a timer, and a task only for a long run
+            try:
+                return await self._run_body(ex)
+            finally:
+                await beat.stop()
         async with anyio.create_task_group() as tg:
             tg.start_soon(lease.keep, scope.cancel)
             outcome = await self._run_body(ex)
