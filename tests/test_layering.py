@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import networkx as nx
@@ -62,7 +63,12 @@ def _modules() -> Iterator[tuple[str, Path]]:
 def _imports(module: str, path: Path) -> Iterator[tuple[str, int]]:
     """Every procflow module ``module`` imports, with the line, wherever the import is."""
     is_package = path.name == "__init__.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    source = path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SystemError:  # CPython 3.11: AST recursion-depth mismatch deep in the stack
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            tree = pool.submit(ast.parse, source, str(path)).result()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:

@@ -352,6 +352,21 @@ def condition_name(condition: object, label: str | None = None) -> str:
     return "condition"
 
 
+def _parse(source: str) -> Any:
+    """``ast.parse``, retried on a fresh thread when CPython 3.11's AST constructor
+    reports a recursion-depth mismatch for a call made deep in the stack (a SystemError
+    that depends only on the caller's stack depth)."""
+    import ast
+
+    try:
+        return ast.parse(source)
+    except SystemError:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(ast.parse, source).result()
+
+
 def _lambda_source(fn: object) -> str | None:
     """A lambda's body as written, when its source can be found and told apart from
     other lambdas on the same line (by the columns its code covers)."""
@@ -367,7 +382,7 @@ def _lambda_source(fn: object) -> str | None:
         return None
     line = code.co_firstlineno
     try:
-        tree = ast.parse("".join(lines))
+        tree = _parse("".join(lines))
     except SyntaxError:
         return None
     found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == line]
