@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from pydantic import ValidationError
 
@@ -13,8 +13,8 @@ from procflow.errors import MemoryCorruptedError
 from procflow.memory.base import StoredVector
 from procflow.messages import Message
 
-__all__ = ["dump_message", "is_hidden", "load_message", "load_metadata", "scope_column",
-           "timestamp", "to_datetime", "vector_scopes"]
+__all__ = ["MessageRow", "dump_message", "is_hidden", "load_message", "load_metadata",
+           "message_rows", "scope_column", "timestamp", "to_datetime", "vector_scopes"]
 
 _SCOPE_COLUMNS: Final = {"thread": "thread_id", "resource": "resource_id"}
 
@@ -22,6 +22,32 @@ _SCOPE_COLUMNS: Final = {"thread": "thread_id", "resource": "resource_id"}
 def dump_message(message: Message) -> str:
     """A message as the JSON stored for it."""
     return message.model_dump_json()
+
+
+class MessageRow(NamedTuple):
+    """One message as a store writes it."""
+
+    id: str
+    thread_id: str
+    resource_id: str | None
+    hidden: bool
+    json: str
+
+
+def message_rows(messages: Sequence[Message]) -> list[MessageRow]:
+    """The rows to store for ``messages``, in order.
+
+    Raises:
+        ValueError: A message has no ``thread_id`` (naming it).
+    """
+    rows = []
+    for msg in messages:
+        if msg.thread_id is None:
+            raise ValueError(f"message {msg.id!r} has no thread_id; memory stores "
+                             "messages by thread")
+        rows.append(MessageRow(msg.id, msg.thread_id, msg.resource_id, is_hidden(msg),
+                               dump_message(msg)))
+    return rows
 
 
 def load_message(data: object, *, thread_id: str | None, row_id: str) -> Message:

@@ -25,10 +25,9 @@ from typing import Any, Final, Self, final
 from procflow._backends.postgres import PostgresPool
 from procflow.memory.base import StoredVector, Thread, VectorBatch
 from procflow.memory.codec import (
-    dump_message,
-    is_hidden,
     load_message,
     load_metadata,
+    message_rows,
     scope_column,
     timestamp,
     to_datetime,
@@ -149,13 +148,7 @@ class PostgresMemoryStore:
         Raises:
             ValueError: A message has no ``thread_id``.
         """
-        rows = []
-        for msg in messages:
-            if msg.thread_id is None:
-                raise ValueError(f"message {msg.id!r} has no thread_id; memory stores "
-                                 "messages by thread")
-            rows.append((msg.id, msg.thread_id, msg.resource_id, is_hidden(msg),
-                         dump_message(msg)))
+        rows = message_rows(messages)
         if not rows:
             return
         now = time.time()

@@ -39,10 +39,10 @@ from procflow._backends import AsyncResource
 from procflow._backends.redis import RedisConnection, escape_key
 from procflow.memory.base import StoredVector, Thread, VectorBatch
 from procflow.memory.codec import (
-    dump_message,
     is_hidden,
     load_message,
     load_metadata,
+    message_rows,
     scope_column,
     timestamp,
     to_datetime,
@@ -233,11 +233,8 @@ class RedisMemoryStore(AsyncResource):
             ValueError: A message has no ``thread_id``.
         """
         args: list[str] = [self._p, repr(time.time())]
-        for msg in messages:
-            if msg.thread_id is None:
-                raise ValueError(f"message {msg.id!r} has no thread_id; memory stores "
-                                 "messages by thread")
-            args += [msg.id, msg.thread_id, msg.resource_id or "", dump_message(msg)]
+        for row in message_rows(messages):
+            args += [row.id, row.thread_id, row.resource_id or "", row.json]
         if len(args) == 2:
             return
         with self._redis.translate(f"saving {len(messages)} message(s)"):

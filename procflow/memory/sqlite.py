@@ -27,10 +27,9 @@ from procflow._backends import AsyncResource
 from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.memory.base import StoredVector, Thread, VectorBatch
 from procflow.memory.codec import (
-    dump_message,
-    is_hidden,
     load_message,
     load_metadata,
+    message_rows,
     scope_column,
     timestamp,
     to_datetime,
@@ -202,13 +201,7 @@ class SQLiteMemoryStore(AsyncResource):
         Raises:
             ValueError: A message has no ``thread_id``.
         """
-        rows = []
-        for msg in messages:
-            if msg.thread_id is None:
-                raise ValueError(f"message {msg.id!r} has no thread_id; memory stores "
-                                 "messages by thread")
-            rows.append((msg.id, msg.thread_id, msg.resource_id, int(is_hidden(msg)),
-                         dump_message(msg)))
+        rows = message_rows(messages)  # sqlite3 stores the bool as 0/1
         now = time.time()
         threads = {(m.thread_id, m.resource_id): None for m in messages}
 

@@ -48,7 +48,17 @@ class Storage(Protocol):
     async def list_runs(self, *, workflow_id: str | None = None,
                         status: RunStatus | None = None,
                         limit: int | None = None) -> list[RunSnapshot]:
-        """Stored run headers, newest first, filtered by workflow and status."""
+        """Stored run headers, newest first, filtered by workflow and status.
+
+        Args:
+            workflow_id: Only runs of this workflow.
+            status: Only runs with this status.
+            limit: At most this many runs.
+
+        Returns:
+            The headers; one that cannot be decoded is listed with status "corrupted"
+            (the stored data is left as it is).
+        """
         ...
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
@@ -108,7 +118,13 @@ class Storage(Protocol):
     async def list_traces(self, *, workflow_id: str | None = None, status: str | None = None,
                           limit: int | None = None) -> list[TraceRecord]:
         """Stored traces newest first (by ``started_at``), without their spans
-        (``spans == []``), filtered by workflow and status."""
+        (``spans == []``), filtered by workflow and status.
+
+        Args:
+            workflow_id: Only traces of this workflow.
+            status: Only traces with this status.
+            limit: At most this many traces.
+        """
         ...
 
     async def aclose(self) -> None:

@@ -65,12 +65,7 @@ class InMemoryStorage:
 
     async def save_snapshot(self, snapshot: RunSnapshot,
                             steps: Mapping[str, StepResult]) -> None:
-        """Store the header and the given step results (by reference).
-
-        Args:
-            snapshot: The run's header; replaces the stored one.
-            steps: Step path to result; other stored paths are kept.
-        """
+        """Store the header and the given step results (by reference)."""
         key = (snapshot.workflow_id, snapshot.run_id)
         if self._max_runs is not None and key not in self._runs \
                 and len(self._runs) >= self._max_runs:
@@ -96,13 +91,7 @@ class InMemoryStorage:
     async def list_runs(self, *, workflow_id: str | None = None,
                         status: RunStatus | None = None,
                         limit: int | None = None) -> list[RunSnapshot]:
-        """Stored headers, newest first by ``updated_at`` (ties: latest created first).
-
-        Args:
-            workflow_id: Only runs of this workflow.
-            status: Only runs with this status.
-            limit: At most this many runs.
-        """
+        """Stored headers, newest first by ``updated_at`` (ties: latest created first)."""
         matching = [
             (snapshot.updated_at, position, snapshot)
             for position, snapshot in enumerate(self._runs.values())
@@ -122,11 +111,7 @@ class InMemoryStorage:
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
-        """Set the run's status to ``new`` if it is ``expected``.
-
-        Returns:
-            Whether the status changed (``False`` for an unknown run).
-        """
+        """Set the run's status to ``new`` if it is ``expected``."""
         key = (workflow_id, run_id)
         snapshot = self._runs.get(key)
         if snapshot is None or snapshot.status != expected:
@@ -187,11 +172,6 @@ class InMemoryStorage:
                           limit: int | None = None) -> list[TraceRecord]:
         """Stored traces without their spans, newest first by ``started_at`` (ties:
         latest first stored first).
-
-        Args:
-            workflow_id: Only traces of this workflow.
-            status: Only traces with this status.
-            limit: At most this many traces.
         """
         if limit is not None and limit <= 0:
             return []

@@ -26,12 +26,10 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final, Self, final
 
-from procflow._backends import lease_ttl
 from procflow._backends.postgres import PostgresPool
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.storage._sql import lease_request, run_rows, trace_row
 from procflow.storage.codec import (
-    dump_run,
-    dump_trace,
     listed_snapshot,
     load_run,
     load_snapshot_json,
@@ -89,6 +87,10 @@ class PostgresStorage:
         schema: The schema holding procflow's tables (default ``public``).
         max_connections: The pool's size.
 
+    Every method raises ``StorageError`` when the database cannot be reached, read or
+    written, and ``SnapshotCorruptedError`` (naming the run) for a stored row that cannot be
+    decoded; nothing stored is changed by a failed read.
+
     Raises:
         StorageError: psycopg is not installed.
         ValueError: ``schema`` is not a plain identifier.
@@ -117,22 +119,15 @@ class PostgresStorage:
 
     async def save_snapshot(self, snapshot: RunSnapshot,
                             steps: Mapping[str, StepResult]) -> None:
-        """Upsert the run row and the given step rows in one transaction.
-
-        Raises:
-            StorageError: The database could not be written.
-        """
-        workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
-        header, rows = dump_run(snapshot, steps)
-        run_row = (workflow_id, run_id, snapshot.status, snapshot.created_at,
-                   snapshot.updated_at, header)
-        step_rows = [(workflow_id, run_id, path, text) for path, text in rows]
-        async with self.pool.connection(f"saving run {run_id!r} of workflow "
-                                        f"{workflow_id!r}") as conn, conn.transaction():
-            await conn.execute(_UPSERT_RUN, run_row)
-            if step_rows:
+        """Upsert the run row and the given step rows in one transaction."""
+        rows = run_rows(snapshot, steps)
+        async with self.pool.connection(f"saving run {snapshot.run_id!r} of workflow "
+                                        f"{snapshot.workflow_id!r}") as conn, \
+                conn.transaction():
+            await conn.execute(_UPSERT_RUN, rows.run)
+            if rows.steps:
                 async with conn.cursor() as cursor:
-                    await cursor.executemany(_UPSERT_STEP, step_rows)
+                    await cursor.executemany(_UPSERT_STEP, rows.steps)
 
     async def load_snapshot(self, workflow_id: str, run_id: str,
                             ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
@@ -140,7 +135,6 @@ class PostgresStorage:
 
         Raises:
             SnapshotCorruptedError: A stored row cannot be decoded (it is left as is).
-            StorageError: The database could not be read.
         """
         async with self.pool.connection(f"loading run {run_id!r} of workflow "
                                         f"{workflow_id!r}") as conn:
@@ -155,14 +149,7 @@ class PostgresStorage:
     async def list_runs(self, *, workflow_id: str | None = None,
                         status: RunStatus | None = None,
                         limit: int | None = None) -> list[RunSnapshot]:
-        """Stored headers, newest first by ``updated_at`` (ties: first stored last).
-
-        Returns:
-            The headers; one that cannot be decoded is listed with status "corrupted".
-
-        Raises:
-            StorageError: The database could not be read.
-        """
+        """Stored headers, newest first by ``updated_at`` (ties: first stored last)."""
         if limit is not None and limit <= 0:
             return []
         where, params = _filters(workflow_id=workflow_id, status=status)
@@ -190,12 +177,8 @@ class PostgresStorage:
                         new: RunStatus) -> bool:
         """Atomically set the run's status to ``new`` if it is ``expected`` (row lock).
 
-        Returns:
-            Whether the status changed (``False`` for another status or an unknown run).
-
         Raises:
             SnapshotCorruptedError: The run's stored header cannot be decoded.
-            StorageError: The database could not be written.
         """
         key = (workflow_id, run_id)
         async with self.pool.connection(f"claiming run {run_id!r} of workflow "
@@ -221,20 +204,13 @@ class PostgresStorage:
 
     async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,
                             ttl: float, steal_from: str | None = None) -> Lease | None:
-        """Take or renew the run's lease in one upsert (see ``Storage.acquire_lease``).
-
-        Raises:
-            ValueError: ``ttl`` is not a finite number > 0.
-            StorageError: The database could not be written.
-        """
-        seconds = lease_ttl(ttl)
-        now = time.time()
-        params = {"workflow_id": workflow_id, "run_id": run_id, "owner": owner,
-                  "expires_at": now + seconds, "now": now, "steal_from": steal_from}
+        """Take or renew the run's lease in one upsert."""
+        request = lease_request(workflow_id, run_id, owner=owner, ttl=ttl,
+                                steal_from=steal_from)
         async with self.pool.connection(f"taking the lease of run {run_id!r}") as conn:
-            cursor = await conn.execute(_ACQUIRE, params)
+            cursor = await conn.execute(_ACQUIRE, request.params)
             row = await cursor.fetchone()
-        return None if row is None else Lease(owner, now + seconds)
+        return None if row is None else Lease(owner, request.expires_at)
 
     async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
         """Delete the lease row if ``owner`` holds it."""
@@ -252,13 +228,8 @@ class PostgresStorage:
         return None if row is None else Lease(str(row[0]), float(row[1]))
 
     async def save_trace(self, trace: TraceRecord) -> None:
-        """Upsert the trace row (header columns and the JSON document with the spans).
-
-        Raises:
-            StorageError: The database could not be written.
-        """
-        row = (trace.run_id, trace.workflow_id, trace.status, trace.started_at,
-               trace.ended_at, dump_trace(trace))
+        """Upsert the trace row (header columns and the JSON document with the spans)."""
+        row = trace_row(trace)
         async with self.pool.connection(f"saving the trace of run {trace.run_id!r}") as conn:
             await conn.execute(_UPSERT_TRACE, row)
 
@@ -267,7 +238,6 @@ class PostgresStorage:
 
         Raises:
             SnapshotCorruptedError: The stored document cannot be decoded.
-            StorageError: The database could not be read.
         """
         async with self.pool.connection(f"loading the trace of run {run_id!r}") as conn:
             cursor = await conn.execute("SELECT data FROM procflow_traces WHERE run_id = %s",
@@ -282,7 +252,6 @@ class PostgresStorage:
 
         Raises:
             SnapshotCorruptedError: A listed trace's header columns have the wrong types.
-            StorageError: The database could not be read.
         """
         if limit is not None and limit <= 0:
             return []

@@ -140,10 +140,6 @@ class RedisStorage(AsyncResource):
                             steps: Mapping[str, StepResult]) -> None:
         """Write the header, the given step results and the indexes in one MULTI/EXEC.
 
-        Args:
-            snapshot: The run's header; replaces the stored one.
-            steps: Step path to result; other stored paths are kept.
-
         Raises:
             StorageError: The server could not be reached or refused the write.
         """
@@ -184,14 +180,6 @@ class RedisStorage(AsyncResource):
                         limit: int | None = None) -> list[RunSnapshot]:
         """Stored headers, newest first by ``updated_at``.
 
-        Args:
-            workflow_id: Only runs of this workflow.
-            status: Only runs with this status (filtered after reading the headers).
-            limit: At most this many runs.
-
-        Returns:
-            The headers; one that cannot be decoded is listed with status "corrupted".
-
         Raises:
             StorageError: The server could not be reached.
         """
@@ -225,9 +213,6 @@ class RedisStorage(AsyncResource):
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
         """Atomically set the run's status to ``new`` if it is ``expected`` (WATCH/MULTI).
-
-        Returns:
-            Whether the status changed (``False`` for another status or an unknown run).
 
         Raises:
             SnapshotCorruptedError: The run's stored header cannot be decoded.
@@ -347,11 +332,6 @@ class RedisStorage(AsyncResource):
                           limit: int | None = None) -> list[TraceRecord]:
         """Stored traces without their spans, newest first by ``started_at``; only the
         header documents are read.
-
-        Args:
-            workflow_id: Only traces of this workflow.
-            status: Only traces with this status (filtered after reading the headers).
-            limit: At most this many traces.
 
         Raises:
             SnapshotCorruptedError: A listed trace's header cannot be decoded.

@@ -26,13 +26,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, final
 
-from procflow._backends import AsyncResource, lease_ttl
+from procflow._backends import AsyncResource
 from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.errors import SnapshotCorruptedError
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.storage._sql import lease_request, run_rows, trace_row
 from procflow.storage.codec import (
-    dump_run,
-    dump_trace,
     listed_snapshot,
     load_run,
     load_trace_header,
@@ -158,27 +157,19 @@ class SQLiteStorage(AsyncResource):
                             steps: Mapping[str, StepResult]) -> None:
         """Upsert the run row and the given step rows in one transaction.
 
-        Args:
-            snapshot: The run's header; replaces the stored one.
-            steps: Step path to result; other stored paths are kept.
-
         Raises:
             StorageError: The database could not be written.
         """
-        # Encode here, in the caller's thread: the values may change once we return.
-        workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
-        header, rows = dump_run(snapshot, steps)
-        run_row = (workflow_id, run_id, snapshot.status, snapshot.created_at,
-                   snapshot.updated_at, header)
-        step_rows = [(workflow_id, run_id, path, text) for path, text in rows]
+        rows = run_rows(snapshot, steps)
 
         def save(connection: sqlite3.Connection) -> None:
             with transaction(connection):
-                connection.execute(_UPSERT_RUN, run_row)
-                if step_rows:
-                    connection.executemany(_UPSERT_STEP, step_rows)
+                connection.execute(_UPSERT_RUN, rows.run)
+                if rows.steps:
+                    connection.executemany(_UPSERT_STEP, rows.steps)
 
-        await self._file.run(f"saving run {run_id!r} of workflow {workflow_id!r}", save)
+        await self._file.run(f"saving run {snapshot.run_id!r} of workflow "
+                             f"{snapshot.workflow_id!r}", save)
 
     async def load_snapshot(self, workflow_id: str, run_id: str,
                             ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
@@ -213,14 +204,6 @@ class SQLiteStorage(AsyncResource):
                         status: RunStatus | None = None,
                         limit: int | None = None) -> list[RunSnapshot]:
         """Stored headers, newest first by ``updated_at`` (ties: first stored last).
-
-        Args:
-            workflow_id: Only runs of this workflow.
-            status: Only runs with this status.
-            limit: At most this many runs.
-
-        Returns:
-            The headers; one that cannot be decoded is listed with status "corrupted".
 
         Raises:
             StorageError: The database could not be read.
@@ -258,9 +241,6 @@ class SQLiteStorage(AsyncResource):
                         new: RunStatus) -> bool:
         """Atomically set the run's status to ``new`` if it is ``expected``.
 
-        Returns:
-            Whether a row changed (``False`` for another status or an unknown run).
-
         Raises:
             SnapshotCorruptedError: The run's stored header is not valid JSON.
             StorageError: The database could not be written.
@@ -292,17 +272,15 @@ class SQLiteStorage(AsyncResource):
             ValueError: ``ttl`` is not a finite number > 0.
             StorageError: The database could not be written.
         """
-        seconds = lease_ttl(ttl)
-        now = time.time()
-        params = {"workflow_id": workflow_id, "run_id": run_id, "owner": owner,
-                  "expires_at": now + seconds, "now": now, "steal_from": steal_from}
+        request = lease_request(workflow_id, run_id, owner=owner, ttl=ttl,
+                                steal_from=steal_from)
 
         def acquire(connection: sqlite3.Connection) -> bool:
             with transaction(connection):
-                return connection.execute(_ACQUIRE, params).rowcount > 0
+                return connection.execute(_ACQUIRE, request.params).rowcount > 0
 
         taken = await self._file.run(f"taking the lease of run {run_id!r}", acquire)
-        return Lease(owner, now + seconds) if taken else None
+        return Lease(owner, request.expires_at) if taken else None
 
     async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
         """Delete the lease row if ``owner`` holds it."""
@@ -334,8 +312,7 @@ class SQLiteStorage(AsyncResource):
         Raises:
             StorageError: The database could not be written.
         """
-        row = (trace.run_id, trace.workflow_id, trace.status, trace.started_at,
-               trace.ended_at, dump_trace(trace))
+        row = trace_row(trace)
 
         def save(connection: sqlite3.Connection) -> None:
             with transaction(connection):
@@ -366,11 +343,6 @@ class SQLiteStorage(AsyncResource):
                           limit: int | None = None) -> list[TraceRecord]:
         """Stored traces without their spans, newest first by ``started_at`` (ties: first
         stored last). Only the header columns are read, never the span documents.
-
-        Args:
-            workflow_id: Only traces of this workflow.
-            status: Only traces with this status.
-            limit: At most this many traces.
 
         Raises:
             SnapshotCorruptedError: A listed trace's header columns have the wrong types.
