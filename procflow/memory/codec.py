@@ -10,11 +10,23 @@ from typing import Any, Final, NamedTuple
 from pydantic import ValidationError
 
 from procflow.errors import MemoryCorruptedError
-from procflow.memory.base import StoredVector
+from procflow.memory.base import StoredVector, Thread, VectorBatch
 from procflow.messages import Message
 
-__all__ = ["MessageRow", "dump_message", "is_hidden", "load_message", "load_metadata",
-           "message_rows", "scope_column", "timestamp", "to_datetime", "vector_scopes"]
+__all__ = [
+    "MessageRow",
+    "dump_message",
+    "grouped_messages",
+    "is_hidden",
+    "load_message",
+    "load_metadata",
+    "message_rows",
+    "scope_column",
+    "thread_from_row",
+    "timestamp",
+    "to_datetime",
+    "vector_scopes",
+]
 
 _SCOPE_COLUMNS: Final = {"thread": "thread_id", "resource": "resource_id"}
 
@@ -120,3 +132,37 @@ def scope_column(scope: str) -> tuple[str, str]:
     if column is None:
         raise ValueError(f"a vector scope is 'thread:<id>' or 'resource:<id>', got {scope!r}")
     return column, key
+
+
+def thread_from_row(row: Sequence[Any]) -> Thread:
+    """A thread from its SQL row ``(id, resource_id, title, metadata, created, updated)``.
+
+    Raises:
+        MemoryCorruptedError: The stored metadata is not a JSON object.
+    """
+    thread_id, resource_id, title, metadata, created, updated = row
+    return Thread(id=str(thread_id), resource_id=resource_id, title=title,
+                  metadata=load_metadata(metadata, thread_id=str(thread_id)),
+                  created_at=to_datetime(float(created)), updated_at=to_datetime(float(updated)))
+
+
+def grouped_messages(rows: Sequence[Sequence[Any]]) -> list[Message]:
+    """Messages from ``(seq, thread_id, id, data)`` rows in save order, grouped by thread
+    in order of first appearance.
+
+    Raises:
+        MemoryCorruptedError: A stored message cannot be decoded (naming it).
+    """
+    first: dict[Any, int] = {}
+    for row in rows:
+        first.setdefault(row[1], len(first))
+    ordered = sorted(rows, key=lambda row: first[row[1]])  # stable: save order kept
+    return [load_message(data, thread_id=thread, row_id=str(row_id))
+            for _, thread, row_id, data in ordered]
+
+
+def vector_batch(rows: Sequence[Sequence[Any]]) -> VectorBatch:
+    """A batch from ``(seq, message_id, thread_id, vector bytes or None)`` rows."""
+    return VectorBatch(ids=[r[1] for r in rows], threads=[r[2] for r in rows],
+                       seqs=[r[0] for r in rows],
+                       vectors=[None if r[3] is None else bytes(r[3]) for r in rows])

@@ -25,12 +25,13 @@ from typing import Any, Final, Self, final
 from procflow._backends.postgres import PostgresPool
 from procflow.memory.base import StoredVector, Thread, VectorBatch
 from procflow.memory.codec import (
+    grouped_messages,
     load_message,
-    load_metadata,
     message_rows,
     scope_column,
+    thread_from_row,
     timestamp,
-    to_datetime,
+    vector_batch,
     vector_scopes,
 )
 from procflow.messages import Message
@@ -111,26 +112,19 @@ class PostgresMemoryStore:
     # ------------------------------------------------------------------ threads
 
     async def save_thread(self, thread: Thread) -> None:
-        """Insert or replace a thread."""
         row = (thread.id, thread.resource_id, thread.title, json.dumps(dict(thread.metadata)),
                timestamp(thread.created_at), timestamp(thread.updated_at))
         async with self._pool.connection(f"saving thread {thread.id!r}") as conn:
             await conn.execute(_UPSERT_THREAD, row)
 
     async def get_thread(self, thread_id: str) -> Thread | None:
-        """The thread, or ``None`` if unknown.
-
-        Raises:
-            MemoryCorruptedError: Its stored metadata cannot be decoded.
-        """
         async with self._pool.connection(f"loading thread {thread_id!r}") as conn:
             cursor = await conn.execute(
                 f"SELECT {_THREAD_COLUMNS} FROM procflow_threads WHERE id = %s", (thread_id,))
             row = await cursor.fetchone()
-        return None if row is None else _thread(row)
+        return None if row is None else thread_from_row(row)
 
     async def list_threads(self, resource_id: str | None = None) -> list[Thread]:
-        """Threads (of one resource when given), most recently updated first."""
         where, params = ("WHERE resource_id = %s", (resource_id,)) \
             if resource_id is not None else ("", ())
         async with self._pool.connection("listing threads") as conn:
@@ -138,7 +132,7 @@ class PostgresMemoryStore:
                 f"SELECT {_THREAD_COLUMNS} FROM procflow_threads {where} "
                 "ORDER BY updated_at DESC, id", params)
             rows = await cursor.fetchall()
-        return [_thread(row) for row in rows]
+        return [thread_from_row(row) for row in rows]
 
     # ------------------------------------------------------------------ messages
 
@@ -163,11 +157,6 @@ class PostgresMemoryStore:
 
     async def get_messages(self, thread_id: str, *, last: int | None = None,
                            include_hidden: bool = True) -> list[Message]:
-        """The thread's messages in save order (only the last ``last`` when given).
-
-        Raises:
-            MemoryCorruptedError: A stored message cannot be decoded (naming it).
-        """
         if last is not None and last <= 0:
             return []
         hidden = "" if include_hidden else "AND NOT hidden"
@@ -181,8 +170,6 @@ class PostgresMemoryStore:
 
     async def get_messages_by_id(self, ids: Sequence[str], *, before: int = 0,
                                  after: int = 0) -> list[Message]:
-        """The messages with these ids and ``before``/``after`` neighbours, grouped by
-        thread (in order of first appearance), each thread in save order."""
         found: dict[int, tuple[Any, ...]] = {}
         async with self._pool.connection("loading recalled messages") as conn:
             for message_id in dict.fromkeys(ids):
@@ -201,15 +188,11 @@ class PostgresMemoryStore:
                 for row in await cursor.fetchall():
                     found[row[0]] = row
         rows = [found[seq] for seq in sorted(found)]
-        order = list(dict.fromkeys(row[1] for row in rows))
-        rows.sort(key=lambda row: order.index(row[1]))
-        return [load_message(data, thread_id=thread, row_id=str(row_id))
-                for _, thread, row_id, data in rows]
+        return grouped_messages(rows)
 
     # ------------------------------------------------------------------ working memory
 
     async def get_working_memory(self, key: str) -> str | None:
-        """The working memory stored under ``key``, or ``None``."""
         async with self._pool.connection(f"loading working memory {key!r}") as conn:
             cursor = await conn.execute(
                 "SELECT value FROM procflow_working_memory WHERE key = %s", (key,))
@@ -217,7 +200,6 @@ class PostgresMemoryStore:
         return None if row is None else str(row[0])
 
     async def set_working_memory(self, key: str, value: str) -> None:
-        """Replace the working memory stored under ``key``."""
         async with self._pool.connection(f"saving working memory {key!r}") as conn:
             await conn.execute(
                 "INSERT INTO procflow_working_memory (key, value, updated_at) VALUES "
@@ -239,7 +221,6 @@ class PostgresMemoryStore:
             await cursor.executemany(_UPSERT_VECTOR, rows)
 
     async def vector_version(self, space: str, scope: str) -> int:
-        """The scope's version in the space (0 before any write)."""
         async with self._pool.connection(f"reading the vector version of {scope!r}") as conn:
             cursor = await conn.execute(
                 "SELECT version FROM procflow_embedding_scopes WHERE space = %s AND "
@@ -249,7 +230,6 @@ class PostgresMemoryStore:
 
     async def load_vectors(self, space: str, scope: str, *, after: int = 0,
                            ) -> AsyncIterator[VectorBatch]:
-        """The scope's vectors written after ``after``, in write order, in batches."""
         column, key = scope_column(scope)
         query = (f"SELECT seq, message_id, thread_id, vector FROM procflow_embeddings "
                  f"WHERE space = %s AND {column} = %s AND seq > %s ORDER BY seq "
@@ -261,16 +241,13 @@ class PostgresMemoryStore:
                 rows = await cursor.fetchall()
             if not rows:
                 return
-            yield VectorBatch(ids=[r[1] for r in rows], threads=[r[2] for r in rows],
-                              seqs=[r[0] for r in rows],
-                              vectors=[None if r[3] is None else bytes(r[3]) for r in rows])
+            yield vector_batch(rows)
             if len(rows) < _BATCH:
                 return
             last = rows[-1][0]
 
     async def unindexed_messages(self, space: str, scope: str, *,
                                  limit: int) -> list[Message]:
-        """Messages of the scope without a vector in the space, oldest first."""
         column, key = scope_column(scope)
         query = (f"SELECT m.id, m.thread_id, m.data FROM procflow_messages m WHERE "
                  f"m.{column} = %s AND NOT EXISTS (SELECT 1 FROM procflow_embeddings e "
@@ -283,7 +260,6 @@ class PostgresMemoryStore:
 
     async def get_cached_embeddings(self, model: str, hashes: Sequence[str],
                                     ) -> dict[str, bytes]:
-        """Cached embeddings of ``model`` by content hash (only those found)."""
         wanted = list(dict.fromkeys(hashes))
         if not wanted:
             return {}
@@ -295,7 +271,6 @@ class PostgresMemoryStore:
         return {str(h): bytes(v) for h, v in rows}
 
     async def cache_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
-        """Remember embeddings of ``model`` by content hash."""
         rows = [(model, h, v) for h, v in vectors.items()]
         if not rows:
             return
@@ -310,10 +285,3 @@ class PostgresMemoryStore:
         """Close the pool (unless it is a ``PostgresStorage``'s)."""
         if self._owns_pool:
             await self._pool.aclose()
-
-
-def _thread(row: tuple[Any, ...]) -> Thread:
-    thread_id, resource_id, title, metadata, created, updated = row
-    return Thread(id=str(thread_id), resource_id=resource_id, title=title,
-                  metadata=load_metadata(metadata, thread_id=str(thread_id)),
-                  created_at=to_datetime(float(created)), updated_at=to_datetime(float(updated)))

@@ -27,12 +27,13 @@ from procflow._backends import AsyncResource
 from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.memory.base import StoredVector, Thread, VectorBatch
 from procflow.memory.codec import (
+    grouped_messages,
     load_message,
-    load_metadata,
     message_rows,
     scope_column,
+    thread_from_row,
     timestamp,
-    to_datetime,
+    vector_batch,
     vector_scopes,
 )
 from procflow.messages import Message
@@ -180,7 +181,7 @@ class SQLiteMemoryStore(AsyncResource):
             return row
 
         row = await self._file.run(f"loading thread {thread_id!r}", select)
-        return None if row is None else _thread(row)
+        return None if row is None else thread_from_row(row)
 
     async def list_threads(self, resource_id: str | None = None) -> list[Thread]:
         """Threads (of one resource when given), most recently updated first."""
@@ -191,7 +192,7 @@ class SQLiteMemoryStore(AsyncResource):
         def select(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return connection.execute(query, params).fetchall()
 
-        return [_thread(row) for row in await self._file.run("listing threads", select)]
+        return [thread_from_row(row) for row in await self._file.run("listing threads", select)]
 
     # ------------------------------------------------------------------ messages
 
@@ -259,10 +260,7 @@ class SQLiteMemoryStore(AsyncResource):
             return [found[seq] for seq in sorted(found)]
 
         rows = await self._file.run("loading recalled messages", select)
-        order = list(dict.fromkeys(row[1] for row in rows))
-        rows.sort(key=lambda row: order.index(row[1]))
-        return [load_message(data, thread_id=thread, row_id=str(row_id))
-                for _, thread, row_id, data in rows]
+        return grouped_messages(rows)
 
     # ------------------------------------------------------------------ working memory
 
@@ -332,8 +330,7 @@ class SQLiteMemoryStore(AsyncResource):
             rows = await self._file.run(f"loading vectors of {scope!r}", select)
             if not rows:
                 return
-            yield VectorBatch(ids=[r[1] for r in rows], threads=[r[2] for r in rows],
-                              seqs=[r[0] for r in rows], vectors=[r[3] for r in rows])
+            yield vector_batch(rows)
             if len(rows) < _BATCH:
                 return
             last = rows[-1][0]
@@ -385,11 +382,3 @@ class SQLiteMemoryStore(AsyncResource):
     async def aclose(self) -> None:
         """Close the connection; later calls raise ``StorageError``."""
         await self._file.aclose()
-
-
-def _thread(row: tuple[Any, ...]) -> Thread:
-    thread_id, resource_id, title, metadata, created, updated = row
-    return Thread(id=str(thread_id), resource_id=resource_id, title=title,
-                  metadata=load_metadata(metadata, thread_id=str(thread_id)),
-                  created_at=to_datetime(float(created)), updated_at=to_datetime(float(updated)))
-
