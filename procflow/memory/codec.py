@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
@@ -161,8 +161,15 @@ def grouped_messages(rows: Sequence[Sequence[Any]]) -> list[Message]:
             for _, thread, row_id, data in ordered]
 
 
-def vector_batch(rows: Sequence[Sequence[Any]]) -> VectorBatch:
-    """A batch from ``(seq, message_id, thread_id, vector bytes or None)`` rows."""
-    return VectorBatch(ids=[r[1] for r in rows], threads=[r[2] for r in rows],
-                       seqs=[r[0] for r in rows],
-                       vectors=[None if r[3] is None else bytes(r[3]) for r in rows])
+async def vector_batches(fetch: Callable[[int], Awaitable[Sequence[Sequence[Any]]]], *,
+                         after: int, size: int) -> AsyncIterator[VectorBatch]:
+    """Page through stored vectors: ``fetch(last_seq)`` returns up to ``size``
+    ``(seq, message_id, thread_id, vector bytes or None)`` rows after ``last_seq``."""
+    last = after
+    while rows := await fetch(last):
+        yield VectorBatch(ids=[r[1] for r in rows], threads=[r[2] for r in rows],
+                          seqs=[r[0] for r in rows],
+                          vectors=[None if r[3] is None else bytes(r[3]) for r in rows])
+        if len(rows) < size:
+            return
+        last = rows[-1][0]

@@ -31,7 +31,7 @@ from procflow.memory.codec import (
     scope_column,
     thread_from_row,
     timestamp,
-    vector_batch,
+    vector_batches,
     vector_scopes,
 )
 from procflow.messages import Message
@@ -234,17 +234,14 @@ class PostgresMemoryStore:
         query = (f"SELECT seq, message_id, thread_id, vector FROM procflow_embeddings "
                  f"WHERE space = %s AND {column} = %s AND seq > %s ORDER BY seq "
                  f"LIMIT {_BATCH}")
-        last = after
-        while True:
+
+        async def fetch(last: int) -> list[tuple[Any, ...]]:
             async with self._pool.connection(f"loading vectors of {scope!r}") as conn:
                 cursor = await conn.execute(query, (space, key, last))
-                rows = await cursor.fetchall()
-            if not rows:
-                return
-            yield vector_batch(rows)
-            if len(rows) < _BATCH:
-                return
-            last = rows[-1][0]
+                return await cursor.fetchall()
+
+        async for batch in vector_batches(fetch, after=after, size=_BATCH):
+            yield batch
 
     async def unindexed_messages(self, space: str, scope: str, *,
                                  limit: int) -> list[Message]:

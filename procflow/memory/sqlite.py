@@ -33,7 +33,7 @@ from procflow.memory.codec import (
     scope_column,
     thread_from_row,
     timestamp,
-    vector_batch,
+    vector_batches,
     vector_scopes,
 )
 from procflow.messages import Message
@@ -319,21 +319,14 @@ class SQLiteMemoryStore(AsyncResource):
         query = (f"SELECT seq, message_id, thread_id, vector FROM embeddings WHERE space = ? "
                  f"AND {column} = ? AND seq > ? ORDER BY seq LIMIT {_BATCH}")
 
-        last = after
-        while True:
-            params = (space, key, last)
+        async def fetch(last: int) -> list[tuple[Any, ...]]:
+            def select(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
+                return connection.execute(query, (space, key, last)).fetchall()
 
-            def select(connection: sqlite3.Connection,
-                       params: tuple[str, str, int] = params) -> list[tuple[Any, ...]]:
-                return connection.execute(query, params).fetchall()
+            return await self._file.run(f"loading vectors of {scope!r}", select)
 
-            rows = await self._file.run(f"loading vectors of {scope!r}", select)
-            if not rows:
-                return
-            yield vector_batch(rows)
-            if len(rows) < _BATCH:
-                return
-            last = rows[-1][0]
+        async for batch in vector_batches(fetch, after=after, size=_BATCH):
+            yield batch
 
     async def unindexed_messages(self, space: str, scope: str, *,
                                  limit: int) -> list[Message]:
