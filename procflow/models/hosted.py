@@ -87,6 +87,27 @@ class HostedModel(ABC):
     one), and implement ``_auth_headers``, ``_payload`` and ``_decoder``. The key and
     base URL come from the arguments, else from the environment, read at call time; a
     missing key is an error, never a fallback.
+
+    Args:
+        model_id: The provider's model id.
+        api_key: The API key (else the provider's environment variable).
+        base_url: The API root (else the provider's environment variable).
+        client: The client to send with (else one shared per event-loop run).
+        timeout: Seconds for each phase of a request, overriding the client's timeouts.
+        headers: Extra request headers (values of credential-like headers are redacted
+            from errors like the key).
+        max_retries: Retries of a 429, 5xx, timeout or connection failure that happens
+            before the answer's first byte (default 2), with exponential backoff and
+            full jitter, or the provider's ``Retry-After``; never after output streamed.
+        idle_timeout: Seconds the stream may send no data (keep-alives do not count)
+            before the call fails (default 60; ``None``: no limit).
+        deadline: Seconds the whole call may take, retries included (``None``: no limit).
+        max_response_bytes: The largest answer accepted (default 32 MiB; ``None``: no cap).
+        max_retry_wait: The longest ``Retry-After`` honoured (default 60 s); a provider
+            asking for more fails the call at once.
+
+    Raises:
+        ValueError: ``model_id`` is empty, or a limit is negative or not a number.
     """
 
     PROVIDER: ClassVar[str]

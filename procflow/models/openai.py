@@ -52,15 +52,8 @@ class OpenAIChatModel(HostedModel):
         timeout: Seconds for each phase of a request, overriding the client's timeouts.
         headers: Extra request headers (values of credential-like headers are redacted
             from errors like the key).
-        max_retries: Retries of a 429, 5xx, timeout or connection failure that happens
-            before the answer's first byte (default 2), with exponential backoff and
-            full jitter, or the provider's ``Retry-After``; never after output streamed.
-        idle_timeout: Seconds the stream may send no data (keep-alives do not count)
-            before the call fails (default 60; ``None``: no limit).
-        deadline: Seconds the whole call may take, retries included (``None``: no limit).
-        max_response_bytes: The largest answer accepted (default 32 MiB; ``None``: no cap).
-        max_retry_wait: The longest ``Retry-After`` honoured (default 60 s); a provider
-            asking for more fails the call at once.
+        max_retries, idle_timeout, deadline, max_response_bytes, max_retry_wait: How
+            calls are retried and bounded (see ``HostedModel``).
 
     Raises:
         ValueError: ``model_id`` is empty.
