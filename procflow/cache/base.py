@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
+
+from procflow._backends import AsyncResource
 
 __all__ = ["ServerCache", "check_ttl", "dump_value"]
 
 
-class ServerCache(ABC):
+class ServerCache(AsyncResource, ABC):
     """A key-value cache of JSON-serialisable values whose entries may expire.
 
     Backends: ``InMemoryServerCache`` (one process) and ``RedisCache`` (shared). A
@@ -73,12 +74,6 @@ class ServerCache(ABC):
         """Release the cache's resources (nothing to release by default)."""
         return None
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
 
 def check_ttl(ttl: float | None, what: str) -> float | None:

@@ -7,9 +7,9 @@ import sys
 import weakref
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
+from procflow._backends import AsyncResource
 from procflow.memory.base import Embedder, MemoryStore, Thread, VectorIndex
 from procflow.memory.embedders import HashEmbedder
 from procflow.memory.inmemory import InMemoryMemoryStore
@@ -28,7 +28,7 @@ from procflow.storage.sqlite import SQLiteStorage
 __all__ = ["Memory"]
 
 
-class Memory:
+class Memory(AsyncResource):
     """What an agent remembers: give it to ``Agent(memory=...)`` and call the agent with
     ``memory={"thread": ..., "resource": ...}``.
 
@@ -99,12 +99,6 @@ class Memory:
                 f"semantic_recall={self.semantic_recall is not None}, "
                 f"working_memory={self.working_memory is not None})")
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
     # -- the agent's side ----------------------------------------------------------
 

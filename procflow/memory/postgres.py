@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Final, Self, final
+from typing import Any, Final, final
 
+from procflow._backends import AsyncResource
 from procflow._backends.postgres import PostgresPool
 from procflow.memory.base import StoredVector, Thread, VectorBatch
 from procflow.memory.codec import (
@@ -75,7 +75,7 @@ _UPSERT_VECTOR: Final = """
 
 
 @final
-class PostgresMemoryStore:
+class PostgresMemoryStore(AsyncResource):
     """A ``MemoryStore`` and ``VectorStore`` on PostgreSQL.
 
     Args:
@@ -102,12 +102,6 @@ class PostgresMemoryStore:
     def __repr__(self) -> str:
         return f"PostgresMemoryStore({self._pool.display!r}, schema={self._pool.schema!r})"
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
     # ------------------------------------------------------------------ threads
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Any, Final, Self, final
+from typing import Any, Final, final
 
+from procflow._backends import AsyncResource
 from procflow._backends.postgres import PostgresPool
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage._sql import lease_request, run_rows, trace_row
@@ -76,7 +76,7 @@ _ACQUIRE: Final = """
 
 
 @final
-class PostgresStorage:
+class PostgresStorage(AsyncResource):
     """A ``Storage`` on a PostgreSQL server (psycopg 3 async, a connection pool).
 
     The schema is created (or upgraded) on first use. Needs the extra
@@ -110,12 +110,6 @@ class PostgresStorage:
     def __repr__(self) -> str:
         return f"PostgresStorage({self.pool.display!r}, schema={self.pool.schema!r})"
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
     async def save_snapshot(self, snapshot: RunSnapshot,
                             steps: Mapping[str, StepResult]) -> None:
