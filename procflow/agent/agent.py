@@ -71,7 +71,8 @@ class Agent(Generic[OutputT]):
     as ``Model`` (``FullOutput.output``).
 
     Args:
-        id: The agent's id.
+        id: The agent's id (default: ``name``, as in the seed's examples that give
+            only a name; one of the two is required).
         name: Display name (defaults to the id).
         instructions: The system prompt.
         model: A ``LanguageModel`` or a "provider/model-id" string.
@@ -95,13 +96,17 @@ class Agent(Generic[OutputT]):
             errors before the call fails with ``OutputValidationError`` (default 1).
     """
 
-    def __init__(self, *, id: str, model: Any, name: str | None = None,
+    def __init__(self, *, id: str | None = None, model: Any, name: str | None = None,
                  instructions: str = "", tools: Sequence[Tool] = (), memory: Any = None,
                  input_processors: ProcessorArray = (), output_processors: ProcessorArray = (),
                  error_processors: ProcessorArray = (), max_processor_retries: int | None = None,
                  max_steps: int = 5, description: str | None = None,
                  storage: Storage | None = None, loop: LoopFn | None = None,
                  output_type: type[OutputT] | None = None, output_retries: int = 1) -> None:
+        if id is None:
+            if name is None:
+                raise TypeError("Agent needs an id= (or a name=, which then serves as its id)")
+            id = name
         self.id = validate_id(id, what="agent")
         self.name = name or id
         self.description = description

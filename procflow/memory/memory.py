@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
-import weakref
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -12,18 +10,13 @@ from typing import Any, Literal
 from procflow._backends import AsyncResource
 from procflow.memory.base import Embedder, MemoryStore, Thread, VectorIndex
 from procflow.memory.embedders import HashEmbedder
-from procflow.memory.inmemory import InMemoryMemoryStore
 from procflow.memory.options import SemanticRecallOptions, WorkingMemoryOptions
-from procflow.memory.postgres import PostgresMemoryStore
 from procflow.memory.processors import MessageHistory, SemanticRecall, WorkingMemory
-from procflow.memory.sqlite import DEFAULT_MEMORY_PATH, SQLiteMemoryStore
+from procflow.memory.stores import memory_store
 from procflow.memory.working import WorkingMemoryStore
 from procflow.messages import Message, MessageInput, new_id
 from procflow.processors.base import Processor
 from procflow.storage.base import Storage
-from procflow.storage.memory import InMemoryStorage
-from procflow.storage.postgres import PostgresStorage
-from procflow.storage.sqlite import SQLiteStorage
 
 __all__ = ["Memory"]
 
@@ -77,7 +70,7 @@ class Memory(AsyncResource):
                  semantic_recall: bool | SemanticRecallOptions = False,
                  working_memory: bool | WorkingMemoryOptions = False,
                  vector: VectorIndex | None = None, embedder: Embedder | None = None) -> None:
-        self.storage = _store(storage)
+        self.storage = memory_store(storage)
         if last_messages is False:
             last_messages = 0
         self.last_messages = last_messages
@@ -226,39 +219,6 @@ class Memory(AsyncResource):
     async def aclose(self) -> None:
         """Close the storage."""
         await self.storage.aclose()
-
-
-_SHARED: weakref.WeakKeyDictionary[InMemoryStorage, InMemoryMemoryStore] = (
-    weakref.WeakKeyDictionary())
-"""The memory kept with each ``InMemoryStorage`` (it lives as long as the storage)."""
-
-
-def _store(storage: Storage | MemoryStore | str | os.PathLike[str] | None) -> MemoryStore:
-    if storage is None:
-        return SQLiteMemoryStore(DEFAULT_MEMORY_PATH)
-    if isinstance(storage, str | os.PathLike):
-        return SQLiteMemoryStore(storage)
-    if isinstance(storage, SQLiteStorage):
-        return SQLiteMemoryStore(storage.path)  # its own tables in the runs' file
-    if isinstance(storage, PostgresStorage):
-        return PostgresMemoryStore(storage)
-    if isinstance(storage, InMemoryStorage):
-        shared = _SHARED.get(storage)
-        if shared is None:
-            shared = _SHARED[storage] = InMemoryMemoryStore()
-        return shared
-    # A RedisStorage instance means its module (and redis) is already imported; checking
-    # through sys.modules keeps ``import procflow.memory`` from importing redis.
-    redis_storage = sys.modules.get("procflow.storage.redis")
-    if redis_storage is not None and isinstance(storage, redis_storage.RedisStorage):
-        from procflow.memory.redis import RedisMemoryStore
-
-        return RedisMemoryStore(storage)
-    if isinstance(storage, MemoryStore):
-        return storage
-    raise TypeError(f"Memory(storage=...) takes a Storage (SQLiteStorage, PostgresStorage, "
-                    f"RedisStorage, InMemoryStorage), a MemoryStore or a file path, got "
-                    f"{type(storage).__name__}")
 
 
 def _option(value: Any, kind: type[Any], name: str) -> Any:

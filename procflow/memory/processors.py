@@ -34,6 +34,7 @@ from procflow.memory.base import Embedder, MemoryStore, VectorIndex, VectorMatch
 from procflow.memory.codec import is_hidden
 from procflow.memory.options import SemanticRecallOptions, WorkingMemoryOptions
 from procflow.memory.search import MessageIndex
+from procflow.memory.stores import StorageArg, memory_store
 from procflow.memory.vector import InMemoryVectorIndex
 from procflow.memory.working import UPDATE_TOOL, WorkingMemoryStore
 from procflow.messages import Message, MessageList, ToolCallPart, ToolResultPart
@@ -201,16 +202,19 @@ class MessageHistory(_Recording):
     messages after it.
 
     Args:
-        storage: Where threads and messages live.
+        storage: Where threads and messages live: what ``Memory(storage=...)`` takes
+            (a ``Storage`` such as ``SQLiteStorage("memory.db")``, a ``MemoryStore`` or
+            a SQLite file path); the same file as the agent's ``Memory`` means the
+            same threads.
         last_messages: How many stored messages to add (0: none, but still save).
     """
 
     id = "message-history"
 
-    def __init__(self, *, storage: MemoryStore, last_messages: int = 10) -> None:
+    def __init__(self, *, storage: StorageArg, last_messages: int = 10) -> None:
         if not isinstance(last_messages, int) or last_messages < 0:
             raise ValueError(f"last_messages must be an int >= 0, got {last_messages!r}")
-        self.storage = storage
+        self.storage = memory_store(storage, "MessageHistory")
         self.last_messages = last_messages
 
     async def process_input(self, args: ProcessInputArgs) -> None:
@@ -251,7 +255,8 @@ class SemanticRecall(_Recording):
     and messages that could not be indexed are indexed at a later recall.
 
     Args:
-        storage: Where messages live (recalled messages are read from it).
+        storage: Where messages live (recalled messages are read from it): what
+            ``Memory(storage=...)`` takes.
         vector: A vector index to use instead of the store's persisted vectors.
         embedder: Turns text into vectors.
         options: ``top_k``, ``message_range``, ``scope``, ``threshold``.
@@ -260,9 +265,10 @@ class SemanticRecall(_Recording):
 
     id = "semantic-recall"
 
-    def __init__(self, *, storage: MemoryStore, vector: VectorIndex | None = None,
+    def __init__(self, *, storage: StorageArg, vector: VectorIndex | None = None,
                  embedder: Embedder, options: SemanticRecallOptions | None = None,
                  index: MessageIndex | None = None) -> None:
+        storage = memory_store(storage, "SemanticRecall")
         self.storage = storage
         self.embedder = embedder
         self.options = options if options is not None else SemanticRecallOptions()
@@ -391,14 +397,15 @@ class WorkingMemory(Processor):
     and gives the model the ``update_working_memory`` tool to change it.
 
     Args:
-        storage: Where working memory lives.
+        storage: Where working memory lives: what ``Memory(storage=...)`` takes.
         options: Template or schema, and scope (default: resource).
     """
 
     id = "working-memory"
 
-    def __init__(self, *, storage: MemoryStore,
+    def __init__(self, *, storage: StorageArg,
                  options: WorkingMemoryOptions | None = None) -> None:
+        storage = memory_store(storage, "WorkingMemory")
         self.storage = storage
         self.store = WorkingMemoryStore(storage, options if options is not None
                                         else WorkingMemoryOptions())

@@ -12,6 +12,13 @@ the last ``n`` text deltas joined, so a phrase split across chunks is still seen
 With a judge that is one model call per text chunk: put a ``BatchPartsProcessor``
 before it, or moderate ``process_output_result`` only, when that is too many.
 
+``strategy="redact"`` replaces each flagged term (``lexicon.flagged_spans``: a term
+reaching ``threshold`` on its own) with ``replacement``, in messages and on the stream.
+On the stream it is a ``stream_window`` processor: the last ``REDACT_HOLD_SPAN``
+characters wait for more text (and a match reaching into them, and a term still
+lacking its context, hold back from their start), so a term split across deltas is
+replaced whole and the streamed text equals the final text.
+
 Judge failures (provider error, no JSON): with ``strategy="block"`` the processor
 fails *closed* — the content is blocked with a reason saying the check could not
 run; with "warn" and "filter" it falls back to the lexicon and logs a warning.
@@ -51,18 +58,31 @@ from procflow.processors.builtin._judge import (
     violation_detail,
 )
 from procflow.processors.builtin._text import off_loop
+from procflow.processors.builtin._window import hold_tail
 from procflow.processors.builtin.moderation.lexicon import (
     MODERATION_CATEGORIES,
+    NEAR_REACH,
     LexiconScan,
+    flagged_spans,
     score_text,
+    term_spans,
 )
 
-__all__ = ["DEFAULT_MODERATION_CATEGORIES", "ModerationProcessor", "ModerationStrategy"]
+__all__ = ["DEFAULT_MODERATION_CATEGORIES", "DEFAULT_REDACTION", "REDACT_HOLD_SPAN",
+           "ModerationProcessor", "ModerationStrategy"]
 
 logger = logging.getLogger("procflow.processors")
 
-ModerationStrategy = Literal["block", "warn", "filter"]
-_STRATEGIES: Final = ("block", "warn", "filter")
+ModerationStrategy = Literal["block", "warn", "filter", "redact"]
+_STRATEGIES: Final = ("block", "warn", "filter", "redact")
+
+DEFAULT_REDACTION: Final = "[redacted]"
+"""What ``strategy="redact"`` puts in place of a flagged term by default."""
+
+REDACT_HOLD_SPAN: Final = 64
+"""Characters of streamed text ``strategy="redact"`` holds back while a phrase may be in
+progress (moved back to the start of their word): terms and idioms up to this long are
+always seen whole."""
 
 DEFAULT_MODERATION_CATEGORIES: Final[tuple[str, ...]] = MODERATION_CATEGORIES
 """The 11 OpenAI-style categories: hate, hate/threatening, harassment,
@@ -102,7 +122,11 @@ class ModerationProcessor(Processor):
         categories: Which categories to score. Names outside the default 11 need a model.
         threshold: Flag when the highest category score reaches this.
         strategy: "block" (abort; on the stream a "tripwire" chunk ends it), "warn"
-            (report, let it through) or "filter" (drop the message or chunk).
+            (report, let it through), "filter" (drop the message or chunk) or
+            "redact" (replace each flagged term with ``replacement``, in messages and
+            across stream chunks; reported as a warning once per message). "redact"
+            uses the offline lexicon's spans, so it takes no ``model`` or
+            ``classifier`` (they score whole texts, not spans).
         instructions: Replace the judge's task description (needs ``model``).
         include_scores: Add every category's score to abort metadata and warnings.
         chunk_window: On the stream, moderate the last ``n`` text deltas joined
@@ -113,6 +137,7 @@ class ModerationProcessor(Processor):
             the classifier's score decides (a bare score counts for the lexicon's top
             category, or the first configured one; flagged at ``classifier.threshold``
             when it has one, else ``threshold``). Both appear in ``evidence``.
+        replacement: What replaces a flagged term under "redact".
 
     Raises:
         ValueError: An option is invalid.
@@ -126,7 +151,8 @@ class ModerationProcessor(Processor):
                  categories: Sequence[str] = DEFAULT_MODERATION_CATEGORIES,
                  threshold: float = 0.5, strategy: ModerationStrategy = "block",
                  instructions: str | None = None, include_scores: bool = False,
-                 chunk_window: int = 0, classifier: TextClassifier | None = None) -> None:
+                 chunk_window: int = 0, classifier: TextClassifier | None = None,
+                 replacement: str = DEFAULT_REDACTION) -> None:
         pid = self.id
         self.classifier = check_classifier(classifier, processor=pid)
         self.model = check_model(model, processor=pid)
@@ -146,6 +172,12 @@ class ModerationProcessor(Processor):
             raise ValueError(f"{pid}: chunk_window must be an int >= 0 (0 moderates each "
                              f"text chunk on its own), got {chunk_window!r}")
         self.chunk_window = chunk_window
+        if not isinstance(replacement, str):
+            raise ValueError(f"{pid}: replacement must be a str, got {replacement!r}")
+        self.replacement = replacement
+        if self.strategy == "redact":
+            _check_redact(self, pid)
+        self.stream_window = self.strategy == "redact"
 
     # -- detection --------------------------------------------------------------------
 
@@ -256,8 +288,40 @@ class ModerationProcessor(Processor):
 
     # -- hooks ------------------------------------------------------------------------
 
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """The ``(start, end)`` spans of ``text`` that ``strategy="redact"`` replaces:
+        each term of the lexicon reaching ``threshold`` on its own in one of
+        ``categories`` (merged, in order)."""
+        return flagged_spans(text, self.categories, self.threshold)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every span of ``spans(text)`` replaced by ``replacement``."""
+        return _replace(text, self.spans(text), self.replacement)
+
+    async def _redact_messages(self, args: ProcessorArgs, messages: list[Message],
+                               where: str) -> list[Message] | None:
+        out: list[Message] = []
+        changed = False
+        for msg in messages:
+            text = msg.text
+            spans = [] if msg.role == "system" or not text.strip() else \
+                await off_loop(self.spans, text)
+            if not spans:
+                out.append(msg)
+                continue
+            changed = True
+            out.append(msg.with_text(_replace(text, spans, self.replacement)))
+            verdict = await self._evaluate(text)
+            detail = violation_detail(verdict.result, threshold=self.threshold,
+                                      include_scores=self.include_scores)
+            detail.update(phase=where, action="redacted", count=len(spans))
+            args.warn(self._describe(verdict.result, where), detail)
+        return out if changed else None
+
     async def _messages(self, args: ProcessorArgs, messages: list[Message],
                         where: str) -> list[Message] | None:
+        if self.strategy == "redact":
+            return await self._redact_messages(args, messages, where)
         kept: list[Message] = []
         for msg in messages:
             text = msg.text
@@ -274,11 +338,24 @@ class ModerationProcessor(Processor):
         """Moderate the final response messages."""
         return await self._messages(args, args.messages, "output")
 
+    def hold_back(self, text: str) -> int:
+        """Under "redact": the tail of held stream text a flagged phrase may still
+        start in - the last ``REDACT_HOLD_SPAN`` characters, moved back to the start of
+        their word, of any match reaching into them, and of any term whose ``near``
+        context may still come (within ``NEAR_REACH`` characters)."""
+        n = len(text)
+        matches, pending = term_spans(text)
+        matches += [(start, n) for start, end in pending if n - end < NEAR_REACH]
+        return hold_tail(text, REDACT_HOLD_SPAN, matches)
+
     async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Chunk | None:
-        """Moderate each text delta (or the last ``chunk_window`` of them joined)."""
+        """Moderate each text delta (or the last ``chunk_window`` of them joined); under
+        "redact", replace the flagged terms of each window segment."""
         part = args.part
         if part.type != "text-delta" or not part.text.strip():
             return part
+        if self.strategy == "redact":
+            return await self._redact_segment(args)
         filtered: set[int] = args.state.setdefault(_FILTERED_KEY, set())
         if self.chunk_window:
             recent = [c for c in args.stream_parts
@@ -292,6 +369,20 @@ class ModerationProcessor(Processor):
             return part
         filtered.add(id(part))
         return None
+
+    async def _redact_segment(self, args: ProcessOutputStreamArgs) -> Chunk:
+        """The segment with the flagged spans that overlap it replaced; its context
+        (``text_before``/``text_after``) is looked at, only the segment changes."""
+        part = args.part
+        before, text = args.text_before, part.text
+        start, end = len(before), len(before) + len(text)
+        whole = before + text + args.text_after
+        spans = [(max(s, start) - start, min(e, end) - start)
+                 for s, e in await off_loop(self.spans, whole) if s < end and e > start]
+        if not spans:
+            return part
+        payload = {**part.payload, "text": _replace(text, spans, self.replacement)}
+        return Chunk("text-delta", payload, metadata=part.metadata)
 
     async def _warn_once(self, args: ProcessOutputStreamArgs, text: str) -> Chunk:
         """Under "warn" with a window, one warning per run of flagged windows."""
@@ -311,3 +402,23 @@ class ModerationProcessor(Processor):
         extra = "" if self.model is None else f", model={self.model.provider}/{self.model.model_id}"
         return (f"ModerationProcessor(strategy={self.strategy!r}, threshold={self.threshold}"
                 f"{extra})")
+
+
+def _check_redact(processor: ModerationProcessor, pid: str) -> None:
+    if processor.model is not None or processor.classifier is not None:
+        raise ValueError(f"{pid}: strategy='redact' replaces the spans the offline lexicon "
+                         "finds; a judge model or classifier scores whole texts and has no "
+                         "spans: use 'block', 'warn' or 'filter' with model=/classifier=")
+    if processor.chunk_window:
+        raise ValueError(f"{pid}: chunk_window does not apply to strategy='redact' (the "
+                         "stream window already spans chunks); leave it 0")
+
+
+def _replace(text: str, spans: Sequence[tuple[int, int]], replacement: str) -> str:
+    out: list[str] = []
+    at = 0
+    for start, end in spans:
+        out += [text[at:start], replacement]
+        at = end
+    out.append(text[at:])
+    return "".join(out)

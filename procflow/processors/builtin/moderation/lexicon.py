@@ -23,7 +23,8 @@ from procflow.processors.builtin._detection import Evidence
 from procflow.processors.builtin._text import compile_pattern, sentence_bounds, views_for_matching
 from procflow.processors.builtin.moderation.idioms import mask_idioms
 
-__all__ = ["MODERATION_CATEGORIES", "PARENTS", "TERMS", "LexiconScan", "Term", "score_text"]
+__all__ = ["MODERATION_CATEGORIES", "NEAR_REACH", "PARENTS", "TERMS", "LexiconScan", "Term",
+           "flagged_spans", "score_text", "term_spans"]
 
 MODERATION_CATEGORIES: tuple[str, ...] = (
     "hate", "hate/threatening", "harassment", "harassment/threatening", "self-harm",
@@ -356,14 +357,22 @@ def _sentence(text: str, start: int, end: int) -> str:
 _SCAN = AnchoredScan([term.pattern for term in TERMS])
 
 
-def _hits(text: str) -> list[_Hit]:
+NEAR_REACH = 150
+"""How far (characters, each side) a term's ``near`` context may be from it."""
+
+
+def _hits(text: str, pending: list[tuple[int, int]] | None = None) -> list[_Hit]:
+    """Every term match in ``text``; with ``pending``, the spans of matches that only
+    lack their ``near`` context (which text still to come could supply) go there."""
     hits: list[_Hit] = []
     for view in views_for_matching(text, deep=False):
         masked = mask_idioms(view.text)
         for index, m in _SCAN.matches(masked):
             term = TERMS[index]
             if term.near is not None and not term.near.search(
-                    masked[max(0, m.start() - 150):m.end() + 150]):
+                    masked[max(0, m.start() - NEAR_REACH):m.end() + NEAR_REACH]):
+                if pending is not None:
+                    pending.append(view.span(m.start(), m.end()))
                 continue
             start, end = view.span(m.start(), m.end())
             snippet = " ".join(m.group(0).split())
@@ -422,3 +431,37 @@ def score_text(text: str, categories: Iterable[str] = MODERATION_CATEGORIES) -> 
         Evidence("rule", h.term, h.category, h.weight, h.view, h.start, h.end, h.snippet)
         for h in sorted(best.values(), key=lambda h: h.weight, reverse=True)[:20])
     return LexiconScan(scores, f"{top} [{leader.term}]: {leader.snippet!r}", evidence)
+
+
+def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def flagged_spans(text: str, categories: Iterable[str], threshold: float,
+                  ) -> list[tuple[int, int]]:
+    """The spans of ``text`` (merged, in order) of every term that reaches ``threshold``
+    on its own in one of ``categories`` (a subcategory counts for its parent).
+
+    What ``ModerationProcessor(strategy="redact")`` replaces: each span depends only on
+    the text around it (the term, an idiom it may be part of, its ``near`` context),
+    never on other terms elsewhere in the text, so a stream window sees the same spans
+    as the whole text.
+    """
+    wanted = set(categories)
+    return _merge((h.start, h.end) for h in _hits(text)
+                  if h.weight >= threshold
+                  and (h.category in wanted or PARENTS.get(h.category) in wanted))
+
+
+def term_spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``(matches, pending)``: the spans of every term match in ``text``, and of the
+    matches that still lack their ``near`` context."""
+    pending: list[tuple[int, int]] = []
+    hits = _hits(text, pending)
+    return [(h.start, h.end) for h in hits], pending
