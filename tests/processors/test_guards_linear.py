@@ -29,6 +29,11 @@ UNITS = {
     "mixed seps": "-_ ./", "near address": "12 Main ", "newlines": "\n", "hex": "0x41 ",
     "names": "Dear Mr John Smith, ", "addresses": "12 Main Street, Apt 4, Springfield, IL 62701 ",
     "name cues": "my name is Ann Lee Dear Bo Regards,\nJo ",
+    "gazetteer runs": "John Smith ", "capital runs": "Ab Cd Ef Gh Ij Kl ",
+    "initials": "John A. B. C. ", "display names": "Ann Lee <a@b.co> ",
+    "near neighbours": "Ann Lee, aaaa.aaaa ", "po boxes": "PO Box 12, Tulsa, OK 74159 ",
+    "street words": "12 Main Main Main Main ", "ordinal streets": "350 5th 5th ",
+    "address cues": "live at 12 oak oak oak ", "unit runs": "12 Main St Apt 4 Apt ",
 }
 
 

@@ -22,6 +22,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 
 from procflow.processors.builtin._detection import PIIDetection, PIIType
+from procflow.processors.builtin.pii.addresses import find_addresses
 from procflow.processors.builtin.pii.checks import (
     IBAN_LENGTHS,
     base58check_valid,
@@ -34,7 +35,7 @@ from procflow.processors.builtin.pii.checks import (
     ssn_valid,
 )
 from procflow.processors.builtin.pii.dates import find_birth_dates
-from procflow.processors.builtin.pii.names import find_addresses, find_names
+from procflow.processors.builtin.pii.names import find_names
 from procflow.processors.builtin.pii.secrets import find_api_keys
 
 __all__ = ["RULES", "context_before", "find_rule_detections"]
@@ -330,7 +331,8 @@ RULES: dict[PIIType, Finder] = {
     "name": find_names,
     "address": find_addresses,
 }
-"""Type -> finder. "name" and "address" are conservative cue-based rules (opt-in)."""
+"""Type -> finder. "name" (cues and a census gazetteer, ``pii.names``) and "address"
+(street lines, PO boxes, ``pii.addresses``) favour precision and are opt-in."""
 
 
 def find_rule_detections(text: str, types: frozenset[PIIType]) -> list[PIIDetection]:
