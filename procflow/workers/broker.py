@@ -38,6 +38,7 @@ from dramatiq.middleware import (
 
 from procflow._backends.redis import escape_key
 from procflow.workers.settings import WorkerSettings
+from procflow.workers.waking import WakingRedisBroker
 
 __all__ = [
     "JOB_ACTOR",
@@ -60,9 +61,10 @@ def make_broker(settings: WorkerSettings) -> RedisBroker:
     """A Redis broker with heartbeat recovery, maintenance and retries as ``settings`` say.
 
     The middleware is Dramatiq's default set without Prometheus, with ``AsyncIO`` (the
-    actors are ``async def``) and ``CurrentMessage``.
+    actors are ``async def``) and ``CurrentMessage``. An idle worker wakes as soon as a
+    message is sent (``WakingRedisBroker``) instead of at its next poll.
     """
-    return RedisBroker(  # type: ignore[no-untyped-call]  # untyped in dramatiq
+    return WakingRedisBroker(  # type: ignore[no-untyped-call]  # untyped in dramatiq
         url=settings.redis_url, namespace=settings.namespace,
         heartbeat_timeout=round(settings.heartbeat_timeout * 1000),
         maintenance_chance=max(1, round(settings.maintenance_chance * _MAINTENANCE_SCALE)),
