@@ -436,6 +436,9 @@ class Run(Generic[OutputT]):
         stored input, continue a "running" one (a redelivery after a lost worker, or a
         parked fan-out whose jobs are done), or return a settled run's stored result.
 
+        The run is loaded after its lease is taken: a run object made with
+        ``Run(workflow, run_id=..., storage=...)``, without ``load``, will do.
+
         Raises:
             RunStateError: Another live process holds the run's lease.
         """
@@ -448,6 +451,8 @@ class Run(Generic[OutputT]):
                     f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
                     workflow_id=self.workflow.id, run_id=self.run_id)
             self._restore(*loaded)
+            if self.status == "running" and not self._spans:  # continued: extend its trace
+                self._spans = await _earlier_spans(self.storage, self.run_id)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._drop_lease()
@@ -460,10 +465,12 @@ class Run(Generic[OutputT]):
 
     async def run_job(self, job: Job) -> StepResult:
         """Run one job of this run's distributed fan-out (under the job's own lease) and
-        store its result; a job already stored is not run again.
+        store its result; a job already stored is not run again. The run is loaded after
+        the lease is taken (an unloaded run object will do).
 
         Raises:
             RunStateError: Another live process holds the job's lease.
+            RunNotFoundError: The run is not stored.
             WorkflowDefinitionError-like ``LookupError``: the job's step is not in the
                 workflow.
         """
@@ -476,8 +483,11 @@ class Run(Generic[OutputT]):
         await lease.take()
         try:
             loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
-            if loaded is not None:
-                self._restore(*loaded)
+            if loaded is None:
+                raise RunNotFoundError(
+                    f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
+                    workflow_id=self.workflow.id, run_id=self.run_id)
+            self._restore(*loaded)
             ex = self._execution(None, frozenset(), None)
             return await run_job(ex, unit, job)
         finally:

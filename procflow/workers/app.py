@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.to_thread
 import dramatiq
 
 from procflow._backends.redis import RedisConnection
@@ -34,6 +35,7 @@ from procflow.workers.broker import (
     run_message,
     settled_channel,
 )
+from procflow.workers.channels import CancelListener, glob_escape
 from procflow.workers.settings import WorkerSettings
 from procflow.workflows.workflow import Workflow
 
@@ -77,6 +79,7 @@ class WorkerApp:
             declare(fn)
         self._storage: RedisStorage | None = None
         self._redis: RedisConnection | None = None
+        self._listener: CancelListener | None = None
 
     # -- per event loop resources (Dramatiq runs one loop thread per process) ---------
 
@@ -101,13 +104,10 @@ class WorkerApp:
                               f"{sorted(self.workflows)} (start it with that target)")
         return wf
 
-    async def _load(self, workflow_id: str, run_id: str) -> Run | None:
-        try:
-            run = await self._workflow(workflow_id).get_run(run_id, storage=self.storage)
-        except RunNotFoundError:
-            _log.warning("run %s of workflow %s is not stored; message dropped", run_id,
-                         workflow_id)
-            return None
+    def _run(self, workflow_id: str, run_id: str) -> Run:
+        """The run as an unloaded object: ``run_submitted``/``run_job`` load it once its
+        lease is taken."""
+        run = self._workflow(workflow_id).create_run(run_id, storage=self.storage)
         run.lease_ttl = self.settings.lease_ttl
         return run
 
@@ -115,18 +115,18 @@ class WorkerApp:
 
     async def run(self, workflow_id: str, run_id: str) -> None:
         """Execute a stored run (start, continue after a lost worker or a fan-out)."""
-        run = await self._load(workflow_id, run_id)
-        if run is None:
-            return
+        run = self._run(workflow_id, run_id)
         run.mark_steps = True
         run.distributor = self
+        key = cancel_key(self.settings.prefix, run_id)
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watch_cancel, run)
-                try:
+            with (await self._cancels()).watch(key, run.request_cancel):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._cancel_if_flagged, run, key)
                     result = await run.run_submitted()
-                finally:
-                    tg.cancel_scope.cancel()
+        except RunNotFoundError:
+            _dropped(workflow_id, run_id)
+            return
         except RunStateError:
             if run.status in SETTLED:
                 return
@@ -143,11 +143,12 @@ class WorkerApp:
     async def job(self, workflow_id: str, run_id: str, join: str, total: int,
                   unit_path: str, path: str, data: Any) -> None:
         """Run one job of a distributed fan-out; the last one continues the run."""
-        run = await self._load(workflow_id, run_id)
-        if run is None:
-            return
+        run = self._run(workflow_id, run_id)
         try:
             await run.run_job(Job(unit_path, path, data))
+        except RunNotFoundError:
+            _dropped(workflow_id, run_id)
+            return
         except RunStateError:  # a duplicate of a job a live worker runs
             await enqueue(self.broker, [job_message(self.settings, workflow_id, run_id, join,
                                                     total, unit_path, path, data)],
@@ -174,21 +175,23 @@ class WorkerApp:
 
     # -- cancellation -----------------------------------------------------------------
 
-    async def _watch_cancel(self, run: Run) -> None:
-        """Cancel ``run`` here when any process asks (a flag, then a message)."""
-        key = cancel_key(self.settings.prefix, run.run_id)
-        pubsub = self.redis.client.pubsub()
-        try:
-            await pubsub.subscribe(key)
+    async def _cancels(self) -> CancelListener:
+        """This process's listener for cancel requests (started on first use)."""
+        if self._listener is None:
+            pattern = f"{glob_escape(self.settings.prefix)}:cancel:*"
+            listener = await anyio.to_thread.run_sync(CancelListener, self.settings.redis_url,
+                                                      pattern)
+            if self._listener is None:
+                self._listener = listener
+            else:  # another run started one meanwhile
+                await anyio.to_thread.run_sync(listener.close)
+        return self._listener
+
+    async def _cancel_if_flagged(self, run: Run, key: str) -> None:
+        """Cancel ``run`` if a request came before it was watched."""
+        with self.redis.translate("reading a run's cancel flag"):
             if await self.redis.client.exists(key):
                 run.request_cancel()
-                return
-            while True:
-                message = await pubsub.get_message(ignore_subscribe_messages=True,
-                                                   timeout=5.0)
-                if message is not None:
-                    run.request_cancel()
-                    return
-        finally:
-            with anyio.CancelScope(shield=True):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+
+def _dropped(workflow_id: str, run_id: str) -> None:
+    _log.warning("run %s of workflow %s is not stored; message dropped", run_id, workflow_id)

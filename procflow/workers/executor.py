@@ -18,6 +18,7 @@ from procflow.workers.broker import (
     run_message,
     settled_channel,
 )
+from procflow.workers.channels import Subscriptions
 from procflow.workers.settings import WorkerSettings
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class DramatiqExecutor:
         self.broker = make_broker(base)
         self.storage = RedisStorage(base.redis_url, prefix=base.prefix)
         self._redis = RedisConnection(base.redis_url, name="procflow executor")
+        self._subscriptions = Subscriptions(self._redis)
 
     def __repr__(self) -> str:
         return f"DramatiqExecutor({self._redis.display!r}, queue={self.settings.queue!r})"
@@ -77,6 +79,7 @@ class DramatiqExecutor:
     async def aclose(self) -> None:
         """Close the Redis connections (the storage's too)."""
         await self.storage.aclose()
+        await self._subscriptions.aclose()
         await self._redis.aclose()
         await anyio.to_thread.run_sync(self.broker.close)
 
@@ -106,21 +109,14 @@ class DramatiqExecutor:
         if run.storage is not self.storage:
             run.storage = self.storage
         channel = settled_channel(self.settings.prefix, run.run_id)
-        pubsub = self._redis.client.pubsub()
-        try:
-            with self._redis.translate("subscribing to a run's outcome"):
-                await pubsub.subscribe(channel)
+        async with self._subscriptions.subscribe(channel) as next_message:
             with anyio.fail_after(timeout):
                 while True:
                     await run.refresh()
                     if run.status in SETTLED and run.last_result is not None:
                         return run.last_result
                     with self._redis.translate("waiting for a run's outcome"):
-                        await pubsub.get_message(ignore_subscribe_messages=True,
-                                                 timeout=_RECHECK)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+                        await next_message(_RECHECK)
 
     async def cancel(self, run: Run) -> bool:
         """Ask the worker running the run to cancel it (a flag and a message).
