@@ -240,6 +240,7 @@ class Execution:
         "encodes",
         "input",
         "mark_started",
+        "marked_running",
         "persistent",
         "records",
         "replaying",
@@ -294,6 +295,10 @@ class Execution:
         self.mark_started = False
         """Store each step as "running" before it runs (on workers: a step re-run after a
         lost worker then shows as attempt 2)."""
+        self.marked_running = 0
+        """Steps stored as "running" whose result is not recorded yet (with
+        ``mark_started``): when the last one ends, its result goes with the next write
+        (the next step's mark, or the run's end) instead of a write of its own."""
 
     def add_usage(self, usage: Usage) -> None:
         """Add tokens a step spent to the execution's total."""
