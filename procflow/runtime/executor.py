@@ -81,6 +81,8 @@ def _stored(ex: Execution, unit: Unit, path: str, replay: bool,
         if not targeted and replay and not _contains_target(ex, path):
             raise Suspended(_suspended_under(ex, path) if unit.is_workflow else [path])
         return rec, targeted, data
+    if rec.status == "running" and path in ex.resume_targets:  # resumed, then lost
+        return rec, True, ex.resume_data
     return rec, False, None
 
 

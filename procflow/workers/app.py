@@ -113,8 +113,10 @@ class WorkerApp:
 
     # -- actors -------------------------------------------------------------------
 
-    async def run(self, workflow_id: str, run_id: str) -> None:
-        """Execute a stored run (start, continue after a lost worker or a fan-out)."""
+    async def run(self, workflow_id: str, run_id: str, step: str | None = None,
+                  resume_data: Any = None) -> None:
+        """Execute a stored run (start, continue after a lost worker or a fan-out, or
+        resume ``step`` with ``resume_data``)."""
         run = self._run(workflow_id, run_id)
         run.mark_steps = True
         run.distributor = self
@@ -123,7 +125,7 @@ class WorkerApp:
             with (await self._cancels()).watch(key, run.request_cancel):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._cancel_if_flagged, run, key)
-                    result = await run.run_submitted()
+                    result = await run.run_submitted(step, resume_data)
         except RunNotFoundError:
             _dropped(workflow_id, run_id)
             return
@@ -132,8 +134,9 @@ class WorkerApp:
                 return
             # Another worker holds the lease: a duplicate delivery, or a continuation
             # that came before the parked execution let go. Try again shortly.
-            await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id)],
-                          delay=_BUSY_DELAY)
+            resume = None if step is None else (step, resume_data)
+            await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id,
+                                                    resume)], delay=_BUSY_DELAY)
             return
         if result.status in SETTLED:
             with self.redis.translate("publishing a settled run"):

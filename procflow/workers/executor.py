@@ -7,8 +7,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, final
 
 import anyio
+from pydantic_core import to_jsonable_python
 
 from procflow._backends.redis import RedisConnection
+from procflow.errors import RunStateError
 from procflow.runtime.executors import SETTLED
 from procflow.storage.redis import RedisStorage
 from procflow.workers.broker import (
@@ -96,6 +98,32 @@ class DramatiqExecutor:
         await run.prepare(input_data, request_context=request_context,
                           initial_state=initial_state)
         await enqueue(self.broker, [run_message(self.settings, run.workflow.id, run.run_id)])
+        return run.run_id
+
+    async def resume(self, run: Run, step: str, resume_data: Any) -> str:
+        """Claim the suspended run ("running") and send its resume to the workers.
+
+        Raises:
+            RunStateError: The stored run is no longer suspended (resumed elsewhere).
+        """
+        run.storage = self.storage
+        run.durability = "sync"
+        wf_id = run.workflow.id
+        if not await self.storage.claim_run(wf_id, run.run_id, expected="suspended",
+                                            new="running"):
+            raise RunStateError(
+                f"run '{run.run_id}' is no longer suspended in storage; another process "
+                "may have resumed it", workflow_id=wf_id, run_id=run.run_id)
+        try:
+            data = to_jsonable_python(resume_data, fallback=repr)
+            await enqueue(self.broker, [run_message(self.settings, wf_id, run.run_id,
+                                                    (step, data))])
+        except BaseException:  # not sent: the run stays suspended
+            with anyio.CancelScope(shield=True):
+                await self.storage.claim_run(wf_id, run.run_id, expected="running",
+                                             new="suspended")
+            raise
+        run.status = "running"
         return run.run_id
 
     async def wait(self, run: Run, *, timeout: float | None = None,  # noqa: ASYNC109
