@@ -241,6 +241,7 @@ class Execution:
         "input",
         "mark_started",
         "marked_running",
+        "parked",
         "persistent",
         "records",
         "replaying",
@@ -295,6 +296,8 @@ class Execution:
         self.mark_started = False
         """Store each step as "running" before it runs (on workers: a step re-run after a
         lost worker then shows as attempt 2)."""
+        self.parked: str | None = None
+        """The distributed fan-out the run parked at (its jobs hold the run's lease)."""
         self.marked_running = 0
         """Steps stored as "running" whose result is not recorded yet (with
         ``mark_started``): when the last one ends, its result goes with the next write

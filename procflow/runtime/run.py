@@ -40,6 +40,7 @@ from procflow.runtime.leases import (
     RunLease,
     lease_owner_id,
     owner_is_dead,
+    parked_owner,
 )
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.step_context import BailSignal
@@ -467,7 +468,7 @@ class Run(Generic[OutputT]):
             RunStateError: Another live process holds the run's lease.
         """
         self._check_idle("run_submitted")
-        await self._take_lease()
+        await self._take_lease(parked=True)
         try:
             loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
             if loaded is None:
@@ -721,19 +722,22 @@ class Run(Generic[OutputT]):
             self._active = False
             if self._lease is not None and self._lease.held is not None:
                 with anyio.CancelScope(shield=True):
-                    await self._lease.drop()
+                    if ex.parked is not None and self.status == "running":
+                        await self._lease.hand_over(parked_owner(ex.parked))
+                    else:
+                        await self._lease.drop()
 
     # -- leases -------------------------------------------------------------------
 
-    async def _take_lease(self) -> None:
+    async def _take_lease(self, *, parked: bool = False) -> None:
         """Hold the run's lease (see ``restart``); no-op if held, if nothing is stored or
-        if the run is ``private``."""
+        if the run is ``private``. ``parked``: take over a parked fan-out's lease."""
         if self.private or not getattr(self.storage, "persistent", True):
             return
         if self._lease is None or self._lease.held is None:
             self._lease = RunLease(self.storage, self.workflow.id, self.run_id,
                                    owner=self.lease_owner, ttl=self.lease_ttl)
-        await self._lease.take()
+        await self._lease.take(parked=parked)
 
     async def _drop_lease(self) -> None:
         if self._lease is not None:

@@ -23,6 +23,7 @@ from procflow.agent import Agent
 from procflow.errors import RunNotFoundError, RunStateError
 from procflow.runtime.distributed import Job
 from procflow.runtime.executors import SETTLED
+from procflow.runtime.leases import parked_owner
 from procflow.storage.redis import RedisStorage
 from procflow.workers.broker import (
     JOB_ACTOR,
@@ -148,7 +149,12 @@ class WorkerApp:
         """Run one job of a distributed fan-out; the last one continues the run."""
         run = self._run(workflow_id, run_id)
         try:
-            await run.run_job(Job(unit_path, path, data))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._keep_parked, workflow_id, run_id, join)
+                try:
+                    await run.run_job(Job(unit_path, path, data))
+                finally:
+                    tg.cancel_scope.cancel()
         except RunNotFoundError:
             _dropped(workflow_id, run_id)
             return
@@ -166,6 +172,14 @@ class WorkerApp:
                 _, finished, _ = await pipe.execute()
         if finished >= total:
             await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id)])
+
+    async def _keep_parked(self, workflow_id: str, run_id: str, join: str) -> None:
+        """Renew the parked run's lease while a job of its fan-out runs (refused, and
+        harmless, once the run continues elsewhere)."""
+        owner, ttl = parked_owner(join), self.settings.lease_ttl
+        while True:
+            await self.storage.acquire_lease(workflow_id, run_id, owner=owner, ttl=ttl)
+            await anyio.sleep(ttl / 3)
 
     # -- Distributor ------------------------------------------------------------------
 

@@ -63,6 +63,14 @@ FLOWS = textwrap.dedent('''
     fan = create_workflow(id="fan").foreach(create_step(id="item", execute=item),
                                             distribute=True).commit()
 
+    async def long_item(ctx):
+        log(f"{ctx.run_id}:long:{ctx.input_data}")
+        await anyio.sleep(5)  # longer than the tests' 3 s lease
+        return ctx.input_data
+
+    long_fan = create_workflow(id="long-fan").foreach(
+        create_step(id="item", execute=long_item), distribute=True).commit()
+
     async def ask(ctx):
         if ctx.resume_data is None:
             log(f"{ctx.run_id}:ask:{os.getpid()}")
@@ -177,7 +185,8 @@ class Pool:
     def start(self, n: int = 1) -> list[subprocess.Popen[bytes]]:
         env = {**os.environ, "FLOW_LOG": str(self.log), "PYTHONPATH": os.getcwd()}
         targets = [f"{self.directory / 'flows.py'}:{name}"
-                   for name in ("ten", "fan", "approval", "slow", "held", "helper", "approver")]
+                   for name in ("ten", "fan", "long_fan", "approval", "slow", "held", "helper",
+                             "approver")]
         started = []
         for _ in range(n):
             out = open(self.directory / f"worker-{len(self.procs)}.log", "wb")  # noqa: SIM115
@@ -391,6 +400,26 @@ async def test_a_distributed_foreach_survives_a_killed_worker(pool: Pool) -> Non
         assert len(counts) == 100 and all(n <= 2 for n in counts.values())
         # Only what the killed worker was running ran again (4 threads, prefetch 8).
         assert sum(n - 1 for n in counts.values()) <= 8
+
+
+async def test_a_run_parked_on_live_items_is_listed_running_not_stalled(pool: Pool) -> None:
+    from procflow.studio.listing import run_rows
+
+    flows = _flows()
+    pool.start(1)
+    async with _executor(pool.url) as executor:
+        run = flows.long_fan.create_run(storage=executor.storage)
+        await run.submit([1, 2], executor=executor)
+        await _until(lambda: sum(":long:" in line for line in pool.lines()) == 2, "2 items")
+        await anyio.sleep(3.5)  # past the run's 3 s lease: only the items keep it alive
+
+        stored = await flows.long_fan.get_run(run.run_id, storage=executor.storage)
+        rows = await run_rows(executor.storage, "long-fan", None, 10)
+
+        assert stored.status == "running" and not await stored.stalled()
+        assert [(r.run_id, r.status) for r in rows] == [(run.run_id, "running")]
+        result = await run.result(timeout=60)
+        assert (result.status, result.result) == ("success", [1, 2])
 
 
 async def test_get_run_from_any_process_sees_the_stored_run(pool: Pool) -> None:
