@@ -6,9 +6,11 @@ idle pool waits for the next poll (12 ms on average with a 50 ms pause, more tha
 of a 10-step run's submit-to-result time). Here every message sent to a queue also
 pushes a token onto a small list beside it, and an idle consumer waits on that list with
 ``BLPOP`` instead of sleeping: it fetches as soon as a token arrives, and at least once
-per ``timeout`` otherwise. Dramatiq's queues, acks and recovery are unchanged (a token is
-only a hint; a spare one costs one empty fetch). Delay queues keep Dramatiq's polling:
-their consumer also fires the delayed messages that fall due.
+per worker timeout otherwise (``--idle-poll``: a message sent by a producer that pushes
+no token, such as plain Dramatiq, waits no longer than before). Dramatiq's queues, acks
+and recovery are unchanged (a token is only a hint; a spare one costs one empty fetch).
+Delay queues keep Dramatiq's polling: their consumer also fires the delayed messages
+that fall due.
 
 This module imports ``dramatiq``.
 """
@@ -27,8 +29,6 @@ __all__ = ["WakingRedisBroker", "wake_key"]
 
 _WAKE_CAP: Final = 256
 """Most tokens kept: enough to wake every idle consumer of a large pool at once."""
-_LONGEST_WAIT: Final = 1.0
-"""Seconds an idle consumer blocks at most before it looks again (and sees a shutdown)."""
 
 
 def wake_key(namespace: str, queue_name: str) -> str:
@@ -78,7 +78,7 @@ class _WakingConsumer(_RedisConsumer):
             if self.message_cache:
                 proxy = super().__next__()  # type: ignore[no-untyped-call]
                 return proxy
-            self.broker.client.blpop([self.wake], timeout=_LONGEST_WAIT)
+            self.broker.client.blpop([self.wake], timeout=self.timeout / 1000)
         except redis.ConnectionError as exc:
             raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
         return None
