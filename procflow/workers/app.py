@@ -65,8 +65,11 @@ class WorkerApp:
 
     def __init__(self, targets: Iterable[Workflow | Agent], settings: WorkerSettings) -> None:
         self.settings = settings
+        self.targets = list(targets)
+        """Held here: an agent's loop refers to its agent weakly (an agent loaded from a
+        file that was imported again for another target has nothing else holding it)."""
         self.workflows: dict[str, Workflow] = {}
-        for target in targets:
+        for target in self.targets:
             wf = target.workflow if isinstance(target, Agent) else target
             if wf.id in self.workflows and self.workflows[wf.id] is not wf:
                 raise ValueError(f"two worker targets have the workflow id '{wf.id}'")
