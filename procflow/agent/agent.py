@@ -339,6 +339,45 @@ class Agent(Generic[OutputT]):
 
         return await self._output(deps, state, result, run_id, ignore, False)
 
+    async def resume_submit(self, run_id: str, *, approve: Sequence[str] = (),
+                            deny: Sequence[str] = (), resume_data: Any = None,
+                            executor: Executor | None = None) -> str:
+        """Resume a suspended call on an executor (workers: the rest of the call runs on
+        a worker); returns the run id at once, ``wait`` gives the output.
+
+        Args:
+            run_id: The suspended call's run id.
+            approve: Tool call ids to run.
+            deny: Tool call ids to refuse.
+            resume_data: Handed to a tool that called ``ctx.suspend()``; JSON-ready.
+            executor: The executor holding the run (its storage), e.g. a
+                ``procflow.workers.DramatiqExecutor``.
+
+        Raises:
+            RunNotSuspendedError: The run is not suspended.
+            RunStateError: ``approve``/``deny`` name calls the run does not wait on, or
+                another process resumed it first.
+        """
+        wf_run = await self.workflow.get_run(run_id, storage=getattr(executor, "storage", None))
+        stored = wf_run.last_result
+        if stored is None or stored.status != "suspended":
+            from procflow.errors import RunNotSuspendedError
+
+            raise RunNotSuspendedError(
+                f"agent '{self.id}': run '{run_id}' is not suspended (status "
+                f"{wf_run.status!r}); only a suspended run can be resumed",
+                workflow_id=self.workflow.id, run_id=run_id)
+        payload = _suspend_payload(stored)
+        calls = {c["tool_call_id"] for c in payload.get("suspended") or []}
+        unknown = sorted((set(approve) | set(deny)) - calls)
+        if unknown:
+            raise RunStateError(
+                f"agent '{self.id}': run '{run_id}' is not waiting on tool call(s) {unknown}; "
+                f"it waits on {sorted(calls)}", workflow_id=self.workflow.id, run_id=run_id)
+        return await wf_run.resume_submit(resume_data={
+            "approve": list(approve), "deny": list(deny), "resume_data": resume_data,
+            "done": payload.get("done") or {}}, executor=executor)
+
     async def resume_stream(self, run_id: str, *, approve: Sequence[str] = (),
                             deny: Sequence[str] = (), resume_data: Any = None,
                             **options: Unpack[GenerateOptions]) -> ModelOutput[OutputT]:

@@ -2,8 +2,9 @@
 
 On a worker (an ``Execution`` with a ``Distributor``), a distributed fan-out does not
 run its items: it sends every item without a stored result as a ``Job`` to the pool and
-*parks* the run (``Parked``): the execution ends, its lease is released, its status
-stays "running". Each job runs on some worker (``run_job``), stores its result under
+*parks* the run (``Parked``): the execution ends and hands the run's lease to the
+fan-out (``parked_owner``), which its jobs renew while they run, so the run stays
+"running", not stalled. Each job runs on some worker (``run_job``), stores its result under
 its own path (``"each[3]"``) and reports to the distributor's join; the last one sends
 the run on. The run continues from its snapshot: the fan-out finds every item's result
 stored and returns them in item order. No actor waits for another message, and a job
@@ -78,6 +79,7 @@ async def fan_out(ex: Execution, distributor: Distributor, units: Sequence[Unit]
         jobs = [Job(unit_paths[i], paths[i], to_jsonable_python(inputs[i], fallback=repr))
                 for i in missing]
         await distributor.dispatch(ex.wf.id, ex.run_id, join, jobs, len(paths))
+        ex.parked = join
         raise Parked(join)
     suspended: list[str] = []
     outputs: list[Any] = []

@@ -240,6 +240,8 @@ class Execution:
         "encodes",
         "input",
         "mark_started",
+        "marked_running",
+        "parked",
         "persistent",
         "records",
         "replaying",
@@ -294,6 +296,12 @@ class Execution:
         self.mark_started = False
         """Store each step as "running" before it runs (on workers: a step re-run after a
         lost worker then shows as attempt 2)."""
+        self.parked: str | None = None
+        """The distributed fan-out the run parked at (its jobs hold the run's lease)."""
+        self.marked_running = 0
+        """Steps stored as "running" whose result is not recorded yet (with
+        ``mark_started``): when the last one ends, its result goes with the next write
+        (the next step's mark, or the run's end) instead of a write of its own."""
 
     def add_usage(self, usage: Usage) -> None:
         """Add tokens a step spent to the execution's total."""

@@ -81,6 +81,8 @@ def _stored(ex: Execution, unit: Unit, path: str, replay: bool,
         if not targeted and replay and not _contains_target(ex, path):
             raise Suspended(_suspended_under(ex, path) if unit.is_workflow else [path])
         return rec, targeted, data
+    if rec.status == "running" and path in ex.resume_targets:  # resumed, then lost
+        return rec, True, ex.resume_data
     return rec, False, None
 
 
@@ -134,11 +136,14 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
                            data if step.trace_io else None)
     if lost and span is not None:
         span.set(attempt=lost + 1, note=f"attempt {lost + 1} after worker loss")
-    if ex.mark_started and keep:
+    marked = ex.mark_started and keep
+    if marked:
         await ex.record(path, StepResult("running", None, None, started, None, lost + 1))
     if ex.send is not None:
         await ex.event("step-start", path, {"input": data})
     attempt = 0
+    if marked:
+        ex.marked_running += 1
     try:
         while True:
             ctx = StepContext(ex, scope, path, data, resume_data, attempt, iteration, span)
@@ -184,6 +189,8 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
                 except StepValidationError as exc:
                     await _fail(ex, path, exc, started, attempt + 1)
     except BaseException as exc:
+        if marked:
+            ex.marked_running -= 1
         if span is not None:
             close_span(span, exc, attempt)
         raise
@@ -196,7 +203,13 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
     if keep:
         # A foreach item ("each[3]") is written at once only where it survives a crash
         # (an encoding storage); in memory it is kept and goes with the next write.
-        if ex.sync and (ex.encodes or path[-1] != "]"):
+        if marked:
+            ex.marked_running -= 1
+            if not ex.marked_running:  # nothing else runs: the next write carries it
+                ex.keep(path, result)
+            else:  # written now, not left waiting for a concurrent step
+                await ex.record(path, result)
+        elif ex.sync and (ex.encodes or path[-1] != "]"):
             await ex.record(path, result)
         else:
             ex.keep(path, result)
@@ -335,7 +348,7 @@ async def _run_nested(ex: Execution, wf: PlanUnit, data: Any, scope: Scope, path
             await _fail(ex, path, exc, started, 1)
     if keep:
         result = StepResult("success", out, None, started, ended, 1, None, None, iteration)
-        if ex.sync:
+        if ex.sync and (ex.marked_running or not ex.mark_started):
             await ex.record(path, result)
         else:
             ex.keep(path, result)

@@ -38,6 +38,15 @@ class Executor(Protocol):
         """Start ``run`` with ``input_data``; return its id without waiting for it."""
         ...
 
+    async def resume(self, run: Run, step: str, resume_data: Any) -> str:
+        """Resume the suspended ``step`` of ``run`` (checked by the caller) with
+        ``resume_data``; return the run's id without waiting for it.
+
+        Raises:
+            RunStateError: Another process resumed the run first.
+        """
+        ...
+
     async def wait(self, run: Run, *, timeout: float | None = None,  # noqa: ASYNC109
                    ) -> WorkflowResult:
         """The run's result once it is settled (final or suspended).
@@ -100,6 +109,22 @@ class LocalExecutor:
             try:
                 await run.start(input_data, request_context=request_context,
                                 initial_state=initial_state)
+            finally:
+                done.set()
+
+        self._group.start_soon(execute)
+        return run.run_id
+
+    async def resume(self, run: Run, step: str, resume_data: Any) -> str:
+        """Resume the run here (in the background inside ``async with``)."""
+        if self._group is None:
+            await run.resume(step, resume_data)
+            return run.run_id
+        done = self._done[run.run_id] = anyio.Event()
+
+        async def execute() -> None:
+            try:
+                await run.resume(step, resume_data)
             finally:
                 done.set()
 

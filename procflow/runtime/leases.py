@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from procflow.records import Lease
     from procflow.storage.base import Storage
 
-__all__ = ["DEFAULT_LEASE_TTL", "Heartbeat", "RunLease", "lease_owner_id", "owner_is_dead"]
+__all__ = ["DEFAULT_LEASE_TTL", "Heartbeat", "RunLease", "lease_owner_id", "owner_is_dead",
+           "parked_owner"]
 
 DEFAULT_LEASE_TTL: Final = 30.0
 """Seconds a run's lease lasts unless renewed; the heartbeat renews it every third."""
@@ -45,6 +46,16 @@ def lease_owner_id() -> str:
     if _owner_prefix[0] != pid:
         _owner_prefix = (pid, f"{socket.gethostname()}:{pid}:")
     return _owner_prefix[1] + new_id()[:12]
+
+
+_PARKED: Final = "parked:"
+
+
+def parked_owner(join: str) -> str:
+    """The lease owner of a run parked at distributed fan-out ``join``: its jobs renew
+    the lease while they run (the run is "running", not stalled), and the execution that
+    continues the run takes it over (``RunLease.take(parked=True)``)."""
+    return _PARKED + join
 
 
 def owner_is_dead(owner: str) -> bool:
@@ -94,8 +105,11 @@ class RunLease:
         self.held: Lease | None = None
         self.lost = False
 
-    async def take(self) -> None:
+    async def take(self, *, parked: bool = False) -> None:
         """Hold the lease (no-op if held), taking over one of a dead local process.
+
+        Args:
+            parked: Also take over the lease of a parked fan-out (``parked_owner``).
 
         Raises:
             RunStateError: Another live owner holds it.
@@ -106,7 +120,8 @@ class RunLease:
         lease = await store.acquire_lease(wf, run, owner=self.owner, ttl=self.ttl)
         if lease is None:
             holder = await store.get_lease(wf, run)
-            if holder is not None and owner_is_dead(holder.owner):
+            if holder is not None and (owner_is_dead(holder.owner) or (
+                    parked and holder.owner.startswith(_PARKED))):
                 lease = await store.acquire_lease(wf, run, owner=self.owner, ttl=self.ttl,
                                                   steal_from=holder.owner)
             if lease is None:
@@ -120,6 +135,19 @@ class RunLease:
                     workflow_id=wf, run_id=run)
         self.held = lease
         self.lost = False
+
+    async def hand_over(self, owner: str) -> None:
+        """Give the held lease to ``owner`` (a parked fan-out's) instead of releasing it
+        (a failure is logged: the lease expires anyway)."""
+        if self.held is None:
+            return
+        self.held = None
+        try:
+            await self.storage.acquire_lease(self.workflow_id, self.run_id, owner=owner,
+                                             ttl=self.ttl, steal_from=self.owner)
+        except Exception:
+            _log.warning("could not hand over the lease of run %s", self.run_id,
+                         exc_info=True)
 
     async def drop(self) -> None:
         """Release the lease if held (a failure is logged: the lease expires anyway)."""

@@ -470,6 +470,8 @@ def _sleep(entry_id: str, delay: Callable[[StepContext], Awaitable[float]]) -> N
             await ex.event("step-start", path, {"input": data})
         seconds = await delay(StepContext(ex, scope, path, data))
         if seconds > 0:
+            if ex.mark_started and ex.dirty:  # results owed to storage don't wait
+                await ex.flush("running")
             await anyio.sleep(seconds)
         if ex.send is not None:
             await ex.event("step-result", path, {"output": data})

@@ -40,6 +40,7 @@ from procflow.runtime.leases import (
     RunLease,
     lease_owner_id,
     owner_is_dead,
+    parked_owner,
 )
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.step_context import BailSignal
@@ -411,6 +412,27 @@ class Run(Generic[OutputT]):
         chosen = executor or self._executor or default_executor()
         return await chosen.wait(self, timeout=timeout)
 
+    async def resume_submit(self, step: Any = None, resume_data: Any = None, *,
+                            executor: Executor | None = None) -> str:
+        """Resume a suspended run on an executor and return its id at once (``result``
+        waits for the outcome): on workers (``DramatiqExecutor``) the resumed part runs
+        on a worker, not in this process.
+
+        Args:
+            step: As for ``resume``.
+            resume_data: As for ``resume`` (checked here; JSON-ready for workers).
+            executor: Where it runs (default: the process default, a ``LocalExecutor``).
+
+        Raises:
+            RunNotSuspendedError: The run, or the named step, is not suspended.
+            RunStateError: As for ``resume`` (another process resumed it first).
+            StepValidationError: ``resume_data`` does not match the step's resume schema.
+        """
+        path, resume_data = self._resume_request("resume_submit", step, resume_data)
+        chosen = executor if executor is not None else default_executor()
+        self._executor = chosen
+        return await chosen.resume(self, path, resume_data)
+
     async def prepare(self, input_data: Any = None, *,
                       request_context: RequestContext | Mapping[str, Any] | None = None,
                       initial_state: Mapping[str, Any] | None = None) -> None:
@@ -431,16 +453,22 @@ class Run(Generic[OutputT]):
         self._state = dict(initial_state or {})
         await self._execution(None, frozenset(), None).flush("pending")
 
-    async def run_submitted(self) -> WorkflowResult:
+    async def run_submitted(self, step: str | None = None,
+                            resume_data: Any = None) -> WorkflowResult:
         """What a worker does with a delivered run: start a stored "pending" run from its
         stored input, continue a "running" one (a redelivery after a lost worker, or a
         parked fan-out whose jobs are done), or return a settled run's stored result.
+        With ``step``, the run (claimed "running" by ``resume_submit``) continues by
+        resuming that step with ``resume_data``.
+
+        The run is loaded after its lease is taken: a run object made with
+        ``Run(workflow, run_id=..., storage=...)``, without ``load``, will do.
 
         Raises:
             RunStateError: Another live process holds the run's lease.
         """
         self._check_idle("run_submitted")
-        await self._take_lease()
+        await self._take_lease(parked=True)
         try:
             loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
             if loaded is None:
@@ -448,6 +476,8 @@ class Run(Generic[OutputT]):
                     f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
                     workflow_id=self.workflow.id, run_id=self.run_id)
             self._restore(*loaded)
+            if self.status == "running" and not self._spans:  # continued: extend its trace
+                self._spans = await _earlier_spans(self.storage, self.run_id)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._drop_lease()
@@ -456,14 +486,21 @@ class Run(Generic[OutputT]):
             await self._drop_lease()
             assert self._result is not None  # a settled stored run has its result
             return self._result
-        return await self._execute(None, frozenset(), None)
+        if step is None:
+            return await self._execute(None, frozenset(), None)
+        _log.info("run %s (workflow %s): resuming step %s", self.run_id, self.workflow.id,
+                  step, extra={"run_id": self.run_id, "workflow_id": self.workflow.id,
+                               "step_path": step})
+        return await self._execute(None, frozenset({step}), resume_data)
 
     async def run_job(self, job: Job) -> StepResult:
         """Run one job of this run's distributed fan-out (under the job's own lease) and
-        store its result; a job already stored is not run again.
+        store its result; a job already stored is not run again. The run is loaded after
+        the lease is taken (an unloaded run object will do).
 
         Raises:
             RunStateError: Another live process holds the job's lease.
+            RunNotFoundError: The run is not stored.
             WorkflowDefinitionError-like ``LookupError``: the job's step is not in the
                 workflow.
         """
@@ -476,8 +513,11 @@ class Run(Generic[OutputT]):
         await lease.take()
         try:
             loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
-            if loaded is not None:
-                self._restore(*loaded)
+            if loaded is None:
+                raise RunNotFoundError(
+                    f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
+                    workflow_id=self.workflow.id, run_id=self.run_id)
+            self._restore(*loaded)
             ex = self._execution(None, frozenset(), None)
             return await run_job(ex, unit, job)
         finally:
@@ -571,18 +611,7 @@ class Run(Generic[OutputT]):
 
     async def _resume(self, send: Any, step: Any, resume_data: Any,
                       request_context: Any) -> WorkflowResult[OutputT]:
-        self._check_idle("resume")
-        if self.status != "suspended":
-            raise RunNotSuspendedError(
-                f"run '{self.run_id}' of workflow '{self.workflow.id}' is not suspended "
-                f"(status {self.status!r}); only a suspended run can be resumed",
-                workflow_id=self.workflow.id, run_id=self.run_id)
-        path = self._resolve_target(step)
-        unit = _find_unit(self.workflow, path)
-        if unit is not None and not unit.is_workflow and unit.resume_check is not None:
-            resume_data = unit.resume_check.check(
-                resume_data, what="resume data", workflow_id=self.workflow.id, step_id=path,
-                run_id=self.run_id)
+        path, resume_data = self._resume_request("resume", step, resume_data)
         await self._take_lease()
         if not await self.storage.claim_run(self.workflow.id, self.run_id,
                                             expected="suspended", new="running"):
@@ -596,6 +625,26 @@ class Run(Generic[OutputT]):
                   path, extra={"run_id": self.run_id, "workflow_id": self.workflow.id,
                                "step_path": path})
         return await self._execute(send, frozenset({path}), resume_data)
+
+    def _resume_request(self, what: str, step: Any, resume_data: Any) -> tuple[str, Any]:
+        """The suspended step's path and the checked resume data.
+
+        Raises:
+            RunNotSuspendedError: The run is not suspended.
+        """
+        self._check_idle(what)
+        if self.status != "suspended":
+            raise RunNotSuspendedError(
+                f"run '{self.run_id}' of workflow '{self.workflow.id}' is not suspended "
+                f"(status {self.status!r}); only a suspended run can be resumed",
+                workflow_id=self.workflow.id, run_id=self.run_id)
+        path = self._resolve_target(step)
+        unit = _find_unit(self.workflow, path)
+        if unit is not None and not unit.is_workflow and unit.resume_check is not None:
+            resume_data = unit.resume_check.check(
+                resume_data, what="resume data", workflow_id=self.workflow.id, step_id=path,
+                run_id=self.run_id)
+        return path, resume_data
 
     def _resolve_target(self, step: Any) -> str:
         suspended = self._suspended
@@ -673,19 +722,22 @@ class Run(Generic[OutputT]):
             self._active = False
             if self._lease is not None and self._lease.held is not None:
                 with anyio.CancelScope(shield=True):
-                    await self._lease.drop()
+                    if ex.parked is not None and self.status == "running":
+                        await self._lease.hand_over(parked_owner(ex.parked))
+                    else:
+                        await self._lease.drop()
 
     # -- leases -------------------------------------------------------------------
 
-    async def _take_lease(self) -> None:
+    async def _take_lease(self, *, parked: bool = False) -> None:
         """Hold the run's lease (see ``restart``); no-op if held, if nothing is stored or
-        if the run is ``private``."""
+        if the run is ``private``. ``parked``: take over a parked fan-out's lease."""
         if self.private or not getattr(self.storage, "persistent", True):
             return
         if self._lease is None or self._lease.held is None:
             self._lease = RunLease(self.storage, self.workflow.id, self.run_id,
                                    owner=self.lease_owner, ttl=self.lease_ttl)
-        await self._lease.take()
+        await self._lease.take(parked=parked)
 
     async def _drop_lease(self) -> None:
         if self._lease is not None:

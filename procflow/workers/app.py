@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.to_thread
 import dramatiq
 
 from procflow._backends.redis import RedisConnection
@@ -22,6 +23,7 @@ from procflow.agent import Agent
 from procflow.errors import RunNotFoundError, RunStateError
 from procflow.runtime.distributed import Job
 from procflow.runtime.executors import SETTLED
+from procflow.runtime.leases import parked_owner
 from procflow.storage.redis import RedisStorage
 from procflow.workers.broker import (
     JOB_ACTOR,
@@ -34,6 +36,7 @@ from procflow.workers.broker import (
     run_message,
     settled_channel,
 )
+from procflow.workers.channels import CancelListener, glob_escape
 from procflow.workers.settings import WorkerSettings
 from procflow.workflows.workflow import Workflow
 
@@ -62,8 +65,11 @@ class WorkerApp:
 
     def __init__(self, targets: Iterable[Workflow | Agent], settings: WorkerSettings) -> None:
         self.settings = settings
+        self.targets = list(targets)
+        """Held here: an agent's loop refers to its agent weakly (an agent loaded from a
+        file that was imported again for another target has nothing else holding it)."""
         self.workflows: dict[str, Workflow] = {}
-        for target in targets:
+        for target in self.targets:
             wf = target.workflow if isinstance(target, Agent) else target
             if wf.id in self.workflows and self.workflows[wf.id] is not wf:
                 raise ValueError(f"two worker targets have the workflow id '{wf.id}'")
@@ -77,6 +83,7 @@ class WorkerApp:
             declare(fn)
         self._storage: RedisStorage | None = None
         self._redis: RedisConnection | None = None
+        self._listener: CancelListener | None = None
 
     # -- per event loop resources (Dramatiq runs one loop thread per process) ---------
 
@@ -101,39 +108,39 @@ class WorkerApp:
                               f"{sorted(self.workflows)} (start it with that target)")
         return wf
 
-    async def _load(self, workflow_id: str, run_id: str) -> Run | None:
-        try:
-            run = await self._workflow(workflow_id).get_run(run_id, storage=self.storage)
-        except RunNotFoundError:
-            _log.warning("run %s of workflow %s is not stored; message dropped", run_id,
-                         workflow_id)
-            return None
+    def _run(self, workflow_id: str, run_id: str) -> Run:
+        """The run as an unloaded object: ``run_submitted``/``run_job`` load it once its
+        lease is taken."""
+        run = self._workflow(workflow_id).create_run(run_id, storage=self.storage)
         run.lease_ttl = self.settings.lease_ttl
         return run
 
     # -- actors -------------------------------------------------------------------
 
-    async def run(self, workflow_id: str, run_id: str) -> None:
-        """Execute a stored run (start, continue after a lost worker or a fan-out)."""
-        run = await self._load(workflow_id, run_id)
-        if run is None:
-            return
+    async def run(self, workflow_id: str, run_id: str, step: str | None = None,
+                  resume_data: Any = None) -> None:
+        """Execute a stored run (start, continue after a lost worker or a fan-out, or
+        resume ``step`` with ``resume_data``)."""
+        run = self._run(workflow_id, run_id)
         run.mark_steps = True
         run.distributor = self
+        key = cancel_key(self.settings.prefix, run_id)
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watch_cancel, run)
-                try:
-                    result = await run.run_submitted()
-                finally:
-                    tg.cancel_scope.cancel()
+            with (await self._cancels()).watch(key, run.request_cancel):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._cancel_if_flagged, run, key)
+                    result = await run.run_submitted(step, resume_data)
+        except RunNotFoundError:
+            _dropped(workflow_id, run_id)
+            return
         except RunStateError:
             if run.status in SETTLED:
                 return
             # Another worker holds the lease: a duplicate delivery, or a continuation
             # that came before the parked execution let go. Try again shortly.
-            await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id)],
-                          delay=_BUSY_DELAY)
+            resume = None if step is None else (step, resume_data)
+            await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id,
+                                                    resume)], delay=_BUSY_DELAY)
             return
         if result.status in SETTLED:
             with self.redis.translate("publishing a settled run"):
@@ -143,11 +150,17 @@ class WorkerApp:
     async def job(self, workflow_id: str, run_id: str, join: str, total: int,
                   unit_path: str, path: str, data: Any) -> None:
         """Run one job of a distributed fan-out; the last one continues the run."""
-        run = await self._load(workflow_id, run_id)
-        if run is None:
-            return
+        run = self._run(workflow_id, run_id)
         try:
-            await run.run_job(Job(unit_path, path, data))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._keep_parked, workflow_id, run_id, join)
+                try:
+                    await run.run_job(Job(unit_path, path, data))
+                finally:
+                    tg.cancel_scope.cancel()
+        except RunNotFoundError:
+            _dropped(workflow_id, run_id)
+            return
         except RunStateError:  # a duplicate of a job a live worker runs
             await enqueue(self.broker, [job_message(self.settings, workflow_id, run_id, join,
                                                     total, unit_path, path, data)],
@@ -163,6 +176,14 @@ class WorkerApp:
         if finished >= total:
             await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id)])
 
+    async def _keep_parked(self, workflow_id: str, run_id: str, join: str) -> None:
+        """Renew the parked run's lease while a job of its fan-out runs (refused, and
+        harmless, once the run continues elsewhere)."""
+        owner, ttl = parked_owner(join), self.settings.lease_ttl
+        while True:
+            await self.storage.acquire_lease(workflow_id, run_id, owner=owner, ttl=ttl)
+            await anyio.sleep(ttl / 3)
+
     # -- Distributor ------------------------------------------------------------------
 
     async def dispatch(self, workflow_id: str, run_id: str, join: str, jobs: Sequence[Job],
@@ -174,21 +195,23 @@ class WorkerApp:
 
     # -- cancellation -----------------------------------------------------------------
 
-    async def _watch_cancel(self, run: Run) -> None:
-        """Cancel ``run`` here when any process asks (a flag, then a message)."""
-        key = cancel_key(self.settings.prefix, run.run_id)
-        pubsub = self.redis.client.pubsub()
-        try:
-            await pubsub.subscribe(key)
+    async def _cancels(self) -> CancelListener:
+        """This process's listener for cancel requests (started on first use)."""
+        if self._listener is None:
+            pattern = f"{glob_escape(self.settings.prefix)}:cancel:*"
+            listener = await anyio.to_thread.run_sync(CancelListener, self.settings.redis_url,
+                                                      pattern)
+            if self._listener is None:
+                self._listener = listener
+            else:  # another run started one meanwhile
+                await anyio.to_thread.run_sync(listener.close)
+        return self._listener
+
+    async def _cancel_if_flagged(self, run: Run, key: str) -> None:
+        """Cancel ``run`` if a request came before it was watched."""
+        with self.redis.translate("reading a run's cancel flag"):
             if await self.redis.client.exists(key):
                 run.request_cancel()
-                return
-            while True:
-                message = await pubsub.get_message(ignore_subscribe_messages=True,
-                                                   timeout=5.0)
-                if message is not None:
-                    run.request_cancel()
-                    return
-        finally:
-            with anyio.CancelScope(shield=True):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+
+def _dropped(workflow_id: str, run_id: str) -> None:
+    _log.warning("run %s of workflow %s is not stored; message dropped", run_id, workflow_id)

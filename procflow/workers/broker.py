@@ -2,7 +2,8 @@
 
 Two actors make up the protocol, both on ``WorkerSettings.queue``:
 
-- ``procflow_run(workflow_id, run_id)``: execute (start, continue or finish) a stored run;
+- ``procflow_run(workflow_id, run_id[, step, resume_data])``: execute (start, continue,
+  resume or finish) a stored run;
 - ``procflow_job(workflow_id, run_id, join, total, unit_path, path, data)``: run one
   item or branch of a distributed fan-out.
 
@@ -38,6 +39,7 @@ from dramatiq.middleware import (
 
 from procflow._backends.redis import escape_key
 from procflow.workers.settings import WorkerSettings
+from procflow.workers.waking import WakingRedisBroker
 
 __all__ = [
     "JOB_ACTOR",
@@ -60,9 +62,10 @@ def make_broker(settings: WorkerSettings) -> RedisBroker:
     """A Redis broker with heartbeat recovery, maintenance and retries as ``settings`` say.
 
     The middleware is Dramatiq's default set without Prometheus, with ``AsyncIO`` (the
-    actors are ``async def``) and ``CurrentMessage``.
+    actors are ``async def``) and ``CurrentMessage``. An idle worker wakes as soon as a
+    message is sent (``WakingRedisBroker``) instead of at its next poll.
     """
-    return RedisBroker(  # type: ignore[no-untyped-call]  # untyped in dramatiq
+    return WakingRedisBroker(  # type: ignore[no-untyped-call]  # untyped in dramatiq
         url=settings.redis_url, namespace=settings.namespace,
         heartbeat_timeout=round(settings.heartbeat_timeout * 1000),
         maintenance_chance=max(1, round(settings.maintenance_chance * _MAINTENANCE_SCALE)),
@@ -72,10 +75,14 @@ def make_broker(settings: WorkerSettings) -> RedisBroker:
                     AsyncIO(), CurrentMessage()])
 
 
-def run_message(settings: WorkerSettings, workflow_id: str, run_id: str) -> dramatiq.Message[Any]:
-    """The message that has a worker execute a stored run."""
+def run_message(settings: WorkerSettings, workflow_id: str, run_id: str,
+                resume: tuple[str, Any] | None = None) -> dramatiq.Message[Any]:
+    """The message that has a worker execute a stored run (``resume``: the step to resume
+    and its JSON-ready resume data)."""
+    args: tuple[Any, ...] = (workflow_id, run_id) if resume is None \
+        else (workflow_id, run_id, *resume)
     return dramatiq.Message(queue_name=settings.queue, actor_name=RUN_ACTOR,
-                            args=(workflow_id, run_id), kwargs={}, options={})
+                            args=args, kwargs={}, options={})
 
 
 def job_message(settings: WorkerSettings, workflow_id: str, run_id: str, join: str,

@@ -7,8 +7,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, final
 
 import anyio
+from pydantic_core import to_jsonable_python
 
 from procflow._backends.redis import RedisConnection
+from procflow.errors import RunStateError
 from procflow.runtime.executors import SETTLED
 from procflow.storage.redis import RedisStorage
 from procflow.workers.broker import (
@@ -18,6 +20,7 @@ from procflow.workers.broker import (
     run_message,
     settled_channel,
 )
+from procflow.workers.channels import Subscriptions
 from procflow.workers.settings import WorkerSettings
 
 if TYPE_CHECKING:
@@ -63,6 +66,7 @@ class DramatiqExecutor:
         self.broker = make_broker(base)
         self.storage = RedisStorage(base.redis_url, prefix=base.prefix)
         self._redis = RedisConnection(base.redis_url, name="procflow executor")
+        self._subscriptions = Subscriptions(self._redis)
 
     def __repr__(self) -> str:
         return f"DramatiqExecutor({self._redis.display!r}, queue={self.settings.queue!r})"
@@ -77,6 +81,7 @@ class DramatiqExecutor:
     async def aclose(self) -> None:
         """Close the Redis connections (the storage's too)."""
         await self.storage.aclose()
+        await self._subscriptions.aclose()
         await self._redis.aclose()
         await anyio.to_thread.run_sync(self.broker.close)
 
@@ -95,6 +100,32 @@ class DramatiqExecutor:
         await enqueue(self.broker, [run_message(self.settings, run.workflow.id, run.run_id)])
         return run.run_id
 
+    async def resume(self, run: Run, step: str, resume_data: Any) -> str:
+        """Claim the suspended run ("running") and send its resume to the workers.
+
+        Raises:
+            RunStateError: The stored run is no longer suspended (resumed elsewhere).
+        """
+        run.storage = self.storage
+        run.durability = "sync"
+        wf_id = run.workflow.id
+        if not await self.storage.claim_run(wf_id, run.run_id, expected="suspended",
+                                            new="running"):
+            raise RunStateError(
+                f"run '{run.run_id}' is no longer suspended in storage; another process "
+                "may have resumed it", workflow_id=wf_id, run_id=run.run_id)
+        try:
+            data = to_jsonable_python(resume_data, fallback=repr)
+            await enqueue(self.broker, [run_message(self.settings, wf_id, run.run_id,
+                                                    (step, data))])
+        except BaseException:  # not sent: the run stays suspended
+            with anyio.CancelScope(shield=True):
+                await self.storage.claim_run(wf_id, run.run_id, expected="running",
+                                             new="suspended")
+            raise
+        run.status = "running"
+        return run.run_id
+
     async def wait(self, run: Run, *, timeout: float | None = None,  # noqa: ASYNC109
                    ) -> WorkflowResult:
         """Wait for the run's settled notification (checking the stored run first and
@@ -106,21 +137,14 @@ class DramatiqExecutor:
         if run.storage is not self.storage:
             run.storage = self.storage
         channel = settled_channel(self.settings.prefix, run.run_id)
-        pubsub = self._redis.client.pubsub()
-        try:
-            with self._redis.translate("subscribing to a run's outcome"):
-                await pubsub.subscribe(channel)
+        async with self._subscriptions.subscribe(channel) as next_message:
             with anyio.fail_after(timeout):
                 while True:
                     await run.refresh()
                     if run.status in SETTLED and run.last_result is not None:
                         return run.last_result
                     with self._redis.translate("waiting for a run's outcome"):
-                        await pubsub.get_message(ignore_subscribe_messages=True,
-                                                 timeout=_RECHECK)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+                        await next_message(_RECHECK)
 
     async def cancel(self, run: Run) -> bool:
         """Ask the worker running the run to cancel it (a flag and a message).

@@ -11,6 +11,7 @@ import pytest
 
 from procflow import (
     LocalExecutor,
+    RunNotSuspendedError,
     RunStateError,
     StepContext,
     WorkflowDefinitionError,
@@ -63,6 +64,27 @@ async def test_a_submitted_run_cannot_be_submitted_again() -> None:
     await run.submit(1)
     with pytest.raises(RunStateError, match="cannot be submitted"):
         await run.submit(1)
+
+
+async def test_resume_submit_on_a_local_executor_resumes_in_the_background() -> None:
+    async def ask(ctx: StepContext) -> str:
+        if ctx.resume_data is None:
+            await ctx.suspend({"question": "ok?"})
+        return str(ctx.resume_data).upper()
+
+    wf = create_workflow(id="ask", storage=InMemoryStorage()).then(
+        create_step(id="ask", execute=ask)).commit()
+    run = wf.create_run()
+    await run.submit(None)
+    assert run.status == "suspended"
+
+    async with LocalExecutor() as executor:
+        assert await run.resume_submit(resume_data="yes", executor=executor) == run.run_id
+        result = await run.result(timeout=5)
+
+    assert (result.status, result.result) == ("success", "YES")
+    with pytest.raises(RunNotSuspendedError, match="not suspended"):
+        await run.resume_submit(resume_data="again")
 
 
 async def test_distribute_without_workers_runs_in_process() -> None:

@@ -24,6 +24,7 @@ import pytest
 
 pytest.importorskip("dramatiq")
 
+from procflow.errors import RunNotSuspendedError
 from procflow.storage import RedisStorage
 from procflow.workers import DramatiqExecutor, WorkerSettings
 
@@ -33,7 +34,8 @@ FLOWS = textwrap.dedent('''
     import os
     import anyio
     from procflow import Agent, create_step, create_workflow
-    from procflow.models import ScriptedModel
+    from procflow.agent import tool
+    from procflow.models import ScriptedModel, ToolCall
 
     LOG = os.environ.get("FLOW_LOG", os.devnull)
 
@@ -60,6 +62,14 @@ FLOWS = textwrap.dedent('''
 
     fan = create_workflow(id="fan").foreach(create_step(id="item", execute=item),
                                             distribute=True).commit()
+
+    async def long_item(ctx):
+        log(f"{ctx.run_id}:long:{ctx.input_data}")
+        await anyio.sleep(5)  # longer than the tests' 3 s lease
+        return ctx.input_data
+
+    long_fan = create_workflow(id="long-fan").foreach(
+        create_step(id="item", execute=long_item), distribute=True).commit()
 
     async def ask(ctx):
         if ctx.resume_data is None:
@@ -94,6 +104,15 @@ FLOWS = textwrap.dedent('''
 
     helper = Agent(id="helper", instructions="Be brief.",
                    model=ScriptedModel(["all done"] * 500))
+
+    @tool(requires_approval=True)
+    async def refund(order_id: str) -> str:
+        """Refund an order."""
+        log(f"refund:{order_id}:{os.getpid()}")
+        return f"refunded {order_id}"
+
+    approver = Agent(id="approver", tools=[refund], model=ScriptedModel(
+        [[ToolCall("refund", {"order_id": "A-1"}, id="call-1")], "refund made"]))
 ''')
 
 RESUME = textwrap.dedent('''
@@ -166,7 +185,8 @@ class Pool:
     def start(self, n: int = 1) -> list[subprocess.Popen[bytes]]:
         env = {**os.environ, "FLOW_LOG": str(self.log), "PYTHONPATH": os.getcwd()}
         targets = [f"{self.directory / 'flows.py'}:{name}"
-                   for name in ("ten", "fan", "approval", "slow", "held", "helper")]
+                   for name in ("ten", "fan", "long_fan", "approval", "slow", "held", "helper",
+                             "approver")]
         started = []
         for _ in range(n):
             out = open(self.directory / f"worker-{len(self.procs)}.log", "wb")  # noqa: SIM115
@@ -309,6 +329,44 @@ async def test_a_run_suspended_on_a_worker_resumes_from_another_process(pool: Po
         assert len(asked) == 1
 
 
+async def test_a_resume_submitted_to_workers_runs_on_a_worker(pool: Pool) -> None:
+    flows = _flows()
+    pool.start(1)
+    async with _executor(pool.url) as executor:
+        run = flows.approval.create_run(storage=executor.storage)
+        await run.submit({}, executor=executor)
+        assert (await run.result(timeout=60)).status == "suspended"
+
+        again = await flows.approval.get_run(run.run_id, storage=executor.storage)
+        assert await again.resume_submit(resume_data={"answer": "yes"},
+                                         executor=executor) == run.run_id
+        result = await again.result(timeout=60)
+
+        assert (result.status, result.result) == ("success", "YES")
+        finished = [int(line.rsplit(":", 1)[1]) for line in pool.lines() if ":finish:" in line]
+        assert len(finished) == 1 and finished[0] != os.getpid()
+        assert os.getpgid(finished[0]) == pool.procs[0].pid  # a child of the worker command
+        with pytest.raises(RunNotSuspendedError):
+            await again.resume_submit(resume_data={"answer": "no"}, executor=executor)
+
+
+async def test_an_agent_call_suspended_on_a_worker_is_resumed_on_a_worker(pool: Pool) -> None:
+    flows = _flows()
+    pool.start(1)
+    async with _executor(pool.url) as executor:
+        run_id = await flows.approver.submit("refund A-1", executor=executor)
+        waiting = await flows.approver.wait(run_id, executor=executor, timeout=60)
+        assert [call.tool_call_id for call in waiting.suspended] == ["call-1"]
+
+        await flows.approver.resume_submit(run_id, approve=["call-1"], executor=executor)
+        out = await flows.approver.wait(run_id, executor=executor, timeout=60)
+
+        assert out.text == "refund made"
+        refunds = [int(line.rsplit(":", 1)[1]) for line in pool.lines()
+                   if line.startswith("refund:A-1:")]
+        assert len(refunds) == 1 and os.getpgid(refunds[0]) == pool.procs[0].pid
+
+
 async def test_a_run_is_cancelled_from_the_submitting_process(pool: Pool) -> None:
     flows = _flows()
     pool.start(1)
@@ -342,6 +400,26 @@ async def test_a_distributed_foreach_survives_a_killed_worker(pool: Pool) -> Non
         assert len(counts) == 100 and all(n <= 2 for n in counts.values())
         # Only what the killed worker was running ran again (4 threads, prefetch 8).
         assert sum(n - 1 for n in counts.values()) <= 8
+
+
+async def test_a_run_parked_on_live_items_is_listed_running_not_stalled(pool: Pool) -> None:
+    from procflow.studio.listing import run_rows
+
+    flows = _flows()
+    pool.start(1)
+    async with _executor(pool.url) as executor:
+        run = flows.long_fan.create_run(storage=executor.storage)
+        await run.submit([1, 2], executor=executor)
+        await _until(lambda: sum(":long:" in line for line in pool.lines()) == 2, "2 items")
+        await anyio.sleep(3.5)  # past the run's 3 s lease: only the items keep it alive
+
+        stored = await flows.long_fan.get_run(run.run_id, storage=executor.storage)
+        rows = await run_rows(executor.storage, "long-fan", None, 10)
+
+        assert stored.status == "running" and not await stored.stalled()
+        assert [(r.run_id, r.status) for r in rows] == [(run.run_id, "running")]
+        result = await run.result(timeout=60)
+        assert (result.status, result.result) == ("success", [1, 2])
 
 
 async def test_get_run_from_any_process_sees_the_stored_run(pool: Pool) -> None:
