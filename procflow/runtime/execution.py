@@ -381,7 +381,10 @@ class Execution:
             tripwire=tripwire, request_context=self.context_json,
             created_at=self.created_at, updated_at=time.time())
         try:
-            blobs = self.encode_header(snapshot, dirty) if self.encodes else ()
+            if not self.encodes:  # the storage keeps the objects themselves
+                await self.storage.save_snapshot(snapshot, dirty)
+                return
+            blobs = self.encode_header(snapshot, dirty)
             await self.storage.save_snapshot(snapshot, dirty)
         except BaseException as exc:
             self.dirty = {**dirty, **self.dirty}  # not written: keep them for a retry

@@ -35,6 +35,9 @@ DEFAULT_LEASE_TTL: Final = 30.0
 
 _log = logging.getLogger("procflow")
 
+_LOCAL_TTL: Final = 10 * 365 * 86400.0
+"""The lease duration in a process-local storage: it never expires while the holder runs."""
+
 
 _owner_prefix: tuple[int, str] = (-1, "")
 
@@ -93,7 +96,7 @@ class RunLease:
         ttl: Seconds the lease lasts unless renewed.
     """
 
-    __slots__ = ("held", "lost", "owner", "run_id", "storage", "ttl", "workflow_id")
+    __slots__ = ("held", "lost", "owner", "renews", "run_id", "storage", "ttl", "workflow_id")
 
     def __init__(self, storage: Storage, workflow_id: str, run_id: str, *, owner: str,
                  ttl: float) -> None:
@@ -101,7 +104,11 @@ class RunLease:
         self.workflow_id = workflow_id
         self.run_id = run_id
         self.owner = owner
-        self.ttl = ttl
+        self.renews = not getattr(storage, "process_local", False)
+        """Whether the lease expires and needs a heartbeat: not in a storage that lives
+        only in this process (``InMemoryStorage``), where no other process can take over
+        and the holder's ``drop()`` in a ``finally`` always runs."""
+        self.ttl = ttl if self.renews else _LOCAL_TTL
         self.held: Lease | None = None
         self.lost = False
 

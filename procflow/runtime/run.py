@@ -720,12 +720,16 @@ class Run(Generic[OutputT]):
         finally:
             self._cancel_scope = None
             self._active = False
-            if self._lease is not None and self._lease.held is not None:
-                with anyio.CancelScope(shield=True):
-                    if ex.parked is not None and self.status == "running":
-                        await self._lease.hand_over(parked_owner(ex.parked))
-                    else:
-                        await self._lease.drop()
+            lease = self._lease
+            if lease is not None and lease.held is not None:
+                if not lease.renews:  # a process-local storage's release never waits
+                    await lease.drop()
+                else:
+                    with anyio.CancelScope(shield=True):
+                        if ex.parked is not None and self.status == "running":
+                            await lease.hand_over(parked_owner(ex.parked))
+                        else:
+                            await lease.drop()
 
     # -- leases -------------------------------------------------------------------
 
@@ -750,7 +754,7 @@ class Run(Generic[OutputT]):
     async def _run_leased(self, ex: Execution, scope: anyio.CancelScope) -> _Outcome:
         """The run's body, with a heartbeat renewing its lease beside it."""
         lease = self._lease
-        if lease is None or lease.held is None:
+        if lease is None or lease.held is None or not lease.renews:
             return await self._run_body(ex)
         beat = lease.heartbeat(scope.cancel)
         if beat is not None:  # asyncio: a timer, and a task only for a long run

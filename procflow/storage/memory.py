@@ -40,6 +40,9 @@ class InMemoryStorage:
 
     keeps_objects = True
     """Values are kept as they are, never encoded (so any value can be stored)."""
+    process_local = True
+    """The storage lives and dies with this process: a lease taken here cannot outlive
+    its holder, so runs hold it without expiry or heartbeat (see ``RunLease``)."""
 
     def __init__(self, *, max_runs: int | None = None) -> None:
         """Args:

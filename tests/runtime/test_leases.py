@@ -182,8 +182,9 @@ def test_a_lease_of_a_dead_process_of_this_host_is_dead() -> None:
     assert not owner_is_dead("garbage")
 
 
-async def test_a_running_run_renews_its_lease_and_releases_it_at_the_end() -> None:
-    storage = InMemoryStorage()
+async def test_a_running_run_renews_its_lease_and_releases_it_at_the_end(
+        tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "db.sqlite")
     seen: list[float] = []
     release = anyio.Event()
 
@@ -207,8 +208,8 @@ async def test_a_running_run_renews_its_lease_and_releases_it_at_the_end() -> No
     assert await storage.get_lease("slow", "r1") is None
 
 
-async def test_a_run_that_lost_its_lease_stops_without_writing() -> None:
-    storage = InMemoryStorage()
+async def test_a_run_that_lost_its_lease_stops_without_writing(tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "db.sqlite")
     wrote: list[str] = []
 
     async def wait(ctx: StepContext) -> int:
@@ -239,3 +240,32 @@ async def test_a_run_that_lost_its_lease_stops_without_writing() -> None:
     assert wrote == []
     stored = await storage.load_snapshot("slow", "r1")
     assert stored is not None and stored[0].status == "running"
+
+
+async def test_an_in_memory_lease_never_expires_while_its_run_runs() -> None:
+    # InMemoryStorage lives only in this process: its leases need no heartbeat, and
+    # none expires under a running run, however short the ttl.
+    storage = InMemoryStorage()
+    release = anyio.Event()
+
+    async def wait(ctx: StepContext) -> int:
+        await release.wait()
+        return 1
+
+    wf = create_workflow(id="slow", storage=storage).then(
+        create_step(id="wait", execute=wait)).commit()
+    run = wf.create_run("r1")
+    run.lease_ttl = 0.05
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.start)
+        await anyio.sleep(0.3)
+        lease = await storage.get_lease("slow", "r1")
+        assert lease is not None and lease.owner == run.lease_owner
+        assert lease.expires_at > time.time() + 86400
+        other = await wf.get_run("r1")  # type: ignore[attr-defined]
+        assert not await other.stalled()
+        with pytest.raises(RunStateError, match="being executed by"):
+            await other.restart()
+        release.set()
+    assert run.status == "success"
+    assert await storage.get_lease("slow", "r1") is None

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import Any
 
@@ -222,3 +223,20 @@ async def test_runs_with_retries_configured_log_nothing_when_they_succeed(
     for _ in range(3):
         await wf.create_run().start(1)
     assert caplog.records == []
+
+
+def test_secret_ids_never_repeat_across_pool_refills_and_forks() -> None:
+    ids = [new_secret_id() for _ in range(1000)]  # several 4 KiB refills
+    assert len(set(ids)) == 1000
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child must not hand out the bytes its parent already read
+        os.write(write, "".join(new_secret_id() for _ in range(50)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    child = {text[i:i + 32] for i in range(0, len(text), 32)}
+    parent = {new_secret_id() for _ in range(50)}
+    assert len(child) == 50 and not child & parent and not child & set(ids)
