@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
 from pydantic_core import to_jsonable_python
 
+from procflow._backends import AsyncResource
 from procflow._backends.redis import RedisConnection
 from procflow.errors import RunStateError
 from procflow.runtime.executors import SETTLED
@@ -36,7 +36,7 @@ _CANCEL_TTL: Final = 7 * 24 * 3600
 
 
 @final
-class DramatiqExecutor:
+class DramatiqExecutor(AsyncResource):
     """An ``Executor`` whose runs execute on Dramatiq workers (``procflow worker``).
 
     Runs are stored in ``executor.storage`` (a ``RedisStorage``), where workers, and
@@ -71,12 +71,6 @@ class DramatiqExecutor:
     def __repr__(self) -> str:
         return f"DramatiqExecutor({self._redis.display!r}, queue={self.settings.queue!r})"
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the Redis connections (the storage's too)."""
