@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from procflow import create_step, create_workflow
+from procflow import TextDelta, ToolResultChunk, create_step, create_workflow
 from procflow.agent import Agent, tool
 from procflow.models import ScriptedModel, ToolCall
 from procflow.processors import (
@@ -73,10 +73,11 @@ async def main() -> int:
     print("assistant: ", end="", flush=True)
     out = await agent.stream(question)
     async for chunk in out.full_stream:
-        if chunk.type == "text-delta":
-            print(chunk.text, end="", flush=True)
-        elif chunk.type == "tool-result":
-            print(f"[{chunk.payload['tool_name']} → {chunk.payload['result']}] ", end="")
+        match chunk:
+            case TextDelta(text=text):
+                print(text, end="", flush=True)
+            case ToolResultChunk(tool_name=name, result=value):
+                print(f"[{name} → {value}] ", end="")
     print()
     if isinstance(model, ScriptedModel):
         sent = str(model.requests[0].prompt)

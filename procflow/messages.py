@@ -1,9 +1,10 @@
 """The data model: messages and their parts, the live ``MessageList``, and stream chunks.
 
 Messages and parts are pydantic models because they cross boundaries (provider
-payloads, storage, step I/O). ``Chunk`` is a slotted dataclass, deliberately not
-frozen: one is made per streamed token, and a frozen dataclass costs about four
-times as much to build.
+payloads, storage, step I/O). Chunks are a tagged union of small frozen slotted
+dataclasses under the base ``Chunk``, one per type. One ``TextDelta`` is made per
+streamed token, so it sets its slots directly instead of going through the generated
+frozen ``__init__``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import os
 import random
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime
 from functools import partial
-from typing import Annotated, Any, Final, Literal, Self, TypeAlias, get_args
+from typing import Annotated, Any, ClassVar, Final, Literal, Self, TypeAlias, cast, get_args
 
 from pydantic import (
     BaseModel,
@@ -29,10 +30,14 @@ from pydantic import (
     model_validator,
 )
 
+from procflow.records import Tripwire, Usage
+
 __all__ = [
-    "Chunk", "ChunkType", "FilePart", "ImagePart", "Message", "MessageContent", "MessageInput",
-    "MessageList", "MessageRole", "MessageSource", "Part", "ReasoningPart", "TextPart",
-    "ToolCallPart", "ToolResultPart",
+    "Chunk", "ChunkType", "DataChunk", "ErrorChunk", "FilePart", "Finish", "ImagePart",
+    "Message", "MessageContent", "MessageInput", "MessageList", "MessageRole",
+    "MessageSource", "Part", "ReasoningDelta", "ReasoningPart", "Start", "StepFinish",
+    "StepStart", "SuspendedChunk", "TextDelta", "TextPart", "ToolCallChunk", "ToolCallPart",
+    "ToolResultChunk", "ToolResultPart", "TripwireChunk",
 ]
 
 MessageRole: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -595,66 +600,142 @@ ChunkType: TypeAlias = Literal[
     "start", "step-start", "text-delta", "reasoning-delta", "tool-call", "tool-result",
     "step-finish", "finish", "error", "tripwire", "suspended",
 ]
-_CHUNK_TYPES: frozenset[str] = frozenset(get_args(ChunkType))
+"""The built-in chunk types; custom chunks are "data-<name>" (``DataChunk``)."""
 
 
-@dataclass(slots=True)
 class Chunk:
-    """One part of a model or agent stream.
+    """One part of a model or agent stream: the base of the chunk types.
 
-    Attributes:
-        type: One of the known types ("start", "step-start", "text-delta",
-            "reasoning-delta", "tool-call", "tool-result", "step-finish", "finish",
-            "error", "tripwire") or a custom "data-<name>".
-        payload: The type's fields (e.g. ``text`` for "text-delta").
-        data: The value of a custom "data-*" chunk.
-        metadata: Free-form extra information.
+    Each type is a small frozen dataclass with a ``type`` literal: ``Start``,
+    ``StepStart``, ``TextDelta``, ``ReasoningDelta``, ``ToolCallChunk``,
+    ``ToolResultChunk``, ``StepFinish``, ``Finish``, ``ErrorChunk``, ``TripwireChunk``,
+    ``SuspendedChunk`` and ``DataChunk`` (a custom "data-<name>" chunk). Fields sit on
+    the chunk itself (``chunk.text``, ``chunk.finish_reason``); ``payload`` is the chunk
+    again, so ``chunk.payload.text`` reads the same field. Dispatch with ``match``
+    (``case TextDelta(text=t):``) or ``isinstance``. ``to_dict()`` / ``Chunk.from_dict()``
+    carry a chunk through storage and the wire.
     """
 
-    type: str
-    payload: dict[str, Any] = field(default_factory=dict)
-    data: Any = None
-    metadata: dict[str, Any] | None = None
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if self.type not in _CHUNK_TYPES and not (
-            self.type.startswith("data-") and len(self.type) > 5
-        ):
-            raise ValueError(
-                f"unknown chunk type {self.type!r}; expected one of "
-                f"{', '.join(sorted(_CHUNK_TYPES))} or a custom 'data-<name>'"
-            )
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+    _REQUIRED: ClassVar[frozenset[str]] = frozenset()
+    _CHECKS: ClassVar[tuple[tuple[str, tuple[type, ...], str], ...]] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "Chunk is the base of the chunk types: build one of them (TextDelta(text), "
+            "Finish(finish_reason, usage), DataChunk(name, data), ...), use a factory "
+            "(Chunk.text_delta(...)) or Chunk.from_dict({...})"
+        )
+
+    @property
+    def type(self) -> str:
+        """The chunk's type: one of ``ChunkType`` or "data-<name>"."""
+        raise NotImplementedError  # every chunk type sets it
 
     @property
     def text(self) -> str:
-        """The text of a "text-delta" chunk; "" for any other type."""
-        return str(self.payload.get("text", "")) if self.type == "text-delta" else ""
+        """The text of a text or reasoning delta; "" for any other chunk."""
+        return ""
+
+    @property
+    def metadata(self) -> Mapping[str, Any] | None:
+        """Free-form extra information (a tripwire's structured details on a tripwire)."""
+        return None
+
+    @property
+    def payload(self) -> Self:
+        """The chunk itself: its fields read as ``chunk.payload.text`` or ``chunk.text``."""
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"type": ..., <fields>}``: plain values for storage and the wire (mappings
+        copied, ``metadata`` left out when ``None``); ``Chunk.from_dict`` reads it back."""
+        out: dict[str, Any] = {"type": self.type}
+        for name in self._FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, Mapping):
+                value = dict(value)
+            elif name == "metadata" and value is None:
+                continue
+            out[name] = value
+        return out
 
     @classmethod
-    def text_delta(cls, text: str) -> Chunk:
+    def from_dict(cls, data: Mapping[str, Any]) -> Chunk:
+        """The chunk a ``to_dict()`` made. Also reads the older untyped shape
+        ``{"type", "payload", "data", "metadata"}`` (stored caches and traces), whose
+        payload keys unknown to the type are dropped.
+
+        Raises:
+            ValueError: The type is unknown, a field is unknown or missing, or a value
+                is invalid (the message names the type and the field).
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a chunk dict must be a mapping, got {type(data).__name__}")
+        kind = data.get("type")
+        if not isinstance(kind, str):
+            raise ValueError(f"a chunk dict needs a 'type' string, got {kind!r}")
+        if kind.startswith("data-") and len(kind) > 5:
+            return DataChunk(kind[5:], data.get("data"), _chunk_metadata(kind, data))
+        target = _CHUNK_CLASSES.get(kind)
+        if target is None:
+            raise ValueError(f"unknown chunk type {kind!r}; expected one of "
+                             f"{', '.join(_CHUNK_CLASSES)} or a custom 'data-<name>'")
+        if "payload" in data:  # the untyped shape, from before chunks were typed
+            values = _old_values(target, kind, data)
+        else:
+            values = {k: v for k, v in data.items() if k != "type"}
+            unknown = sorted(str(k) for k in values if k not in target._FIELDS)
+            if unknown:
+                raise ValueError(f"chunk {kind!r} has no field(s) {unknown}; its fields: "
+                                 f"{list(target._FIELDS)}")
+        if values.get("metadata", 0) is None:
+            del values["metadata"]  # the type's default (None, or {} on a tripwire)
+        missing = sorted(target._REQUIRED - values.keys())
+        if missing:
+            raise ValueError(f"chunk {kind!r} is missing field(s) {missing}")
+        for name, types, expected in target._CHECKS:
+            value = values.get(name)
+            if name in values and not (isinstance(value, types) and (
+                    bool in types or not isinstance(value, bool))):
+                raise ValueError(f"chunk {kind!r}: field {name!r} must be {expected}, got "
+                                 f"{type(value).__name__}")
+        return target._build(values)
+
+    @classmethod
+    def _build(cls, values: dict[str, Any]) -> Chunk:
+        chunk: Chunk = cls(**values)
+        return chunk
+
+    # -- factories (each returns its concrete type) --------------------------------
+
+    @staticmethod
+    def text_delta(text: str) -> TextDelta:
         """A "text-delta" chunk."""
-        return cls("text-delta", {"text": text})
+        return TextDelta(text)
 
-    @classmethod
-    def finish(cls, finish_reason: str, usage: Mapping[str, Any] | None = None) -> Chunk:
-        """A "finish" chunk with the finish reason and token usage."""
-        return cls("finish", {"finish_reason": finish_reason,
-                              "usage": dict(usage) if usage is not None else None})
+    @staticmethod
+    def finish(finish_reason: str | None,
+               usage: Usage | Mapping[str, Any] | None = None) -> Finish:
+        """A "finish" chunk with the finish reason and token usage (a mapping is read
+        with ``Usage.from_dict``)."""
+        return Finish(finish_reason, None if usage is None else Usage.of(usage))
 
-    @classmethod
-    def tripwire(cls, reason: str, processor_id: str | None = None, retry: bool = False,
-                 metadata: Mapping[str, Any] | None = None) -> Chunk:
+    @staticmethod
+    def tripwire(reason: str, processor_id: str | None = None, retry: bool = False,
+                 metadata: Mapping[str, Any] | None = None) -> TripwireChunk:
         """A "tripwire" chunk: a processor aborted the request."""
-        return cls("tripwire", {"reason": reason, "processor_id": processor_id,
-                                "retry": retry, "metadata": dict(metadata or {})})
+        return TripwireChunk(reason, processor_id, retry, dict(metadata or {}))
 
-    @classmethod
-    def error(cls, error: BaseException | str) -> Chunk:
+    @staticmethod
+    def error(error: BaseException | str) -> ErrorChunk:
         """An "error" chunk carrying the error (an exception or a message)."""
-        return cls("error", {"error": error})
+        return ErrorChunk(error)
 
-    @classmethod
-    def custom(cls, name: str, data: Any) -> Chunk:
+    @staticmethod
+    def custom(name: str, data: Any) -> DataChunk:
         """A custom "data-<name>" chunk carrying ``data``.
 
         Raises:
@@ -662,4 +743,262 @@ class Chunk:
         """
         if not name:
             raise ValueError("a custom chunk needs a non-empty name (its type is 'data-<name>')")
-        return cls(f"data-{name}", data=data)
+        return DataChunk(name, data)
+
+
+def _chunk_metadata(kind: str, data: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ValueError(f"chunk {kind!r}: metadata must be a mapping or null, got "
+                         f"{type(metadata).__name__}")
+    return metadata
+
+
+# What ``from_dict`` checks a field's value against, by its annotation; fields of other
+# annotations (``Any``, ``Usage``, ...) are checked where they are built, or not at all.
+_CHECKED: Final[dict[str, tuple[tuple[type, ...], str]]] = {
+    "str": ((str,), "a string"),
+    "str | None": ((str, type(None)), "a string or null"),
+    "int": ((int,), "an integer"),
+    "bool": ((bool,), "true or false"),
+    "Mapping[str, Any]": ((Mapping,), "a mapping"),
+    "Mapping[str, Any] | None": ((Mapping, type(None)), "a mapping or null"),
+    "BaseException | str": ((BaseException, str), "a string"),
+}
+
+
+def _old_values(target: type[Chunk], kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    payload = data["payload"]
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, Mapping):
+        raise ValueError(f"chunk {kind!r}: payload must be a mapping, got "
+                         f"{type(payload).__name__}")
+    values = {k: v for k, v in payload.items() if k in target._FIELDS}
+    if target is not TripwireChunk or "metadata" not in values:
+        values["metadata"] = data.get("metadata")
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class Start(Chunk):
+    """The stream began ("start").
+
+    Attributes:
+        agent_id: The agent whose stream it is.
+        resumed: The run id, when the stream resumes a suspended run.
+    """
+
+    type: ClassVar[Literal["start"]] = "start"
+    agent_id: str | None = None
+    resumed: str | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepStart(Chunk):
+    """A step of the agent loop (one model call) began ("step-start")."""
+
+    type: ClassVar[Literal["step-start"]] = "step-start"
+    step_number: int = 0
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class TextDelta(Chunk):
+    """Answer text ("text-delta"), one per streamed piece."""
+
+    type: ClassVar[Literal["text-delta"]] = "text-delta"
+    text: str = field()  # field(): not the base's ``text`` property as a default
+    metadata: Mapping[str, Any] | None = None
+
+    # One is made per streamed token: set the slots directly, without the generated
+    # frozen __init__'s object.__setattr__ calls (about a third cheaper).
+    def __init__(self, text: str, metadata: Mapping[str, Any] | None = None) -> None:
+        _set_text(self, text)
+        _set_text_metadata(self, metadata)
+
+
+_set_text = TextDelta.__dict__["text"].__set__
+_set_text_metadata = TextDelta.__dict__["metadata"].__set__
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta(Chunk):
+    """The model's reasoning text ("reasoning-delta"), kept apart from the answer."""
+
+    type: ClassVar[Literal["reasoning-delta"]] = "reasoning-delta"
+    text: str = field()  # field(): not the base's ``text`` property as a default
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallChunk(Chunk):
+    """A tool call the model asked for ("tool-call")."""
+
+    type: ClassVar[Literal["tool-call"]] = "tool-call"
+    tool_call_id: str
+    tool_name: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultChunk(Chunk):
+    """The result of a tool call ("tool-result"); ``is_error`` when the tool raised
+    (``result`` is then the error text)."""
+
+    type: ClassVar[Literal["tool-result"]] = "tool-result"
+    tool_call_id: str
+    tool_name: str
+    result: Any = None
+    is_error: bool = False
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinish(Chunk):
+    """A step of the agent loop ended ("step-finish")."""
+
+    type: ClassVar[Literal["step-finish"]] = "step-finish"
+    step_number: int = 0
+    finish_reason: str | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finish(Chunk):
+    """A model call or agent stream ended ("finish"): why, and the tokens it used."""
+
+    type: ClassVar[Literal["finish"]] = "finish"
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    metadata: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``Chunk.to_dict``, with ``usage`` as its counts (``Usage.to_dict``)."""
+        out = Chunk.to_dict(self)
+        if self.usage is not None:
+            out["usage"] = self.usage.to_dict()
+        return out
+
+    @classmethod
+    def _build(cls, values: dict[str, Any]) -> Chunk:
+        usage = values.get("usage")
+        if usage is not None and not isinstance(usage, Usage):
+            if not isinstance(usage, Mapping):
+                raise ValueError(f"chunk 'finish': usage must be a mapping or null, got "
+                                 f"{type(usage).__name__}")
+            try:
+                values["usage"] = Usage.from_dict(usage)
+            except ValueError as exc:
+                raise ValueError(f"chunk 'finish': {exc}") from None
+        return super(Finish, cls)._build(values)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorChunk(Chunk):
+    """The stream failed ("error"): the error, an exception or a message."""
+
+    type: ClassVar[Literal["error"]] = "error"
+    # field(): not the base's ``Chunk.error`` factory as a default; on an instance the
+    # field hides the factory (the base keeps it for ``Chunk.error(...)``).
+    error: BaseException | str = field()  # type: ignore[assignment]
+    metadata: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``Chunk.to_dict``, with an exception as "<ExceptionType>: <message>"."""
+        out = Chunk.to_dict(self)
+        if isinstance(self.error, BaseException):
+            out["error"] = f"{type(self.error).__name__}: {self.error}"
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TripwireChunk(Chunk):
+    """A processor aborted the request ("tripwire").
+
+    Attributes:
+        reason: Why it aborted.
+        processor_id: The processor that aborted, when known.
+        retry: Whether a retry with the reason added for the model was asked for.
+        metadata: The abort's structured details.
+    """
+
+    type: ClassVar[Literal["tripwire"]] = "tripwire"
+    reason: str
+    processor_id: str | None = None
+    retry: bool = False
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_tripwire(self) -> Tripwire:
+        """The abort as a ``Tripwire`` value (what ``FullOutput.tripwire`` holds)."""
+        return Tripwire(self.reason, self.processor_id, self.retry, self.metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class SuspendedChunk(Chunk):
+    """The agent run suspended on tool calls awaiting ``resume`` ("suspended").
+
+    Attributes:
+        run_id: The run to resume.
+        calls: ``{"tool_call_id", "tool_name", "args", "payload"}`` per suspended call.
+    """
+
+    type: ClassVar[Literal["suspended"]] = "suspended"
+    run_id: str
+    calls: tuple[Mapping[str, Any], ...] = ()
+    metadata: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``Chunk.to_dict``, with ``calls`` a list of dicts."""
+        out = Chunk.to_dict(self)
+        out["calls"] = [dict(c) for c in self.calls]
+        return out
+
+    @classmethod
+    def _build(cls, values: dict[str, Any]) -> Chunk:
+        calls = values.get("calls")
+        if calls is not None:
+            if not isinstance(calls, list | tuple) or not all(isinstance(c, Mapping)
+                                                               for c in calls):
+                raise ValueError("chunk 'suspended': calls must be a list of mappings")
+            values["calls"] = tuple(calls)
+        return super(SuspendedChunk, cls)._build(values)
+
+
+@dataclass(frozen=True, slots=True)
+class DataChunk(Chunk):
+    """A custom chunk of type "data-<name>" carrying ``data`` (no rules on its shape)."""
+
+    name: str
+    data: Any = None
+    metadata: Mapping[str, Any] | None = None
+
+    @property
+    def type(self) -> str:
+        """"data-<name>"."""
+        return "data-" + self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"type": "data-<name>", "data": ..., "metadata": ...}`` (no ``name`` key)."""
+        out: dict[str, Any] = {"type": self.type, "data": self.data}
+        if self.metadata is not None:
+            out["metadata"] = dict(self.metadata)
+        return out
+
+
+_CHUNK_CLASSES: dict[str, type[Chunk]] = {
+    "start": Start, "step-start": StepStart, "text-delta": TextDelta,
+    "reasoning-delta": ReasoningDelta, "tool-call": ToolCallChunk,
+    "tool-result": ToolResultChunk, "step-finish": StepFinish, "finish": Finish,
+    "error": ErrorChunk, "tripwire": TripwireChunk, "suspended": SuspendedChunk,
+}
+_cls: type[Chunk]
+for _cls in (*_CHUNK_CLASSES.values(), DataChunk):
+    _cls._FIELDS = tuple(f.name for f in fields(cast(Any, _cls)))
+    _cls._REQUIRED = frozenset(f.name for f in fields(cast(Any, _cls))
+                               if f.default is MISSING and f.default_factory is MISSING)
+    _cls._CHECKS = tuple((f.name, *_CHECKED[str(f.type)]) for f in fields(cast(Any, _cls))
+                         if str(f.type) in _CHECKED)
+del _cls

@@ -268,7 +268,7 @@ class RunSnapshot:
     result: Any = None
     error: BaseException | None = None
     suspended: list[list[str]] = field(default_factory=list)
-    tripwire: dict[str, Any] | None = None
+    tripwire: Tripwire | None = None
     request_context: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0

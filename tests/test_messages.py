@@ -268,20 +268,23 @@ def test_all_preserves_order_and_sources_partition_it(
 
 def test_chunk_constructors() -> None:
     assert Chunk.text_delta("hi").text == "hi"
-    assert Chunk.finish("stop").payload == {"finish_reason": "stop", "usage": None}
+    finish = Chunk.finish("stop")
+    assert (finish.payload.finish_reason, finish.usage) == ("stop", None)
     trip = Chunk.tripwire("blocked", processor_id="pii", retry=True, metadata={"k": 1})
-    assert trip.payload == {"reason": "blocked", "processor_id": "pii", "retry": True,
-                            "metadata": {"k": 1}}
-    assert Chunk.error("boom").payload["error"] == "boom"
+    assert trip.to_dict() == {"type": "tripwire", "reason": "blocked", "processor_id": "pii",
+                              "retry": True, "metadata": {"k": 1}}
+    assert Chunk.error("boom").payload.error == "boom"
     custom = Chunk.custom("moderation", {"ok": True})
     assert (custom.type, custom.data, custom.text) == ("data-moderation", {"ok": True}, "")
 
 
 def test_chunk_rejects_unknown_type_listing_valid_ones() -> None:
     with pytest.raises(ValueError, match=r"'text'.*text-delta.*data-<name>"):
-        Chunk("text")
-    with pytest.raises(ValueError):
-        Chunk("data-")
+        Chunk.from_dict({"type": "text"})
+    with pytest.raises(ValueError, match="non-empty name"):
+        Chunk.custom("", None)
+    with pytest.raises(TypeError, match="base of the chunk types"):
+        Chunk("text-delta")
 
 
 def test_new_ids_are_distinct_and_a_forked_child_does_not_repeat_its_parent() -> None:

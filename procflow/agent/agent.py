@@ -28,7 +28,7 @@ from procflow.errors import (
     StepExecutionError,
     WorkflowDefinitionError,
 )
-from procflow.messages import Chunk, Message, MessageList
+from procflow.messages import Chunk, Finish, Message, MessageList, Start, SuspendedChunk
 from procflow.models.resolve import resolve_model
 from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
@@ -399,7 +399,7 @@ class Agent(Generic[OutputT]):
         deps, state = self._prepare(messages, options, emit)
         deps.streaming = streaming
         if streaming:
-            await emit(Chunk("start", {"agent_id": self.id}))
+            await emit(Start(self.id))
         wf_run = self.workflow.create_run()
         if not isinstance(wf_run.storage, InMemoryStorage):
             # A durable store keeps the state at every step boundary, as for any workflow
@@ -437,7 +437,7 @@ class Agent(Generic[OutputT]):
         deps, _ = self._prepare([], options, emit)
         deps.streaming = streaming
         if streaming:
-            await emit(Chunk("start", {"agent_id": self.id, "resumed": run_id}))
+            await emit(Start(self.id, resumed=run_id))
         live_deps[run_id] = deps
         try:
             result = await wf_run.resume(resume_data={
@@ -466,12 +466,12 @@ class Agent(Generic[OutputT]):
             suspended = [SuspendedCall(c["tool_call_id"], c["tool_name"], dict(c["args"]),
                                        c.get("payload")) for c in payload.get("suspended") or []]
             if streaming:
-                await emit(Chunk("suspended", {"run_id": run_id, "calls": [
+                await emit(SuspendedChunk(run_id, tuple(
                     {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
-                     "args": c.args, "payload": c.payload} for c in suspended]}))
+                     "args": c.args, "payload": c.payload} for c in suspended)))
         output = _full_output(state, run_id, suspended, deps.output)
         if streaming and not suspended:
-            await emit(Chunk.finish(output.finish_reason, output.usage.to_dict()))
+            await emit(Finish(output.finish_reason, output.usage))
         return output
 
     def default_deps(self) -> AgentDeps:

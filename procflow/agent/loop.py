@@ -32,7 +32,21 @@ from procflow.agent.output import StepRecord
 from procflow.agent.state import AgentDeps, AgentState, as_state
 from procflow.agent.structured import check_output
 from procflow.errors import APICallError, TripWire, WorkflowDefinitionError
-from procflow.messages import Chunk, Message, ToolCallPart, ToolResultPart
+from procflow.messages import (
+    Chunk,
+    DataChunk,
+    ErrorChunk,
+    Finish,
+    Message,
+    StepFinish,
+    StepStart,
+    TextDelta,
+    ToolCallChunk,
+    ToolCallPart,
+    ToolResultChunk,
+    ToolResultPart,
+    TripwireChunk,
+)
 from procflow.models.base import ModelRequest
 from procflow.models.resolve import resolve_model
 from procflow.processors._hooks import StepOverrides
@@ -118,8 +132,7 @@ async def _output_step(deps: AgentDeps, state: AgentState) -> None:
                                         or state.tripwire or state.error):
         check_output(deps.output, state, record.text)
     if not state.retrying and state.tripwire is None:
-        done = Chunk("step-finish", {"step_number": state.step_number,
-                                     "finish_reason": state.finish_reason})
+        done = StepFinish(state.step_number, state.finish_reason)
         for out in await _through_stream(deps, state, done):
             if deps.streaming:
                 await deps.emit(out)
@@ -253,7 +266,7 @@ async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> N
         record = StepRecord(step_number=state.step_number,
                             from_cache=request.response is not None)
         if deps.streaming:
-            await deps.emit(Chunk("step-start", {"step_number": state.step_number}))
+            await deps.emit(StepStart(state.step_number))
         span = None if ctx.tracer is None else ctx.tracer.start(
             f"model call: {model.provider}/{model.model_id}", "model", ctx.span, input=prompt)
         call = ModelRequest(prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
@@ -332,16 +345,16 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     async def deliver(outs: Sequence[Chunk]) -> bool:
         """Emit what the processors let through; ``True`` once they tripped."""
         for out in outs:
-            kind = out.type
-            if kind == "text-delta":
-                texts.append(out.payload["text"])
-            elif kind == "tripwire" and pipe.tripwire is not None:
+            if isinstance(out, TextDelta):
+                texts.append(out.text)
+            elif isinstance(out, TripwireChunk) and pipe.tripwire is not None:
                 raw.append(out)  # process_llm_response sees the step was tripped
                 await deps.trip(state, pipe.tripwire)
                 return True
-            elif kind == "tool-call":
-                record.tool_calls.append(dict(out.payload))
-            elif kind == "finish":
+            elif isinstance(out, ToolCallChunk):
+                record.tool_calls.append({"tool_call_id": out.tool_call_id,
+                                          "tool_name": out.tool_name, "args": dict(out.args)})
+            elif isinstance(out, Finish):
                 continue
             if emit is not None:
                 await emit(out)
@@ -350,16 +363,16 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     try:
         async for chunk in stream:
             raw.append(chunk)
-            kind = chunk.type
-            if kind == "finish":
-                payload = chunk.payload
-                record.finish_reason = payload.get("finish_reason")
-                record.usage = state.add_usage(payload.get("usage"))
+            if isinstance(chunk, TextDelta):
+                pass
+            elif isinstance(chunk, Finish):
+                record.finish_reason = chunk.finish_reason
+                record.usage = state.add_usage(chunk.usage)
                 if process is None:
                     continue
                 finished = True
-            elif kind == "error":
-                error = chunk.payload.get("error")
+            elif isinstance(chunk, ErrorChunk):
+                error = chunk.error
                 raise error if isinstance(error, APICallError) else APICallError(str(error))
             if await deliver((chunk,) if process is None else await process(chunk)):
                 return raw
@@ -387,7 +400,7 @@ async def _through_stream(deps: AgentDeps, state: AgentState, chunk: Chunk) -> l
         outs = await pipe.process(chunk)
     kept: list[Chunk] = []
     for out in outs:
-        if out.type == "tripwire" and pipe.tripwire is not None:
+        if isinstance(out, TripwireChunk) and pipe.tripwire is not None:
             await deps.trip(state, pipe.tripwire)
         else:
             kept.append(out)
@@ -400,7 +413,7 @@ def _data_writer(deps: AgentDeps, state: AgentState, call_id: str) -> ProcessorW
     (``content.metadata["data"]``, so ``generate()`` has them too)."""
     async def send(chunk: Chunk) -> None:
         for out in await _through_stream(deps, state, chunk):
-            if out.type.startswith("data-"):
+            if isinstance(out, DataChunk):
                 deps.tool_data.setdefault(call_id, []).append({"type": out.type,
                                                                "data": out.data})
             await deps.emit(out)
@@ -568,8 +581,7 @@ async def _one_tool(ctx: StepContext, deps: AgentDeps, state: AgentState,
     if span is not None:
         Tracer.end(span, "failed" if is_error else "success", output=value,
                    tool_call_id=call_id, error=value if is_error else None)
-    await deps.emit(Chunk("tool-result", {"tool_call_id": call_id, "tool_name": name,
-                                          "result": value, "is_error": is_error}))
+    await deps.emit(ToolResultChunk(call_id, name, value, is_error))
     return value, is_error
 
 

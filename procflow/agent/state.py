@@ -22,6 +22,7 @@ from procflow.processors._hooks import StepInfo, StepOverrides
 from procflow.processors._runner import ProcessorRunner
 from procflow.processors._stream import StreamPipeline
 from procflow.processors.args import ProcessorContext
+from procflow.records import Usage
 from procflow.storage.values import register_type
 
 if TYPE_CHECKING:
@@ -96,10 +97,14 @@ class AgentState:
         """Where the loop is, for processor hooks."""
         return StepInfo(self.step_number, list(self.steps))
 
-    def add_usage(self, usage: dict[str, Any] | None) -> dict[str, int]:
+    def add_usage(self, usage: Usage | Mapping[str, Any] | None) -> dict[str, int]:
         """Add one call's usage to the total; returns it normalised."""
-        got = {k: int((usage or {}).get(k) or 0)
-               for k in ("input_tokens", "output_tokens", "total_tokens")}
+        if isinstance(usage, Usage):
+            got = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                   "total_tokens": usage.total_tokens}
+        else:
+            got = {k: int((usage or {}).get(k) or 0)
+                   for k in ("input_tokens", "output_tokens", "total_tokens")}
         if not got["total_tokens"]:
             got["total_tokens"] = got["input_tokens"] + got["output_tokens"]
         for key, value in got.items():

@@ -10,7 +10,7 @@ from typing import Any, Final, final
 import httpx
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk
+from procflow.messages import Chunk, Finish, ReasoningDelta, TextDelta, ToolCallChunk
 from procflow.models.base import ModelRequest, ToolSpec
 from procflow.models.hosted import (
     DEFAULT_IDLE_TIMEOUT,
@@ -28,6 +28,7 @@ from procflow.models.http import (
     redact,
     to_text,
 )
+from procflow.records import Usage
 
 __all__ = ["AnthropicModel"]
 
@@ -312,38 +313,37 @@ class _StreamState(StreamDecoder):
                                     name=str(block.get("name", "")),
                                     start_input=dict(block.get("input") or {}))
         if kind == "text" and block.get("text"):
-            return [Chunk.text_delta(block["text"])]
+            return [TextDelta(block["text"])]
         if kind == "thinking" and block.get("thinking"):
-            return [Chunk("reasoning-delta", {"text": block["thinking"]})]
+            return [ReasoningDelta(block["thinking"])]
         return []
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> list[Chunk]:
         kind = delta.get("type")
         if kind == "text_delta" and delta.get("text"):
-            return [Chunk.text_delta(delta["text"])]
+            return [TextDelta(delta["text"])]
         if kind == "thinking_delta" and delta.get("thinking"):
-            return [Chunk("reasoning-delta", {"text": delta["thinking"]})]
+            return [ReasoningDelta(delta["thinking"])]
         if kind == "input_json_delta":
             block = self.blocks.setdefault(index, _Block(type="tool_use"))
             if block.type == "answer":
                 text = str(delta.get("partial_json", ""))
                 block.json.append(text)
-                return [Chunk.text_delta(text)] if text else []
+                return [TextDelta(text)] if text else []
             block.json.append(str(delta.get("partial_json", "")))
         return []
 
     def _stop(self, index: int) -> list[Chunk]:
         block = self.blocks.pop(index, None)
         if block is not None and block.type == "answer" and not block.json:
-            return [Chunk.text_delta(to_text(block.start_input))]
+            return [TextDelta(to_text(block.start_input))]
         if block is None or block.type != "tool_use":
             return []
         self.called = True
         text = "".join(block.json)
         args = (parse_tool_args(text, tool_name=block.name, provider=_PROVIDER,
                                 secrets=self.secrets) if text else block.start_input)
-        return [Chunk("tool-call", {"tool_call_id": block.id, "tool_name": block.name,
-                                    "args": args})]
+        return [ToolCallChunk(block.id, block.name, args)]
 
     def _stream_error(self, data: Mapping[str, Any]) -> APICallError:
         error = data.get("error") or {}
@@ -362,9 +362,9 @@ class _StreamState(StreamDecoder):
         if not self.done and self.stop_reason is None:
             raise APICallError("anthropic closed the stream before the answer finished "
                                "(no message_stop)", is_retryable=True)
-        usage = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                 "total_tokens": self.input_tokens + self.output_tokens}
+        usage = Usage(self.input_tokens, self.output_tokens,
+                      self.input_tokens + self.output_tokens)
         reason = _STOP_REASONS.get(self.stop_reason or "", "other")
         if reason == "tool-calls" and self.answered and not self.called:
             reason = "stop"  # the only tool called was the answer
-        return [Chunk.finish(reason, usage)]
+        return [Finish(reason, usage)]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk
+from procflow.messages import Chunk, ErrorChunk, TextDelta
 
 __all__ = ["CallRetry", "LanguageModel", "ModelRequest", "OutputSchema", "ToolSpec",
            "complete_text"]
@@ -124,10 +124,10 @@ async def complete_text(model: LanguageModel, prompt: list[dict[str, Any]],
     """
     parts: list[str] = []
     async for chunk in model.stream(ModelRequest(prompt=prompt, settings=dict(settings))):
-        if chunk.type == "text-delta":
+        if isinstance(chunk, TextDelta):
             parts.append(chunk.text)
-        elif chunk.type == "error":
-            error = chunk.payload.get("error")
+        elif isinstance(chunk, ErrorChunk):
+            error = chunk.error
             if isinstance(error, BaseException):
                 raise error
             raise APICallError(f"model {model.provider}/{model.model_id} failed: {error}")

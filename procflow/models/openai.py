@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk
+from procflow.messages import Chunk, ReasoningDelta, TextDelta, ToolCallChunk
 from procflow.models.base import ModelRequest, ToolSpec
 from procflow.models.hosted import HostedModel, StreamDecoder
 from procflow.models.http import (
@@ -232,9 +232,9 @@ class _StreamState(StreamDecoder):
             delta = choice.get("delta") or {}
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
-                chunks.append(Chunk("reasoning-delta", {"text": reasoning}))
+                chunks.append(ReasoningDelta(reasoning))
             if isinstance(delta.get("content"), str) and delta["content"]:
-                chunks.append(Chunk.text_delta(delta["content"]))
+                chunks.append(TextDelta(delta["content"]))
             for fragment in delta.get("tool_calls") or []:
                 self._take_fragment(fragment)
             if choice.get("finish_reason"):
@@ -276,13 +276,12 @@ class _StreamState(StreamDecoder):
         if not self.done and self.finish_reason is None:
             raise APICallError("openai closed the stream before the answer finished "
                                "(no finish_reason and no [DONE])", is_retryable=True)
-        chunks = []
+        chunks: list[Chunk] = []
         for index in sorted(self.calls):
             call = self.calls[index]
             args = parse_tool_args("".join(call.arguments), tool_name=call.name,
                                    provider=_PROVIDER, secrets=self.secrets)
-            chunks.append(Chunk("tool-call", {"tool_call_id": call.id or f"call_{index}",
-                                              "tool_name": call.name, "args": args}))
+            chunks.append(ToolCallChunk(call.id or f"call_{index}", call.name, args))
         reason = _FINISH_REASONS.get(self.finish_reason or "", "other")
         chunks.append(Chunk.finish(reason, self.usage))
         return chunks

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, final
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk
+from procflow.messages import Chunk, Finish, TextDelta, ToolCallChunk
 from procflow.models.base import ModelRequest
+from procflow.records import Usage
 
 __all__ = ["ScriptedModel", "ToolCall", "Turn"]
 
@@ -151,16 +152,14 @@ class ScriptedModel:
         if isinstance(turn, str):
             words = _words(turn)
             for word in words:
-                yield Chunk.text_delta(word)
+                yield TextDelta(word)
             output_tokens = len(turn.split()) * self._usage_per_word
             reason = "stop"
         else:
             for call in turn:
                 self._calls += 1
-                yield Chunk("tool-call", {"tool_call_id": call.id or f"call_{self._calls}",
-                                          "tool_name": call.name,
-                                          "args": copy.deepcopy(call.args)})
+                yield ToolCallChunk(call.id or f"call_{self._calls}", call.name,
+                                    copy.deepcopy(call.args))
             output_tokens = 0
             reason = "tool-calls"
-        yield Chunk.finish(reason, {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                                    "total_tokens": input_tokens + output_tokens})
+        yield Finish(reason, Usage(input_tokens, output_tokens, input_tokens + output_tokens))

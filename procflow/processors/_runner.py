@@ -146,7 +146,7 @@ async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,
         error = result.error
         if isinstance(error, TripWire):
             raise error
-        raise TripWire.from_dict(result.tripwire or {})
+        raise TripWire.from_dict(result.tripwire.to_dict() if result.tripwire else {})
     if (result.status == "failed" and isinstance(result.error, StepValidationError)
             and result.error.step_id is None):
         raise ProcessorError(

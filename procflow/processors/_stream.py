@@ -9,11 +9,11 @@ object for the whole stream and only its ``part`` changes; appending to the stag
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from procflow.errors import ProcessorError, TripWire
-from procflow.messages import Chunk, MessageList
+from procflow.messages import Chunk, DataChunk, Finish, MessageList, Start, TextDelta
 from procflow.processors._call import span_name
 from procflow.processors._hooks import TABLE
 from procflow.processors.args import ProcessorContext, ProcessorViolation, ProcessOutputStreamArgs
@@ -25,7 +25,7 @@ __all__ = ["WINDOW_CONTEXT", "Stage", "StreamPipeline", "Window"]
 
 _STREAM = TABLE["process_output_stream"]
 _HOOK = _STREAM.name
-_START = Chunk("start")
+_START = Start()
 
 
 WINDOW_CONTEXT = 256
@@ -35,17 +35,15 @@ WINDOW_CONTEXT = 256
 class Window:
     """The text a ``stream_window`` processor has not been shown yet, and its context."""
 
-    __slots__ = ("before", "held", "metadata", "payload")
+    __slots__ = ("before", "held", "metadata")
 
     def __init__(self) -> None:
         self.held = ""
         self.before = ""
-        self.payload: dict[str, Any] = {}
-        self.metadata: dict[str, Any] | None = None
+        self.metadata: Mapping[str, Any] | None = None
 
     def add(self, p: Processor, part: Chunk) -> None:
         self.held += part.text
-        self.payload = part.payload
         self.metadata = part.metadata
 
     def take(self, p: Processor, args: ProcessOutputStreamArgs, *, flush: bool) -> Chunk | None:
@@ -68,7 +66,7 @@ class Window:
         args.text_before = self.before
         args.text_after = self.held
         self.before = (self.before + segment)[-WINDOW_CONTEXT:]
-        return Chunk("text-delta", {**self.payload, "text": segment}, metadata=self.metadata)
+        return TextDelta(segment, self.metadata)
 
 
 class Stage(NamedTuple):
@@ -156,19 +154,19 @@ class StreamPipeline:
     async def finish(self) -> list[Chunk]:
         """The end of a model call that sent no "finish" chunk: a finish goes through
         the stages so that each releases what it holds (the caller drops the finish)."""
-        return await self.process(Chunk("finish", {"finish_reason": None}))
+        return await self.process(Finish(None))
 
     async def _from(self, part: Chunk, start: int = 0, released: bool = False) -> list[Chunk]:
         """Run ``part`` through the stages from ``start`` on (one chunk at a time);
         ``released``: ``part`` is text the first stage's window just let go."""
         stages = self._stages
-        is_data = part.type.startswith("data-")
+        is_data = isinstance(part, DataChunk)
         i = start - 1
         for stage in stages if start == 0 else stages[start:]:
             i += 1
             p, fn, is_async, data_parts, args, append, window = stage
             if window is not None and not released:
-                if part.type == "text-delta":
+                if isinstance(part, TextDelta):
                     window.add(p, part)
                     got = window.take(p, args, flush=False)
                     if got is None:
@@ -205,7 +203,7 @@ class StreamPipeline:
                 return []
             if isinstance(out, Chunk):
                 part = out
-                is_data = part.type.startswith("data-")
+                is_data = isinstance(part, DataChunk)
                 continue
             if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
                 emitted: list[Chunk] = []
@@ -226,4 +224,4 @@ class StreamPipeline:
         p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
                            self._ctx)
         self.tripwire = trip
-        return Chunk("tripwire", trip.to_dict())
+        return Chunk.tripwire(trip.reason, trip.processor_id, trip.retry, trip.metadata)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from procflow.context import RequestContext
 from procflow.errors import ProcessorError, TripWire
-from procflow.messages import Chunk, Message, MessageList
+from procflow.messages import Chunk, DataChunk, Message, MessageList
 
 if TYPE_CHECKING:
     from procflow.processors.base import Processor
@@ -121,8 +121,7 @@ class ProcessorWriter:
         elif isinstance(chunk, Mapping):
             made = _data_chunk(str(chunk.get("type", "")), chunk.get("data"))
         elif isinstance(chunk, Chunk):
-            made = _data_chunk(chunk.type, chunk.data) if not chunk.type.startswith("data-") \
-                else chunk
+            made = chunk if isinstance(chunk, DataChunk) else _data_chunk(chunk.type, None)
         else:
             raise ProcessorError(f"writer.custom() takes a Chunk, a mapping or a type string, "
                                  f"got {type(chunk).__name__}")
@@ -134,7 +133,7 @@ def _data_chunk(type_: str, data: Any) -> Chunk:
     if not type_.startswith("data-") or len(type_) <= 5:
         raise ProcessorError(f"custom chunk types must start with 'data-' (e.g. "
                              f"'data-status'), got {type_!r}")
-    return Chunk(type_, data=data)
+    return DataChunk(type_[5:], data)
 
 
 class ProcessorContext:

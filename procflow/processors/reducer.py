@@ -98,9 +98,11 @@ def _merge_stream(envs: list[ProcessorStepSchema]) -> ProcessorStepSchema:
         edited = list(dict.fromkeys(t for t in texts if t != original))
         part = first.part
         if edited and part is not None:
-            from procflow.messages import Chunk
+            from procflow.messages import ReasoningDelta, TextDelta
 
-            part = Chunk.text_delta(merge_text_edits(original, edited))
+            merged = merge_text_edits(original, edited)
+            part = (ReasoningDelta(merged, part.metadata) if isinstance(part, ReasoningDelta)
+                    else TextDelta(merged, part.metadata))
     return first.model_copy(update={"part": part, "violations": _violations(envs)})
 
 

@@ -20,7 +20,7 @@ import anyio
 from typing_extensions import TypeVar
 
 from procflow.errors import StepValidationError
-from procflow.records import RunSnapshot, RunStatus, SpanKind, StepResult, Usage
+from procflow.records import RunSnapshot, RunStatus, SpanKind, StepResult, Tripwire, Usage
 from procflow.runtime.events import EventType, WorkflowEvent
 from procflow.storage.codec import encode_snapshot, encode_step
 from procflow.storage.values import UnstorableValueError
@@ -361,7 +361,7 @@ class Execution:
 
     async def flush(self, status: RunStatus, *, result: Any = None,
                     error: BaseException | None = None, suspended: list[list[str]] | None = None,
-                    tripwire: dict[str, Any] | None = None,
+                    tripwire: Tripwire | None = None,
                     state: dict[str, Any] | None = None) -> None:
         """Write the run header and the step results changed since the last flush.
 

@@ -15,6 +15,7 @@ from procflow.records import (
     RunStatus,
     StepResult,
     StepStatus,
+    Tripwire,
     Usage,
 )
 from procflow.runtime.execution import OutputT
@@ -42,7 +43,8 @@ class WorkflowResult(Generic[OutputT]):
         error: Why the run failed, when it failed.
         state: The run's shared state at the end.
         suspended: Paths of the suspended steps, each a list of step ids from the outside in.
-        tripwire: Details of the abort when status is "tripwire".
+        tripwire: The abort (``tripwire.reason``, ``.processor_id``, ``.metadata``) when
+            status is "tripwire".
         usage: Tokens summed over every model and agent call of the run (nested
             workflows and agents used as steps included), ``None`` when none was made.
         run_id: The run's id.
@@ -54,6 +56,6 @@ class WorkflowResult(Generic[OutputT]):
     error: BaseException | None = None
     state: dict[str, Any] = field(default_factory=dict)
     suspended: list[list[str]] = field(default_factory=list)
-    tripwire: dict[str, Any] | None = None
+    tripwire: Tripwire | None = None
     usage: Usage | None = None
     run_id: str = ""

@@ -20,7 +20,15 @@ from procflow.errors import (
     TripWire,
 )
 from procflow.messages import new_secret_id
-from procflow.records import RunSnapshot, RunStatus, Span, SpanEntry, StepResult, TraceRecord
+from procflow.records import (
+    RunSnapshot,
+    RunStatus,
+    Span,
+    SpanEntry,
+    StepResult,
+    TraceRecord,
+    Tripwire,
+)
 from procflow.runtime.defaults import resolve_storage
 from procflow.runtime.distributed import Distributor, Job, Parked, run_job
 from procflow.runtime.events import WorkflowEvent
@@ -69,7 +77,7 @@ class _Outcome(NamedTuple):
     error: BaseException | None = None
     suspended: Sequence[str] = ()
     """Paths of the suspended steps."""
-    tripwire: dict[str, Any] | None = None
+    tripwire: Tripwire | None = None
 
 
 _CANCELED = _Outcome("canceled")
@@ -792,11 +800,11 @@ class Run(Generic[OutputT]):
                                 reused=sorted(self._records))
 
     async def _save_trace(self, ex: Execution, status: RunStatus, result: Any,
-                          error: BaseException | None, tripwire: Any) -> None:
+                          error: BaseException | None, tripwire: Tripwire | None) -> None:
         span = ex.top.span
         if span is None:
             return
-        attributes = {"tripwire": tripwire} if tripwire else {}
+        attributes = {"tripwire": tripwire.to_dict()} if tripwire else {}
         Tracer.end(span, "running" if status == "pending" or status == "corrupted" else status,
                    output=result if self.workflow.trace_io else None, error=error, **attributes)
         if self.trace_parent is not None or ex.tracer is None:
@@ -895,7 +903,7 @@ async def _outcome(ex: Execution) -> _Outcome:
             return _Outcome("failed", error=exc)
         return _Outcome("success", out)
     except TripWire as trip:
-        return _Outcome("tripwire", error=trip, tripwire=trip.to_dict())
+        return _Outcome("tripwire", error=trip, tripwire=Tripwire.from_dict(trip.to_dict()))
     except Exception as exc:  # an error outside any step: report it, never crash the caller
         return _Outcome("failed", error=exc)
 

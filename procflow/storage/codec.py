@@ -28,7 +28,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from procflow._secrets import mask_text
 from procflow.errors import SnapshotCorruptedError, StepExecutionError, StepTimeoutError
-from procflow.records import RunSnapshot, RunStatus, StepResult, StepStatus, TraceRecord
+from procflow.records import (
+    RunSnapshot,
+    RunStatus,
+    StepResult,
+    StepStatus,
+    TraceRecord,
+    Tripwire,
+)
 from procflow.storage.values import (
     SKIP_BLOBS,
     UndecodableValueError,
@@ -180,7 +187,7 @@ def encode_snapshot(snapshot: RunSnapshot, *, blob_size: int | None = BLOB_SIZE,
         "result": snapshot.result,
         "error": _encode_error(snapshot.error),
         "suspended": snapshot.suspended,
-        "tripwire": snapshot.tripwire,
+        "tripwire": None if snapshot.tripwire is None else snapshot.tripwire.to_dict(),
         "request_context": snapshot.request_context,
     }
     blobs: dict[str, str | bytes] = {}
@@ -524,7 +531,7 @@ def load_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str,
         result=result,
         error=_decode_error(stored.error, workflow_id=workflow_id, run_id=run_id),
         suspended=stored.suspended,
-        tripwire=tripwire,
+        tripwire=None if tripwire is None else Tripwire.from_dict(tripwire),
         request_context=request_context,
         created_at=stored.created_at,
         updated_at=stored.updated_at,

@@ -163,7 +163,7 @@ def workflow_run_document(result: WorkflowResult, *, resume: Sequence[str] = (),
     return {"kind": "workflow", "run_id": result.run_id, "status": result.status,
             "output": mask(result.result),
             "error": None if result.error is None else masked(str(result.error)),
-            "tripwire": mask(result.tripwire) if result.tripwire else None,
+            "tripwire": mask(result.tripwire.to_dict()) if result.tripwire else None,
             "suspended_at": [".".join(p) for p in result.suspended],
             "resume_commands": list(resume), "replayed_from": replayed_from,
             "steps": steps}

@@ -10,13 +10,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from procflow.messages import (
+    Chunk,
+    ErrorChunk,
+    Finish,
+    Start,
+    StepFinish,
+    StepStart,
+    TextDelta,
+    ToolCallChunk,
+    ToolResultChunk,
+    TripwireChunk,
+)
 from procflow.runtime.tracing import redact_secrets
 from procflow.studio.graph import NodeState, NodeStatus
 from procflow.studio.output import mask
 from procflow.workflows.workflow import Workflow
 
 if TYPE_CHECKING:
-    from procflow.messages import Chunk
     from procflow.runtime.events import WorkflowEvent
     from procflow.runtime.results import StepResult
 
@@ -191,42 +202,42 @@ class AgentTracker:
     def on_chunk(self, chunk: Chunk, now: float | None = None) -> None:
         """Update the states with one chunk."""
         at = time.time() if now is None else now
-        board, kind, data = self._board, chunk.type, chunk.payload
-        if kind == "start":
-            board.start(self._IN, at)
-        elif kind == "step-start":
-            self._finish_running(at, keep=(self._STEP,))
-            self._steps += 1
-            if board.nodes.get(self._STEP, _Node()).status != "running":
-                board.start(self._STEP, at)
-            board.nodes[self._STEP].detail = f"step {self._steps}"
-            board.end(self._PREP, "success", at)
-            board.start(self._LLM, at)
-        elif kind == "text-delta":
-            self.text += chunk.text
-        elif kind == "tool-call":
-            self._calls[str(data.get("tool_call_id"))] = len(self.tools)
-            self.tools.append(f"{data.get('tool_name')}({short(data.get('args') or {}, 40)})")
-        elif kind == "tool-result":
-            self._tool_result(data, at)
-        elif kind == "step-finish":
-            board.end(self._LLM, "success", at)
-            board.end(self._OUT, "success", at)
-            if self._calls:
-                board.start(self._TOOLS, at)
-        elif kind == "finish":
-            self._finish_running(at)
-            for path in (self._STEP, *self._AFTER):
-                board.end(path, "success", at)
-        elif kind in ("tripwire", "error"):
-            what = data.get("reason") if kind == "tripwire" else data.get("error")
-            self.problem = f"{kind}: {short(what, 200)}"
-            self._fail_running(at, f"{kind}: {short(what, 40)}")
+        board = self._board
+        match chunk:
+            case Start():
+                board.start(self._IN, at)
+            case StepStart():
+                self._finish_running(at, keep=(self._STEP,))
+                self._steps += 1
+                if board.nodes.get(self._STEP, _Node()).status != "running":
+                    board.start(self._STEP, at)
+                board.nodes[self._STEP].detail = f"step {self._steps}"
+                board.end(self._PREP, "success", at)
+                board.start(self._LLM, at)
+            case TextDelta(text=text):
+                self.text += text
+            case ToolCallChunk(tool_call_id=call_id, tool_name=name, args=args):
+                self._calls[call_id] = len(self.tools)
+                self.tools.append(f"{name}({short(args or {}, 40)})")
+            case ToolResultChunk():
+                self._tool_result(chunk, at)
+            case StepFinish():
+                board.end(self._LLM, "success", at)
+                board.end(self._OUT, "success", at)
+                if self._calls:
+                    board.start(self._TOOLS, at)
+            case Finish():
+                self._finish_running(at)
+                for path in (self._STEP, *self._AFTER):
+                    board.end(path, "success", at)
+            case TripwireChunk(reason=what) | ErrorChunk(error=what):
+                self.problem = f"{chunk.type}: {short(what, 200)}"
+                self._fail_running(at, f"{chunk.type}: {short(what, 40)}")
 
-    def _tool_result(self, data: Mapping[str, Any], at: float) -> None:
-        index = self._calls.pop(str(data.get("tool_call_id")), None)
-        mark = "✖" if data.get("is_error") else "→"
-        line = f"{mark} {short(data.get('result'), 60)}"
+    def _tool_result(self, chunk: ToolResultChunk, at: float) -> None:
+        index = self._calls.pop(chunk.tool_call_id, None)
+        mark = "✖" if chunk.is_error else "→"
+        line = f"{mark} {short(chunk.result, 60)}"
         if index is not None:
             self.tools[index] += f" {line}"
         if not self._calls:

@@ -72,9 +72,9 @@ def print_workflow_summary(console: Console, result: WorkflowResult, *,
                 console.print(Text(f"  {path} asks: {short(payload.suspend_payload, 200)}"),
                               soft_wrap=True)
     elif status == "tripwire":
-        details = result.tripwire or {}
-        by = f" (processor {details['processor_id']})" if details.get("processor_id") else ""
-        console.print(_status(status, f"{details.get('reason', '')}{by}"), soft_wrap=True)
+        trip = result.tripwire
+        by = f" (processor {trip.processor_id})" if trip and trip.processor_id else ""
+        console.print(_status(status, f"{trip.reason if trip else ''}{by}"), soft_wrap=True)
     else:
         error = short(result.error, 300) if result.error is not None else None
         console.print(_status(status, error), soft_wrap=True)

@@ -10,7 +10,7 @@ import pytest
 from procflow import RequestContext, create_step, create_workflow
 from procflow.agent import Agent, FullOutput, tool
 from procflow.errors import ProcessorError
-from procflow.messages import Chunk, Message
+from procflow.messages import Chunk, Message, TripwireChunk
 from procflow.models import ScriptedModel, ToolCall
 from procflow.processors import (
     ProcessInputStepResult,
@@ -138,7 +138,8 @@ async def test_tripwire_chunk_in_stream_and_on_violation() -> None:
     out = await agent.stream("tell me")
     chunks = [c async for c in out.full_stream]
     trip = [c for c in chunks if c.type == "tripwire"]
-    assert trip[0].payload["processor_id"] == "guard" and trip[0].payload["reason"] == "leak"
+    assert trip == [TripwireChunk("leak", "guard", False, {"kind": "secret"})]
+    assert trip[0].payload.processor_id == "guard" and trip[0].payload.reason == "leak"
     assert [c.text for c in chunks if c.type == "text-delta"] == ["the "]
     assert await out.finish_reason == "other"
     assert [v.message for v in seen] == ["leak"]

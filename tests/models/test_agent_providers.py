@@ -102,7 +102,7 @@ async def test_stream_emits_error_chunk_after_the_retry_decision(server: Any) ->
     out = await agent.stream("hi")
     chunks = [c async for c in out.full_stream]
     assert chunks[-1].type == "error"
-    assert "timed out after 0.3s" in str(chunks[-1].payload["error"])
+    assert "timed out after 0.3s" in str(chunks[-1].payload.error)
     assert finaliser.calls == 1
     with pytest.raises(APICallError):
         await out.text

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk
+from procflow.messages import Chunk, Finish, ToolCallChunk
 from procflow.models import AnthropicModel, ModelRequest, ToolSpec, resolve_model
+from procflow.records import Usage
 
 KEY = "sk-ant-test-SECRET-123"
 HI = [{"role": "user", "content": "hi"}]
@@ -70,8 +71,7 @@ async def test_streams_text_and_usage(server: Any, anyio_backend: str) -> None:
     server.sse([start(12), *text_block(0, "Hel", "lo"), *end("end_turn", 3)])
     chunks = await run(make(server))
     assert [c.text for c in chunks if c.type == "text-delta"] == ["Hel", "lo"]
-    assert chunks[-1].payload == {"finish_reason": "stop", "usage": {
-        "input_tokens": 12, "output_tokens": 3, "total_tokens": 15}}
+    assert chunks[-1] == Finish("stop", Usage(12, 3, 15))
     request = server.last
     assert request.path == "/v1/messages"
     assert request.headers["x-api-key"] == KEY
@@ -86,10 +86,9 @@ async def test_fragmented_tool_input_is_assembled(server: Any) -> None:
                 *tool_block(2, "toolu_2", "ping"), *end("tool_use")])
     chunks = await run(make(server))
     assert [c.type for c in chunks] == ["text-delta", "tool-call", "tool-call", "finish"]
-    assert [c.payload for c in chunks if c.type == "tool-call"] == [
-        {"tool_call_id": "toolu_1", "tool_name": "lookup", "args": {"order": 42}},
-        {"tool_call_id": "toolu_2", "tool_name": "ping", "args": {}}]
-    assert chunks[-1].payload["finish_reason"] == "tool-calls"
+    assert [c for c in chunks if c.type == "tool-call"] == [
+        ToolCallChunk("toolu_1", "lookup", {"order": 42}), ToolCallChunk("toolu_2", "ping", {})]
+    assert chunks[-1].payload.finish_reason == "tool-calls"
 
 
 async def test_thinking_becomes_reasoning_delta(server: Any) -> None:
@@ -102,9 +101,9 @@ async def test_thinking_becomes_reasoning_delta(server: Any) -> None:
                    delta={"type": "signature_delta", "signature": "sig"}),
                 ev("content_block_stop", index=0), *text_block(1, "ok"), *end("max_tokens")])
     chunks = await run(make(server))
-    assert [(c.type, c.payload.get("text")) for c in chunks[:2]] == [
+    assert [(c.type, c.text) for c in chunks[:2]] == [
         ("reasoning-delta", "hmm"), ("text-delta", "ok")]
-    assert chunks[-1].payload["finish_reason"] == "length"
+    assert chunks[-1].payload.finish_reason == "length"
 
 
 async def test_request_converts_prompt_tools_and_settings(server: Any) -> None:

@@ -12,9 +12,10 @@ import httpx
 import pytest
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk
+from procflow.messages import Chunk, Finish, ToolCallChunk
 from procflow.models import ModelRequest, OpenAIChatModel, ToolSpec, resolve_model
 from procflow.models.http import SSEError, aclose_shared_client, iter_sse, shared_client
+from procflow.records import Usage
 
 KEY = "sk-test-SECRET-123"
 DONE = "data: [DONE]\n\n"
@@ -67,8 +68,7 @@ async def test_streams_text_and_usage(server: Any, anyio_backend: str) -> None:
                 chunk({"content": "lo"}), chunk(finish="stop"), chunk(usage=USAGE), DONE])
     chunks = await run(make(server))
     assert [c.text for c in chunks if c.type == "text-delta"] == ["Hel", "lo"]
-    assert chunks[-1].payload == {"finish_reason": "stop", "usage": {
-        "input_tokens": 7, "output_tokens": 2, "total_tokens": 9}}
+    assert chunks[-1] == Finish("stop", Usage(7, 2, 9))
     assert server.last.path == "/v1/chat/completions"
     assert server.last.headers["authorization"] == f"Bearer {KEY}"
     body = server.last.json
@@ -81,21 +81,19 @@ async def test_fragmented_tool_calls_are_assembled(server: Any) -> None:
                 chunk(call(0, args='der": 4')), chunk(call(1, id="call_b", name="ping")),
                 chunk(call(0, args="2}")), chunk(finish="tool_calls"), DONE])
     chunks = await run(make(server))
-    assert [c.payload for c in chunks if c.type == "tool-call"] == [
-        {"tool_call_id": "call_a", "tool_name": "lookup", "args": {"order": 42}},
-        {"tool_call_id": "call_b", "tool_name": "ping", "args": {}}]
-    assert chunks[-1].payload["finish_reason"] == "tool-calls"
-    assert chunks[-1].payload["usage"] == {"input_tokens": 0, "output_tokens": 0,
-                                           "total_tokens": 0}
+    assert [c for c in chunks if c.type == "tool-call"] == [
+        ToolCallChunk("call_a", "lookup", {"order": 42}), ToolCallChunk("call_b", "ping", {})]
+    assert chunks[-1].payload.finish_reason == "tool-calls"
+    assert chunks[-1] == Finish("tool-calls", Usage(0, 0, 0))
 
 
 async def test_reasoning_content_becomes_reasoning_delta(server: Any) -> None:
     server.sse([chunk({"reasoning_content": "think"}), chunk({"content": "ok"}),
                 chunk(finish="length"), DONE])
     chunks = await run(make(server))
-    assert [(c.type, c.payload.get("text")) for c in chunks[:2]] == [
+    assert [(c.type, c.text) for c in chunks[:2]] == [
         ("reasoning-delta", "think"), ("text-delta", "ok")]
-    assert chunks[-1].payload["finish_reason"] == "length"
+    assert chunks[-1].payload.finish_reason == "length"
 
 
 async def test_request_converts_prompt_tools_and_settings(server: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk
+from procflow.messages import Chunk, Finish, ToolCallChunk
 from procflow.models import (
     LanguageModel,
     ModelRequest,
@@ -18,6 +18,7 @@ from procflow.models import (
     ToolSpec,
     resolve_model,
 )
+from procflow.records import Usage
 
 HI = [{"role": "system", "content": "be nice"}, {"role": "user", "content": "say hello now"}]
 
@@ -30,8 +31,7 @@ async def run(model: ScriptedModel, prompt: list[dict[str, Any]] = HI,
 async def test_text_turn_streams_one_word_per_chunk() -> None:
     chunks = await run(ScriptedModel(["Hello big world"]))
     assert [c.text for c in chunks if c.type == "text-delta"] == ["Hello ", "big ", "world"]
-    assert chunks[-1].payload == {"finish_reason": "stop", "usage": {
-        "input_tokens": 5, "output_tokens": 3, "total_tokens": 8}}
+    assert chunks[-1] == Finish("stop", Usage(input_tokens=5, output_tokens=3, total_tokens=8))
 
 
 @pytest.mark.parametrize("text", ["  two  spaces\n", "", "   ", "one"])
@@ -43,25 +43,25 @@ async def test_streamed_words_rebuild_the_text(text: str) -> None:
 
 async def test_usage_per_word_scales_usage() -> None:
     chunks = await run(ScriptedModel(["a b"], usage_per_word=2))
-    assert chunks[-1].payload["usage"] == {"input_tokens": 10, "output_tokens": 4,
-                                           "total_tokens": 14}
+    assert isinstance(chunks[-1], Finish)
+    assert chunks[-1].usage == Usage(input_tokens=10, output_tokens=4, total_tokens=14)
 
 
 async def test_tool_call_turn() -> None:
     model = ScriptedModel([[ToolCall("lookup", {"id": 7}), ToolCall("ping", id="mine")],
                            [ToolCall("lookup")]])
     first, second = await run(model), await run(model)
-    assert [c.payload for c in first[:-1]] == [
-        {"tool_call_id": "call_1", "tool_name": "lookup", "args": {"id": 7}},
-        {"tool_call_id": "mine", "tool_name": "ping", "args": {}}]
-    assert first[-1].payload["finish_reason"] == "tool-calls"
-    assert second[0].payload["tool_call_id"] == "call_3"
+    assert first[:-1] == [ToolCallChunk("call_1", "lookup", {"id": 7}),
+                          ToolCallChunk("mine", "ping", {})]
+    assert isinstance(first[-1], Finish) and first[-1].finish_reason == "tool-calls"
+    assert isinstance(second[0], ToolCallChunk) and second[0].tool_call_id == "call_3"
 
 
 async def test_args_are_copied_for_each_call() -> None:
     call = ToolCall("t", {"items": [1]})
     chunks = await run(ScriptedModel([[call]]))
-    chunks[0].payload["args"]["items"].append(2)
+    assert isinstance(chunks[0], ToolCallChunk)
+    chunks[0].args["items"].append(2)
     assert call.args == {"items": [1]}
 
 

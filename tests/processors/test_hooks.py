@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from procflow.errors import ProcessorError, TripWire
-from procflow.messages import Chunk, Message, MessageList
+from procflow.messages import Chunk, Message, MessageList, TripwireChunk
 from procflow.processors import (
     APIErrorResult,
     OutputResult,
@@ -184,8 +184,7 @@ async def test_stream_abort_becomes_tripwire_chunk_and_stops() -> None:
     pipe = ProcessorRunner([Fn("process_output_stream", hook, "guard")]).output_stream()
     out = await pipe.process(Chunk.text_delta("so bad"))
     assert out[0].type == "tripwire"
-    assert out[0].payload == {"reason": "bad word", "processor_id": "guard", "retry": False,
-                              "metadata": {"word": "bad"}}
+    assert out[0] == TripwireChunk("bad word", "guard", False, {"word": "bad"})
     assert pipe.tripwire is not None
     assert await pipe.process(Chunk.text_delta("more")) == []
 

@@ -161,7 +161,7 @@ async def test_stream_block_emits_a_tripwire_chunk() -> None:
     assert await pipe.process(Chunk.text_delta("Hello ")) == [Chunk.text_delta("Hello ")]
     chunks = await pipe.process(Chunk.text_delta("I will kill you."))
     assert [c.type for c in chunks] == ["tripwire"]
-    assert chunks[0].payload["processor_id"] == "moderation"
+    assert chunks[0].payload.processor_id == "moderation"
     assert pipe.tripwire is not None
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from procflow.errors import APICallError, ProcessorError, TripWire
-from procflow.messages import Chunk, Message, MessageList
+from procflow.messages import Chunk, Message, MessageList, TripwireChunk
 from procflow.models.base import ModelRequest
 from procflow.processors import OutputResult, ProcessorViolation
 from procflow.processors._runner import ProcessorRunner
@@ -300,8 +300,9 @@ async def test_stream_strategies(strategy: Any, expected: list[str]) -> None:
     out += await pipe.process(Chunk.finish("stop"))
     assert [f"{c.type}:{c.text}" for c in out if c.type != "finish"] == expected
     if strategy == "block":
-        assert out[-1].payload["processor_id"] == "pii-detector"
-        assert out[-1].payload["reason"] == "PII detected: email"
+        assert isinstance(out[-1], TripwireChunk)
+        assert out[-1].processor_id == "pii-detector"
+        assert out[-1].reason == "PII detected: email"
 
 
 async def test_stream_passes_clean_and_non_text_chunks() -> None:

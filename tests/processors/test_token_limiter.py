@@ -229,7 +229,7 @@ async def test_stream_part_mode_limits_each_part_alone() -> None:
 async def test_stream_abort_strategy_ends_with_a_tripwire() -> None:
     pipe = ProcessorRunner([TokenLimiter(3, strategy="abort")]).output_stream()
     out = await collect(pipe, [*deltas(5), Chunk.finish("stop")])
-    assert out[-1].type == "tripwire" and out[-1].payload["processor_id"] == "token-limiter"
+    assert out[-1].type == "tripwire" and out[-1].payload.processor_id == "token-limiter"
     assert pipe.tripwire is not None
 
 

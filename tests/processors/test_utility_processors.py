@@ -13,6 +13,7 @@ from procflow.messages import (
     Message,
     MessageList,
     TextPart,
+    ToolCallChunk,
     ToolCallPart,
     ToolResultPart,
 )
@@ -250,14 +251,14 @@ async def test_batch_parts_merges_every_batch_size_chunks() -> None:
 
 
 async def test_batch_parts_non_text_flushes_first() -> None:
-    tool = Chunk("tool-call", {"tool_name": "weather"})
+    tool = ToolCallChunk("c1", "weather")
     outs = await stream(BatchPartsProcessor(), [*texts("a", "b"), tool, Chunk.finish("stop")])
     assert [[c.text or c.type for c in out] for out in outs] == [[], [], ["ab", "tool-call"],
                                                                   ["finish"]]
 
 
 async def test_batch_parts_without_emit_on_non_text_keeps_order() -> None:
-    tool = Chunk("tool-call", {"tool_name": "weather"})
+    tool = ToolCallChunk("c1", "weather")
     outs = await stream(BatchPartsProcessor(batch_size=4, emit_on_non_text=False),
                         [*texts("a", "b"), tool, *texts("c"), *texts("d"), Chunk.finish("x")])
     assert [[c.text or c.type for c in out] for out in outs] == [

@@ -18,6 +18,7 @@ from procflow import (
     create_workflow,
     step,
 )
+from procflow.records import Tripwire
 from procflow.storage import InMemoryStorage
 
 
@@ -169,8 +170,8 @@ async def test_abort_ends_with_tripwire() -> None:
     wf = create_workflow(id="w").then(s("guard", guard)).commit()
     result = await wf.create_run().start()
     assert result.status == "tripwire"
-    assert result.tripwire == {"reason": "not allowed", "retry": False,
-                               "metadata": {"rule": 7}, "processor_id": "guard"}
+    assert result.tripwire == Tripwire("not allowed", "guard", False, {"rule": 7})
+    assert result.tripwire is not None and result.tripwire.reason == "not allowed"
     assert isinstance(result.error, TripWire)
 
 

@@ -283,7 +283,7 @@ class StreamFilter(Processor):
     async def process_output_stream(self, args: Any) -> Any:
         part = args.part
         # Drop text-delta chunks that contain the word "secret"
-        if part.type == "text-delta" and "secret" in part.payload["text"]:
+        if part.type == "text-delta" and "secret" in part.payload.text:
             return None
         # Return the (possibly modified) chunk to emit it
         return part
@@ -308,7 +308,7 @@ class WordCounter(Processor):
     async def process_output_stream(self, args: Any) -> Any:
         args.state.setdefault("word_count", 0)
         if args.part.type == "text-delta":
-            args.state["word_count"] += len(args.part.payload["text"].split())
+            args.state["word_count"] += len(args.part.payload.text.split())
         return args.part
 
     async def process_output_result(self, args: Any) -> list[Message]:
@@ -548,7 +548,7 @@ async def test_tripwire_chunk_in_stream_and_generate() -> None:
     seen = None
     async for chunk in stream.full_stream:
         if chunk.type == "tripwire":
-            seen = (chunk.payload["processor_id"], chunk.payload["reason"])
+            seen = (chunk.payload.processor_id, chunk.payload.reason)
             break  # the seed's loop stops reading here
     assert seen == ("blocker", "forbidden word")
     result = await agent.generate("hi")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from procflow.agent import Agent
-from procflow.messages import Chunk
+from procflow.messages import DataChunk
 from procflow.models import ScriptedModel, ToolCall
 from procflow.processors import Processor
 from procflow.tools import ToolContext, tool
@@ -30,8 +30,8 @@ class DataGuard(Processor):
         part = args.part
         if part.type == "data-debug":
             return None
-        if part.type.startswith("data-"):
-            return Chunk(part.type, data={k: v for k, v in part.data.items() if k != "secret"})
+        if isinstance(part, DataChunk):
+            return DataChunk(part.name, {k: v for k, v in part.data.items() if k != "secret"})
         return part
 
 

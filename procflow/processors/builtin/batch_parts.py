@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from procflow.messages import Chunk
+from procflow.messages import Chunk, TextDelta
 from procflow.processors.args import ProcessOutputStreamArgs
 from procflow.processors.base import Processor
 
@@ -35,12 +35,11 @@ def _merge(chunks: list[Chunk]) -> list[Chunk]:
             out.append(run[0])
         elif run:
             first = run[0]
-            out.append(Chunk("text-delta", {**first.payload, "text": "".join(c.text for c in run)},
-                             metadata=first.metadata))
+            out.append(TextDelta("".join(c.text for c in run), first.metadata))
         run.clear()
 
     for chunk in chunks:
-        if chunk.type == "text-delta":
+        if isinstance(chunk, TextDelta):
             run.append(chunk)
         else:
             close()

@@ -24,11 +24,13 @@ import anyio.to_thread
 
 from procflow.messages import (
     Chunk,
+    DataChunk,
     FilePart,
     ImagePart,
     Message,
     Part,
     ReasoningPart,
+    TextDelta,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -332,9 +334,9 @@ class TokenLimiter(Processor):
         return self._encoding().decode_bytes(list(tokens[:n])).decode("utf-8", "ignore")
 
     def _limit_chunk(self, tokens: int) -> Chunk:
-        return Chunk(LIMIT_CHUNK_TYPE, data={"limit": self.limit, "tokens": tokens,
-                                             "count_mode": self.options.count_mode},
-                     metadata={"transient": True})
+        return DataChunk(LIMIT_CHUNK_TYPE.removeprefix("data-"),
+                         {"limit": self.limit, "tokens": tokens,
+                          "count_mode": self.options.count_mode}, {"transient": True})
 
     def _over(self, args: ProcessOutputStreamArgs | ProcessOutputResultArgs, tokens: int) -> None:
         if self.options.strategy == "abort":
@@ -366,8 +368,7 @@ class TokenLimiter(Processor):
         state["stream_tokens"] = state.get("stream_tokens", 0) + room
         state["stream_limited"] = cumulative
         prefix = self._prefix(tokens, room)
-        out = [Chunk("text-delta", {**part.payload, "text": prefix}, metadata=part.metadata)
-               ] if prefix else []
+        out: list[Chunk] = [TextDelta(prefix, part.metadata)] if prefix else []
         if not state.get("limit_announced"):
             state["limit_announced"] = True
             out.append(self._limit_chunk(used + len(tokens)))

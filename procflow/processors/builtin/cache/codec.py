@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from procflow.messages import Chunk
+from procflow.messages import Chunk, ErrorChunk, Finish, TripwireChunk
 
 __all__ = ["CACHEABLE_FINISH_REASONS", "canonical", "decode_chunks", "encode_chunks",
            "not_cacheable"]
@@ -24,7 +24,8 @@ __all__ = ["CACHEABLE_FINISH_REASONS", "canonical", "decode_chunks", "encode_chu
 CACHEABLE_FINISH_REASONS: Final = frozenset({"stop", "length", "tool-calls"})
 """The finish reasons of responses worth replaying."""
 
-_FORMAT: Final = 1  # version of the stored entry's layout
+_FORMAT: Final = 2  # version of the stored entry's layout: chunks as ``Chunk.to_dict()``
+_READABLE: Final = frozenset({1, 2})  # 1: the untyped {"type", "payload", "data", "metadata"}
 
 
 def canonical(value: Any) -> Any:
@@ -54,10 +55,10 @@ def not_cacheable(chunks: Sequence[Chunk]) -> str | None:
     """Why these chunks must not be cached, or ``None`` when they may be."""
     finish_reason = None
     for chunk in chunks:
-        if chunk.type in ("error", "tripwire"):
+        if isinstance(chunk, ErrorChunk | TripwireChunk):
             return f"the response has a {chunk.type!r} chunk"
-        if chunk.type == "finish":
-            finish_reason = chunk.payload.get("finish_reason")
+        if isinstance(chunk, Finish):
+            finish_reason = chunk.finish_reason
     if finish_reason not in CACHEABLE_FINISH_REASONS:
         return (f"the finish reason is {finish_reason!r}, not one of "
                 f"{sorted(CACHEABLE_FINISH_REASONS)}")
@@ -66,9 +67,7 @@ def not_cacheable(chunks: Sequence[Chunk]) -> str | None:
 
 def encode_chunks(chunks: Sequence[Chunk]) -> dict[str, Any] | None:
     """The cache entry of ``chunks``, or ``None`` when they are not JSON-serialisable."""
-    value = {"format": _FORMAT, "chunks": [
-        {"type": c.type, "payload": c.payload, "data": c.data, "metadata": c.metadata}
-        for c in chunks]}
+    value = {"format": _FORMAT, "chunks": [c.to_dict() for c in chunks]}
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
@@ -78,7 +77,7 @@ def encode_chunks(chunks: Sequence[Chunk]) -> dict[str, Any] | None:
 
 def decode_chunks(value: Any) -> list[Chunk] | None:
     """The chunks of a stored entry, or ``None`` when it is not one this module wrote."""
-    if not isinstance(value, dict) or value.get("format") != _FORMAT:
+    if not isinstance(value, dict) or value.get("format") not in _READABLE:
         return None
     items = value.get("chunks")
     if not isinstance(items, list):
@@ -87,12 +86,8 @@ def decode_chunks(value: Any) -> list[Chunk] | None:
     for item in items:
         if not isinstance(item, dict):
             return None
-        kind, payload, metadata = item.get("type"), item.get("payload"), item.get("metadata")
-        if (not isinstance(kind, str) or not isinstance(payload, dict)
-                or not (metadata is None or isinstance(metadata, dict))):
-            return None
         try:
-            chunks.append(Chunk(kind, payload, item.get("data"), metadata))
-        except ValueError:
+            chunks.append(Chunk.from_dict(item))
+        except (ValueError, TypeError):
             return None
     return None if not_cacheable(chunks) is not None else chunks

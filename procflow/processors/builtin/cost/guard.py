@@ -26,6 +26,7 @@ from typing import Any, Final, Literal, get_args
 from uuid import uuid4
 
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY
+from procflow.messages import Finish
 from procflow.processors.args import ProcessInputStepArgs, ProcessLLMResponseArgs
 from procflow.processors.base import Processor
 from procflow.processors.builtin.cost.ledger import CostLedger, InMemoryCostLedger
@@ -255,12 +256,11 @@ class CostGuardProcessor(Processor):
         """Price the call's usage and record it in the ledger (not for cache replays)."""
         if args.from_cache:
             return
-        usage = next((c.payload.get("usage") for c in reversed(args.chunks)
-                      if c.type == "finish"), None)
-        if not isinstance(usage, Mapping):
+        usage = next((c.usage for c in reversed(args.chunks) if isinstance(c, Finish)), None)
+        if usage is None:
             return
         price = self.price_for(args.model)
-        cost = price.cost(usage) if price is not None else 0.0
+        cost = price.cost(usage.to_dict()) if price is not None else 0.0
         scope_id = self._scope_id(args)
         if cost <= 0 or scope_id is None:
             return

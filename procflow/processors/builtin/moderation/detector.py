@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, cast
 
-from procflow.messages import Chunk, Message
+from procflow.messages import Chunk, Message, TextDelta
 from procflow.models.base import LanguageModel
 from procflow.processors.args import (
     ProcessInputArgs,
@@ -381,8 +381,7 @@ class ModerationProcessor(Processor):
                  for s, e in await off_loop(self.spans, whole) if s < end and e > start]
         if not spans:
             return part
-        payload = {**part.payload, "text": _replace(text, spans, self.replacement)}
-        return Chunk("text-delta", payload, metadata=part.metadata)
+        return TextDelta(_replace(text, spans, self.replacement), part.metadata)
 
     async def _warn_once(self, args: ProcessOutputStreamArgs, text: str) -> Chunk:
         """Under "warn" with a window, one warning per run of flagged windows."""

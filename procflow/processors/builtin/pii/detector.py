@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, get_args
 
 from procflow.errors import ProcessorError
-from procflow.messages import Chunk, Message
+from procflow.messages import Chunk, Message, TextDelta
 from procflow.models.base import LanguageModel
 from procflow.models.resolve import resolve_model
 from procflow.processors.args import (
@@ -280,8 +280,7 @@ class PIIDetector(Processor):
             return part
         if self.strategy == "filter":
             return None
-        payload = {**part.payload, "text": self.redact(text, found)}
-        return Chunk("text-delta", payload, metadata=part.metadata)
+        return TextDelta(self.redact(text, found), part.metadata)
 
     async def _process_messages(self, args: ProcessorArgs,
                                 messages: list[Message]) -> list[Message] | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, get_args
 
 from procflow.errors import ProcessorError
-from procflow.messages import Chunk, Message, Part, TextPart
+from procflow.messages import Chunk, Message, Part, TextDelta, TextPart
 from procflow.processors.args import (
     ProcessInputArgs,
     ProcessorArgs,
@@ -365,7 +365,7 @@ class RegexFilterProcessor(Processor):
         new = self._check(text, args, "output")
         if new == text:
             return part
-        return Chunk("text-delta", {**part.payload, "text": new}, metadata=part.metadata)
+        return TextDelta(new, part.metadata)
 
     def process_output_result(self, args: ProcessOutputResultArgs) -> list[Message] | None:
         """Check the response messages' text (and redact ``result.text`` too).
