@@ -204,3 +204,13 @@ async def test_streamed_text_equals_final_text(text: str, data: st.DataObject) -
     assert streamed == await out.text
     for value in flagged_values(text):
         assert value not in streamed
+
+
+def test_an_exclamation_mark_ending_a_word_is_not_read_as_leet() -> None:
+    # Found by the property test: "chess!" de-leeted to "chessi" hid the idiom, so the
+    # same phrase was flagged before "!" and left alone elsewhere.
+    moderation = ModerationProcessor(strategy="redact")
+    text = "I will kill you I will destroy you at chess I will destroy you at chess!"
+    assert moderation.redact(text) == "[redacted] I will destroy you at chess I will " \
+        "destroy you at chess!"
+    assert moderation.redact("I will k!ll you!") == "[redacted]!"

@@ -278,14 +278,16 @@ def join_split(view: View) -> View:
 
 
 def leet(view: View, *, one_as: str = "i") -> View:
-    """Read digits and symbols as letters inside words that also hold letters."""
+    """Read digits and symbols as letters inside words that also hold letters; "!" that
+    ends a word is punctuation ("at chess!"), not an "i"."""
     table = _LEET_I if one_as == "i" else _LEET_L
 
     def unleet(m: re.Match[str]) -> str:
         token = m.group(0)
-        if _LEET_CHARS.search(token) is None or _LETTER.search(token) is None:
+        core = token.rstrip("!")
+        if _LEET_CHARS.search(core) is None or _LETTER.search(core) is None:
             return token
-        return token.translate(table)
+        return core.translate(table) + token[len(core):]
 
     return _substitute(view, _LEET_TOKEN, unleet, f"leet-{one_as}")
 
