@@ -1,0 +1,127 @@
+"""``_Remote``: what executors and workers call on a run that another process
+prepared or submitted: store it, run it when delivered, run one job of its fan-out,
+cancel it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from procflow.context import RequestContext
+from procflow.errors import RunNotFoundError
+from procflow.records import StepResult
+from procflow.runtime._run_exec import _Executing
+from procflow.runtime._run_state import _as_context, _earlier_spans, _find_unit
+from procflow.runtime.distributed import Job, run_job
+from procflow.runtime.execution import OutputT
+from procflow.runtime.leases import RunLease
+from procflow.runtime.results import WorkflowResult
+
+__all__ = ["_Remote"]
+
+_log = logging.getLogger("procflow.runtime")
+
+
+class _Remote(_Executing[OutputT]):
+    """A run's entry points for executors and workers."""
+
+    async def prepare(self, input_data: Any = None, *,
+                      request_context: RequestContext | Mapping[str, Any] | None = None,
+                      initial_state: Mapping[str, Any] | None = None) -> None:
+        """Validate the input and store the run as "pending", for another process to
+        execute (``run_submitted``); what remote executors do on ``submit``.
+
+        Raises:
+            StepValidationError: The input does not match the workflow's input schema.
+        """
+        if initial_state is not None and not isinstance(initial_state, Mapping):
+            raise TypeError(f"initial_state must be a mapping, got {type(initial_state).__name__}")
+        wf = self.workflow
+        if wf.input is not None:
+            input_data = wf.input.check(input_data, what="run input", workflow_id=wf.id,
+                                        step_id=None, run_id=self.run_id)
+        self._input = input_data
+        self._context = _as_context(request_context)
+        self._state = dict(initial_state or {})
+        await self._execution(None, frozenset(), None).flush("pending")
+
+    async def run_submitted(self, step: str | None = None,
+                            resume_data: Any = None) -> WorkflowResult:
+        """What a worker does with a delivered run: start a stored "pending" run from its
+        stored input, continue a "running" one (a redelivery after a lost worker, or a
+        parked fan-out whose jobs are done), or return a settled run's stored result.
+        With ``step``, the run (claimed "running" by ``resume_submit``) continues by
+        resuming that step with ``resume_data``.
+
+        The run is loaded after its lease is taken: a run object made with
+        ``Run(workflow, run_id=..., storage=...)``, without ``load``, will do.
+
+        Raises:
+            RunStateError: Another live process holds the run's lease.
+        """
+        self._check_idle("run_submitted")
+        await self._take_lease(parked=True)
+        try:
+            loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+            if loaded is None:
+                raise RunNotFoundError(
+                    f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
+                    workflow_id=self.workflow.id, run_id=self.run_id)
+            self._restore(*loaded)
+            if self.status == "running" and not self._spans:  # continued: extend its trace
+                self._spans = await _earlier_spans(self.storage, self.run_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._drop_lease()
+            raise
+        if self.status not in ("pending", "running"):
+            await self._drop_lease()
+            assert self._result is not None  # a settled stored run has its result
+            return self._result
+        if step is None:
+            return await self._execute(None, frozenset(), None)
+        _log.info("run %s (workflow %s): resuming step %s", self.run_id, self.workflow.id,
+                  step, extra={"run_id": self.run_id, "workflow_id": self.workflow.id,
+                               "step_path": step})
+        return await self._execute(None, frozenset({step}), resume_data)
+
+    async def run_job(self, job: Job) -> StepResult:
+        """Run one job of this run's distributed fan-out (under the job's own lease) and
+        store its result; a job already stored is not run again. The run is loaded after
+        the lease is taken (an unloaded run object will do).
+
+        Raises:
+            RunStateError: Another live process holds the job's lease.
+            RunNotFoundError: The run is not stored.
+            WorkflowDefinitionError-like ``LookupError``: the job's step is not in the
+                workflow.
+        """
+        unit = _find_unit(self.workflow, job.unit_path)
+        if unit is None:
+            raise LookupError(f"workflow '{self.workflow.id}' has no step at "
+                              f"'{job.unit_path}' (job {job.path} of run '{self.run_id}')")
+        lease = RunLease(self.storage, self.workflow.id, f"{self.run_id}#{job.path}",
+                         owner=self.lease_owner, ttl=self.lease_ttl)
+        await lease.take()
+        try:
+            loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+            if loaded is None:
+                raise RunNotFoundError(
+                    f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
+                    workflow_id=self.workflow.id, run_id=self.run_id)
+            self._restore(*loaded)
+            ex = self._execution(None, frozenset(), None)
+            return await run_job(ex, unit, job)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.drop()
+
+    def request_cancel(self) -> None:
+        """Cancel the run's execution in this process, now or as soon as it starts
+        (what a worker does when another process cancels the run)."""
+        self._cancel_requested = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
