@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -39,6 +39,7 @@ from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.processors.step import is_processor_workflow
+from procflow.records import Usage
 from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
@@ -147,7 +148,7 @@ class ProcessorStage(Workflow):
     each processor's span under the stage's span.
     """
 
-    def __init__(self, id: str, description: str, agent: Agent, run: StageFn,
+    def __init__(self, id: str, description: str, agent: Agent, run: StageFn | None,
                  units: Sequence[Any]) -> None:
         super().__init__(id=id, description=description, trace_io=False)
         self.kind_label = "stage"
@@ -162,10 +163,33 @@ class ProcessorStage(Workflow):
                 deps = live_deps[ex.run_id] = agent.default_deps()
             deps.state = state
             _bind(deps, ex.tracer, scope.span)
-            await run(deps, state)
+            if run is None:  # the model call: it reports its usage as a step does
+                await _call_model(_StageContext(ex, scope.span), deps, state)
+            else:
+                await run(deps, state)
             return state
 
         self.compiled = [node]  # the drawn processors run through the runner's fast path
+
+
+class _StageContext:
+    """What the model call needs of a step's context, for a stage: the tracer, the
+    stage's span and ``add_usage`` (the run's total and the span's ``usage``)."""
+
+    __slots__ = ("_ex", "span", "tracer")
+
+    def __init__(self, ex: Execution, span: Span | None) -> None:
+        self._ex = ex
+        self.tracer = ex.tracer
+        self.span = span
+
+    def add_usage(self, usage: Mapping[str, Any]) -> None:
+        got = Usage.of(usage)
+        self._ex.add_usage(got)
+        span = self.span
+        if span is not None:
+            before = (span.attributes or {}).get("usage")
+            span.set(usage=(got + Usage.of(before)).to_dict() if before else got.to_dict())
 
 
 def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequence[Any],
@@ -190,25 +214,48 @@ async def _drawn(ctx: StepContext) -> Any:
     return ctx.input_data
 
 
-def _units(agent: Agent, items: Any, hook: str) -> list[Any]:
-    """What a stage draws: the processors implementing ``hook`` (processor workflows
-    always), or one "dynamic" node for a processor array chosen per request."""
+def _units(agent: Agent, items: Any, hook: str, *also: str, workflows: bool = True,
+           seen: set[str] | None = None) -> list[Any]:
+    """What a stage draws: the processors implementing ``hook`` (or one of ``also``;
+    processor workflows too unless ``workflows`` is false), or one "dynamic" node for a
+    processor array chosen per request. ``seen`` (node ids already drawn in the stage)
+    keeps a processor listed by two arrays to one node."""
+    seen = set() if seen is None else seen
     if callable(items) and not isinstance(items, Sequence):
+        if "dynamic" in seen:
+            return []
+        seen.add("dynamic")
         return [Step(id="dynamic", execute=_drawn, description="processors chosen per "
                      "request (a function of the request context)")]
+    wanted = {hook, *also}
     units: list[Any] = []
     for item in items:
         if isinstance(item, Processor):
             hooks = item.implemented_hooks()
-            if hook in hooks:
-                node = Step(id=f"processor:{item.id}", execute=_drawn,
+            node_id = f"processor:{item.id}"
+            if hooks & wanted and node_id not in seen:
+                seen.add(node_id)
+                node = Step(id=node_id, execute=_drawn,
                             description=item.description or f"Processor {item.id}",
                             metadata={"hooks": sorted(hooks), "processor_id": item.id})
                 node.kind = "processor"
                 units.append(node)
-        elif is_processor_workflow(item):
+        elif workflows and is_processor_workflow(item) and item.id not in seen:
+            seen.add(item.id)
             units.append(item)
     return units
+
+
+def _model_call_units(agent: Agent) -> list[Any]:
+    """What the model call draws: the processors acting while it runs (llm request and
+    response, the output stream, provider errors), each once."""
+    seen: set[str] = set()
+    return [*_units(agent, agent.input_processors, "process_llm_request",
+                    "process_llm_response", "process_api_error", workflows=False, seen=seen),
+            *_units(agent, agent.output_processors, "process_output_stream",
+                    "process_api_error", workflows=False, seen=seen),
+            *_units(agent, agent.error_processors, "process_llm_request",
+                    "process_api_error", workflows=False, seen=seen)]
 
 
 # -- the model call -------------------------------------------------------------------
@@ -222,7 +269,13 @@ def _current_tools(deps: AgentDeps, state: AgentState) -> dict[str, Tool]:
     return {t.id: t for t in tools}
 
 
-def _llm_call(agent: Agent) -> Step:
+def _llm_call(agent: Agent) -> Step | Workflow:
+    """The model call: a stage drawn as the processors acting during it, else a step."""
+    units = _model_call_units(agent)
+    if units:
+        return ProcessorStage("llm-call", "the model call through the stream processors",
+                              agent, None, units)
+
     async def llm_call(ctx: StepContext) -> AgentState:
         state = as_state(ctx.input_data)
         deps = deps_of(ctx, agent)
@@ -234,7 +287,8 @@ def _llm_call(agent: Agent) -> Step:
     return _step("llm-call", llm_call, "the model call through the stream processors")
 
 
-async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> None:
+async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
+                      state: AgentState) -> None:
     current = state.current
     model = deps.model if current.model is None else resolve_model(current.model)
     tools = _current_tools(deps, state)
@@ -440,9 +494,9 @@ def _tool_calls(agent: Agent) -> Step | Workflow:
 
     runner = _step("tool-calls", tool_calls, "the step's tool calls, concurrently "
                    "(suspends for approval)")
-    if not agent.tools:
+    tools = _tool_nodes(agent)
+    if not tools:
         return runner
-    tools = [_tool_node(t) for t in agent.tools.values()]
     stage = create_workflow(id="tool-calls", description="the step's tool calls, "
                             "concurrently", trace_io=False)
     stage = (stage.then(tools[0]) if len(tools) == 1 else stage.parallel(tools)).commit()
@@ -456,8 +510,38 @@ def _tool_calls(agent: Agent) -> Step | Workflow:
     return stage
 
 
-def _tool_node(t: Tool) -> Step:
-    note = " (needs approval)" if t.requires_approval else ""
+MAX_DRAWN_TOOLS = 6
+"""Tools of one processor drawn one by one; the rest are one "more tools" node."""
+
+
+def _tool_nodes(agent: Agent) -> list[Step]:
+    """What the tool step draws: the agent's tools, then the tools its input processors
+    may add (``Processor.offered_tools()``: a tool search's meta-tools and searchable
+    tools), each once; past ``MAX_DRAWN_TOOLS`` of one processor, one node says how
+    many more there are."""
+    nodes = [_tool_node(t) for t in agent.tools.values()]
+    drawn = set(agent.tools)
+    items = agent.input_processors
+    for item in items if isinstance(items, Sequence) else ():
+        if not isinstance(item, Processor):
+            continue
+        offered = [t for t in item.offered_tools() if t.id not in drawn]
+        drawn.update(t.id for t in offered)
+        shown = offered if len(offered) <= MAX_DRAWN_TOOLS else offered[:MAX_DRAWN_TOOLS - 1]
+        nodes += [_tool_node(t, f" (added by processor {item.id})") for t in shown]
+        rest = offered[len(shown):]
+        if rest:
+            node = Step(id=f"tools:{item.id}", execute=_drawn, description=(
+                f"{len(rest)} more tools added by processor {item.id}: "
+                f"{', '.join(t.id for t in rest[:5])}{', …' if len(rest) > 5 else ''}"))
+            node.kind = "tool"
+            nodes.append(node)
+    return nodes
+
+
+def _tool_node(t: Tool, note: str = "") -> Step:
+    if t.requires_approval:
+        note = " (needs approval)" + note
     node = Step(id=f"tool:{t.id}", execute=_drawn,
                 description=(t.description.splitlines() or [""])[0] + note)
     node.kind = "tool"
