@@ -41,9 +41,8 @@ async def main() -> Any:
     chain, small, fan, each = build()
     mode = sys.argv[1]
     if mode == "imports":  # the count to subtract: imports and set-up only
-        from procflow import Agent  # noqa: F401
-        from procflow.models import ScriptedModel  # noqa: F401
-        from procflow.processors import Processor  # noqa: F401
+        from procflow import Agent
+        from procflow.models import ScriptedModel
         return
     if mode == "runtime":
         for _ in range(5):
@@ -54,11 +53,12 @@ async def main() -> Any:
             await fan.create_run(storage=storage).start(0)
         await each.create_run(storage=storage).start(list(range(1000)))
     else:
-        from procflow import Agent
+        from procflow import Agent, set_default_storage
         from procflow.models import ScriptedModel
         words = " ".join(f"w{i}" for i in range(18))
         procs = [_noop(f"noop-{i}") for i in range(5 if mode == "agent5" else 0)]
-        agent = Agent(id="a", model=ScriptedModel([words] * 200), storage=storage,
+        set_default_storage(storage)  # older versions have no Agent(storage=...)
+        agent = Agent(id="a", model=ScriptedModel([words] * 200),
                       input_processors=procs, output_processors=procs)
         for _ in range(100):
             await agent.generate("hello there")

@@ -384,7 +384,8 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     stream: Any = _replay(cached) if cached is not None else model.stream(request)
 
     async def deliver(outs: Sequence[Chunk]) -> bool:
-        """Emit what the processors let through; ``True`` once they tripped."""
+        """Emit what the processors let through; ``True`` once they tripped. (The
+        per-chunk loop below does the same inline: no coroutine per chunk.)"""
         for out in outs:
             kind = out.type
             if kind == "text-delta":
@@ -415,8 +416,20 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
             elif kind == "error":
                 error = chunk.payload.get("error")
                 raise error if isinstance(error, APICallError) else APICallError(str(error))
-            if await deliver((chunk,) if process is None else await process(chunk)):
-                return raw
+            for out in ((chunk,) if process is None else await process(chunk)):
+                kind = out.type  # as in ``deliver``
+                if kind == "text-delta":
+                    texts.append(out.payload["text"])
+                elif kind == "tripwire" and pipe.tripwire is not None:
+                    raw.append(out)  # process_llm_response sees the step was tripped
+                    await deps.trip(state, pipe.tripwire)
+                    return raw
+                elif kind == "tool-call":
+                    record.tool_calls.append(dict(out.payload))
+                elif kind == "finish":
+                    continue
+                if emit is not None:
+                    await emit(out)
         if (process is not None and not finished and pipe.tripwire is None
                 and await deliver(await pipe.finish())):
             return raw
@@ -429,15 +442,23 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     return raw
 
 
-async def _through_stream(deps: AgentDeps, state: AgentState, chunk: Chunk) -> list[Chunk]:
+async def _through_stream(deps: AgentDeps, state: AgentState, chunk: Chunk, *,
+                          from_tool: bool = False) -> list[Chunk]:
     """A chunk made after the model call ("step-finish", a tool's "data-*") through the
-    output stream processors; a processor's abort ends the call."""
+    output stream processors; a processor's abort ends the call. Chunks of tools
+    (``from_tool``), which run concurrently, take the pipeline one at a time."""
     pipe = deps.pipe
     if pipe is None:
         pipe = deps.pipe = deps.outputs.output_stream(state.messages)
     if pipe.empty:
         return [chunk]
-    async with deps.data_lock:
+    if from_tool:
+        lock = deps.data_lock
+        if lock is None:
+            lock = deps.data_lock = anyio.Lock()
+        async with lock:
+            outs = await pipe.process(chunk)
+    else:  # "step-finish": the output step runs alone, before any tool
         outs = await pipe.process(chunk)
     kept: list[Chunk] = []
     for out in outs:
@@ -453,7 +474,7 @@ def _data_writer(deps: AgentDeps, state: AgentState, call_id: str) -> ProcessorW
     processors that take data parts, then to the caller and onto the tool's message
     (``content.metadata["data"]``, so ``generate()`` has them too)."""
     async def send(chunk: Chunk) -> None:
-        for out in await _through_stream(deps, state, chunk):
+        for out in await _through_stream(deps, state, chunk, from_tool=True):
             if out.type.startswith("data-"):
                 deps.tool_data.setdefault(call_id, []).append({"type": out.type,
                                                                "data": out.data})
