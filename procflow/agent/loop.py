@@ -157,12 +157,14 @@ class ProcessorStage(Workflow):
         self.commit()
 
         async def node(ex: Execution, data: Any, scope: Scope) -> Any:
-            state = as_state(data)
+            state = data if type(data) is AgentState else as_state(data)
             deps = live_deps.get(ex.run_id)
             if deps is None:
                 deps = live_deps[ex.run_id] = agent.default_deps()
             deps.state = state
-            _bind(deps, ex.tracer, scope.span)
+            context = deps.ctx  # ``_bind``, inline: a stage runs several times a step
+            context.tracer = ex.tracer
+            context.span = scope.span
             if run is None:  # the model call: it reports its usage as a step does
                 await _call_model(_StageContext(ex, scope.span), deps, state)
             else:
@@ -697,19 +699,29 @@ def _state_of(agent: Agent) -> Callable[[StepContext], AgentState]:
     return unwrap
 
 
+# The conditions run several times per model step: the state is read without a call
+# when it is the live object (``as_state`` rebuilds a stored one).
+
 def _open(ctx: StepContext) -> bool:
-    state = as_state(ctx.input_data)
+    state = ctx.input_data
+    if type(state) is not AgentState:
+        state = as_state(state)
     return state.tripwire is None and state.error is None
 
 
 def _proceeds(ctx: StepContext) -> bool:
-    state = as_state(ctx.input_data)
+    state = ctx.input_data
+    if type(state) is not AgentState:
+        state = as_state(state)
     return state.tripwire is None and state.error is None and not state.retrying
 
 
 def _has_calls(ctx: StepContext) -> bool:
-    state = as_state(ctx.input_data)
-    return bool(state.pending_calls) and _proceeds(ctx)
+    state = ctx.input_data
+    if type(state) is not AgentState:
+        state = as_state(state)
+    return (bool(state.pending_calls) and state.tripwire is None and state.error is None
+            and not state.retrying)
 
 
 def _finished(agent: Agent) -> Callable[[StepContext], bool]:
@@ -720,7 +732,10 @@ def _finished(agent: Agent) -> Callable[[StepContext], bool]:
 
 
 def _not_tripped(ctx: StepContext) -> bool:
-    return as_state(ctx.input_data).tripwire is None
+    state = ctx.input_data
+    if type(state) is not AgentState:
+        state = as_state(state)
+    return state.tripwire is None
 
 
 def _outcome(ctx: StepContext) -> AgentState:
