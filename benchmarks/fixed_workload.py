@@ -1,9 +1,10 @@
 """A fixed workload whose instruction count compares two versions on a loaded machine.
 
-``valgrind --tool=callgrind python benchmarks/fixed_workload.py runtime|agent``:
+``valgrind --tool=callgrind python benchmarks/fixed_workload.py runtime|agent|agent5``:
 "runtime" runs 5 chains of 200 steps, 200 runs of 10 steps, 5 fan-outs of 100 and a
 foreach over 1,000 items (``InMemoryStorage``); "agent" makes 100 ``generate`` calls of
-18 streamed words (``ScriptedModel``). Subtract the count of a script doing only the
+18 streamed words (``ScriptedModel``), traced; "agent5" the same with 5 processors of
+5 hooks each (those of ``benchmarks/agent.py``). Subtract the count of a script doing only the
 imports to get the workload's own. Wall-clock time is never measured here.
 """
 
@@ -39,6 +40,10 @@ async def main() -> Any:
     storage = InMemoryStorage()
     chain, small, fan, each = build()
     mode = sys.argv[1]
+    if mode == "imports":  # the count to subtract: imports and set-up only
+        from procflow import Agent
+        from procflow.models import ScriptedModel
+        return
     if mode == "runtime":
         for _ in range(5):
             await chain.create_run(storage=storage).start(0)
@@ -48,12 +53,40 @@ async def main() -> Any:
             await fan.create_run(storage=storage).start(0)
         await each.create_run(storage=storage).start(list(range(1000)))
     else:
-        from procflow import Agent
+        from procflow import Agent, set_default_storage
         from procflow.models import ScriptedModel
         words = " ".join(f"w{i}" for i in range(18))
-        agent = Agent(id="a", model=ScriptedModel([words] * 200), storage=storage)
+        procs = [_noop(f"noop-{i}") for i in range(5 if mode == "agent5" else 0)]
+        set_default_storage(storage)  # older versions have no Agent(storage=...)
+        agent = Agent(id="a", model=ScriptedModel([words] * 200),
+                      input_processors=procs, output_processors=procs)
         for _ in range(100):
             await agent.generate("hello there")
+
+
+def _noop(id: str) -> Any:
+    """A processor with the five hooks of ``benchmarks/agent.py``'s, doing nothing."""
+    from procflow.processors import Processor
+
+    class Noop(Processor):
+        async def process_input(self, args: Any) -> None:
+            return None
+
+        async def process_input_step(self, args: Any) -> None:
+            return None
+
+        async def process_output_stream(self, args: Any) -> Any:
+            return args.part
+
+        async def process_output_step(self, args: Any) -> None:
+            return None
+
+        async def process_output_result(self, args: Any) -> None:
+            return None
+
+    noop = Noop()
+    noop.id = id
+    return noop
 
 
 anyio.run(main)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -53,6 +53,7 @@ from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.processors.step import is_processor_workflow
+from procflow.records import Usage
 from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
@@ -160,7 +161,7 @@ class ProcessorStage(Workflow):
     each processor's span under the stage's span.
     """
 
-    def __init__(self, id: str, description: str, agent: Agent, run: StageFn,
+    def __init__(self, id: str, description: str, agent: Agent, run: StageFn | None,
                  units: Sequence[Any]) -> None:
         super().__init__(id=id, description=description, trace_io=False)
         self.kind_label = "stage"
@@ -169,16 +170,41 @@ class ProcessorStage(Workflow):
         self.commit()
 
         async def node(ex: Execution, data: Any, scope: Scope) -> Any:
-            state = as_state(data)
+            state = data if type(data) is AgentState else as_state(data)
             deps = live_deps.get(ex.run_id)
             if deps is None:
                 deps = live_deps[ex.run_id] = agent.default_deps()
             deps.state = state
-            _bind(deps, ex.tracer, scope.span)
-            await run(deps, state)
+            context = deps.ctx  # ``_bind``, inline: a stage runs several times a step
+            context.tracer = ex.tracer
+            context.span = scope.span
+            if run is None:  # the model call: it reports its usage as a step does
+                await _call_model(_StageContext(ex, scope.span), deps, state)
+            else:
+                await run(deps, state)
             return state
 
         self.compiled = [node]  # the drawn processors run through the runner's fast path
+
+
+class _StageContext:
+    """What the model call needs of a step's context, for a stage: the tracer, the
+    stage's span and ``add_usage`` (the run's total and the span's ``usage``)."""
+
+    __slots__ = ("_ex", "span", "tracer")
+
+    def __init__(self, ex: Execution, span: Span | None) -> None:
+        self._ex = ex
+        self.tracer = ex.tracer
+        self.span = span
+
+    def add_usage(self, usage: Mapping[str, Any]) -> None:
+        got = Usage.of(usage)
+        self._ex.add_usage(got)
+        span = self.span
+        if span is not None:
+            before = (span.attributes or {}).get("usage")
+            span.set(usage=(got + Usage.of(before)).to_dict() if before else got.to_dict())
 
 
 def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequence[Any],
@@ -203,25 +229,48 @@ async def _drawn(ctx: StepContext) -> Any:
     return ctx.input_data
 
 
-def _units(agent: Agent, items: Any, hook: str) -> list[Any]:
-    """What a stage draws: the processors implementing ``hook`` (processor workflows
-    always), or one "dynamic" node for a processor array chosen per request."""
+def _units(agent: Agent, items: Any, hook: str, *also: str, workflows: bool = True,
+           seen: set[str] | None = None) -> list[Any]:
+    """What a stage draws: the processors implementing ``hook`` (or one of ``also``;
+    processor workflows too unless ``workflows`` is false), or one "dynamic" node for a
+    processor array chosen per request. ``seen`` (node ids already drawn in the stage)
+    keeps a processor listed by two arrays to one node."""
+    seen = set() if seen is None else seen
     if callable(items) and not isinstance(items, Sequence):
+        if "dynamic" in seen:
+            return []
+        seen.add("dynamic")
         return [Step(id="dynamic", execute=_drawn, description="processors chosen per "
                      "request (a function of the request context)")]
+    wanted = {hook, *also}
     units: list[Any] = []
     for item in items:
         if isinstance(item, Processor):
             hooks = item.implemented_hooks()
-            if hook in hooks:
-                node = Step(id=f"processor:{item.id}", execute=_drawn,
+            node_id = f"processor:{item.id}"
+            if hooks & wanted and node_id not in seen:
+                seen.add(node_id)
+                node = Step(id=node_id, execute=_drawn,
                             description=item.description or f"Processor {item.id}",
                             metadata={"hooks": sorted(hooks), "processor_id": item.id})
                 node.kind = "processor"
                 units.append(node)
-        elif is_processor_workflow(item):
+        elif workflows and is_processor_workflow(item) and item.id not in seen:
+            seen.add(item.id)
             units.append(item)
     return units
+
+
+def _model_call_units(agent: Agent) -> list[Any]:
+    """What the model call draws: the processors acting while it runs (llm request and
+    response, the output stream, provider errors), each once."""
+    seen: set[str] = set()
+    return [*_units(agent, agent.input_processors, "process_llm_request",
+                    "process_llm_response", "process_api_error", workflows=False, seen=seen),
+            *_units(agent, agent.output_processors, "process_output_stream",
+                    "process_api_error", workflows=False, seen=seen),
+            *_units(agent, agent.error_processors, "process_llm_request",
+                    "process_api_error", workflows=False, seen=seen)]
 
 
 # -- the model call -------------------------------------------------------------------
@@ -235,7 +284,13 @@ def _current_tools(deps: AgentDeps, state: AgentState) -> dict[str, Tool]:
     return {t.id: t for t in tools}
 
 
-def _llm_call(agent: Agent) -> Step:
+def _llm_call(agent: Agent) -> Step | Workflow:
+    """The model call: a stage drawn as the processors acting during it, else a step."""
+    units = _model_call_units(agent)
+    if units:
+        return ProcessorStage("llm-call", "the model call through the stream processors",
+                              agent, None, units)
+
     async def llm_call(ctx: StepContext) -> AgentState:
         state = as_state(ctx.input_data)
         deps = deps_of(ctx, agent)
@@ -247,7 +302,8 @@ def _llm_call(agent: Agent) -> Step:
     return _step("llm-call", llm_call, "the model call through the stream processors")
 
 
-async def _call_model(ctx: StepContext, deps: AgentDeps, state: AgentState) -> None:
+async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
+                      state: AgentState) -> None:
     current = state.current
     model = deps.model if current.model is None else resolve_model(current.model)
     tools = _current_tools(deps, state)
@@ -343,7 +399,8 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     stream: Any = _replay(cached) if cached is not None else model.stream(request)
 
     async def deliver(outs: Sequence[Chunk]) -> bool:
-        """Emit what the processors let through; ``True`` once they tripped."""
+        """Emit what the processors let through; ``True`` once they tripped. (The
+        per-chunk loop below does the same inline: no coroutine per chunk.)"""
         for out in outs:
             if isinstance(out, TextDelta):
                 texts.append(out.text)
@@ -374,8 +431,21 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
             elif isinstance(chunk, ErrorChunk):
                 error = chunk.error
                 raise error if isinstance(error, APICallError) else APICallError(str(error))
-            if await deliver((chunk,) if process is None else await process(chunk)):
-                return raw
+            for out in ((chunk,) if process is None else await process(chunk)):
+                if isinstance(out, TextDelta):  # as in ``deliver``
+                    texts.append(out.text)
+                elif isinstance(out, TripwireChunk) and pipe.tripwire is not None:
+                    raw.append(out)  # process_llm_response sees the step was tripped
+                    await deps.trip(state, pipe.tripwire)
+                    return raw
+                elif isinstance(out, ToolCallChunk):
+                    record.tool_calls.append({"tool_call_id": out.tool_call_id,
+                                              "tool_name": out.tool_name,
+                                              "args": dict(out.args)})
+                elif isinstance(out, Finish):
+                    continue
+                if emit is not None:
+                    await emit(out)
         if (process is not None and not finished and pipe.tripwire is None
                 and await deliver(await pipe.finish())):
             return raw
@@ -388,15 +458,23 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     return raw
 
 
-async def _through_stream(deps: AgentDeps, state: AgentState, chunk: Chunk) -> list[Chunk]:
+async def _through_stream(deps: AgentDeps, state: AgentState, chunk: Chunk, *,
+                          from_tool: bool = False) -> list[Chunk]:
     """A chunk made after the model call ("step-finish", a tool's "data-*") through the
-    output stream processors; a processor's abort ends the call."""
+    output stream processors; a processor's abort ends the call. Chunks of tools
+    (``from_tool``), which run concurrently, take the pipeline one at a time."""
     pipe = deps.pipe
     if pipe is None:
         pipe = deps.pipe = deps.outputs.output_stream(state.messages)
     if pipe.empty:
         return [chunk]
-    async with deps.data_lock:
+    if from_tool:
+        lock = deps.data_lock
+        if lock is None:
+            lock = deps.data_lock = anyio.Lock()
+        async with lock:
+            outs = await pipe.process(chunk)
+    else:  # "step-finish": the output step runs alone, before any tool
         outs = await pipe.process(chunk)
     kept: list[Chunk] = []
     for out in outs:
@@ -412,7 +490,7 @@ def _data_writer(deps: AgentDeps, state: AgentState, call_id: str) -> ProcessorW
     processors that take data parts, then to the caller and onto the tool's message
     (``content.metadata["data"]``, so ``generate()`` has them too)."""
     async def send(chunk: Chunk) -> None:
-        for out in await _through_stream(deps, state, chunk):
+        for out in await _through_stream(deps, state, chunk, from_tool=True):
             if isinstance(out, DataChunk):
                 deps.tool_data.setdefault(call_id, []).append({"type": out.type,
                                                                "data": out.data})
@@ -453,9 +531,9 @@ def _tool_calls(agent: Agent) -> Step | Workflow:
 
     runner = _step("tool-calls", tool_calls, "the step's tool calls, concurrently "
                    "(suspends for approval)")
-    if not agent.tools:
+    tools = _tool_nodes(agent)
+    if not tools:
         return runner
-    tools = [_tool_node(t) for t in agent.tools.values()]
     stage = create_workflow(id="tool-calls", description="the step's tool calls, "
                             "concurrently", trace_io=False)
     stage = (stage.then(tools[0]) if len(tools) == 1 else stage.parallel(tools)).commit()
@@ -469,8 +547,38 @@ def _tool_calls(agent: Agent) -> Step | Workflow:
     return stage
 
 
-def _tool_node(t: Tool) -> Step:
-    note = " (needs approval)" if t.requires_approval else ""
+MAX_DRAWN_TOOLS = 6
+"""Tools of one processor drawn one by one; the rest are one "more tools" node."""
+
+
+def _tool_nodes(agent: Agent) -> list[Step]:
+    """What the tool step draws: the agent's tools, then the tools its input processors
+    may add (``Processor.offered_tools()``: a tool search's meta-tools and searchable
+    tools), each once; past ``MAX_DRAWN_TOOLS`` of one processor, one node says how
+    many more there are."""
+    nodes = [_tool_node(t) for t in agent.tools.values()]
+    drawn = set(agent.tools)
+    items = agent.input_processors
+    for item in items if isinstance(items, Sequence) else ():
+        if not isinstance(item, Processor):
+            continue
+        offered = [t for t in item.offered_tools() if t.id not in drawn]
+        drawn.update(t.id for t in offered)
+        shown = offered if len(offered) <= MAX_DRAWN_TOOLS else offered[:MAX_DRAWN_TOOLS - 1]
+        nodes += [_tool_node(t, f" (added by processor {item.id})") for t in shown]
+        rest = offered[len(shown):]
+        if rest:
+            node = Step(id=f"tools:{item.id}", execute=_drawn, description=(
+                f"{len(rest)} more tools added by processor {item.id}: "
+                f"{', '.join(t.id for t in rest[:5])}{', …' if len(rest) > 5 else ''}"))
+            node.kind = "tool"
+            nodes.append(node)
+    return nodes
+
+
+def _tool_node(t: Tool, note: str = "") -> Step:
+    if t.requires_approval:
+        note = " (needs approval)" + note
     node = Step(id=f"tool:{t.id}", execute=_drawn,
                 description=(t.description.splitlines() or [""])[0] + note)
     node.kind = "tool"
@@ -604,19 +712,29 @@ def _state_of(agent: Agent) -> Callable[[StepContext], AgentState]:
     return unwrap
 
 
+# The conditions run several times per model step: the state is read without a call
+# when it is the live object (``as_state`` rebuilds a stored one).
+
 def _open(ctx: StepContext) -> bool:
-    state = as_state(ctx.input_data)
+    state = ctx.input_data
+    if type(state) is not AgentState:
+        state = as_state(state)
     return state.tripwire is None and state.error is None
 
 
 def _proceeds(ctx: StepContext) -> bool:
-    state = as_state(ctx.input_data)
+    state = ctx.input_data
+    if type(state) is not AgentState:
+        state = as_state(state)
     return state.tripwire is None and state.error is None and not state.retrying
 
 
 def _has_calls(ctx: StepContext) -> bool:
-    state = as_state(ctx.input_data)
-    return bool(state.pending_calls) and _proceeds(ctx)
+    state = ctx.input_data
+    if type(state) is not AgentState:
+        state = as_state(state)
+    return (bool(state.pending_calls) and state.tripwire is None and state.error is None
+            and not state.retrying)
 
 
 def _finished(agent: Agent) -> Callable[[StepContext], bool]:
@@ -627,7 +745,10 @@ def _finished(agent: Agent) -> Callable[[StepContext], bool]:
 
 
 def _not_tripped(ctx: StepContext) -> bool:
-    return as_state(ctx.input_data).tripwire is None
+    state = ctx.input_data
+    if type(state) is not AgentState:
+        state = as_state(state)
+    return state.tripwire is None
 
 
 def _outcome(ctx: StepContext) -> AgentState:

@@ -225,8 +225,9 @@ class AgentDeps:
     "data-*" chunks go through it too)."""
     tool_data: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Tool call id -> the "data-*" chunks its tool sent, after the stream processors."""
-    data_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    """One chunk at a time through the pipeline (tools run concurrently)."""
+    data_lock: anyio.Lock | None = None
+    """One chunk at a time through the pipeline while tools run concurrently (made by
+    the first tool chunk: most calls never need it)."""
     output: OutputCheck | None = None
 
     def __repr__(self) -> str:

@@ -74,7 +74,8 @@ async def run_hook(hook: Hook, p: Processor, call: HookCall, ctx: ProcessorConte
                                  f"{exc}", processor_id=p.id, hook=name) from exc
         raise
     if tracer is not None:
-        tracer.leaf(span_name(p.id, hook), "processor", ctx.span, started)
+        name = _NAMES.get((p.id, name)) or span_name(p.id, hook)  # the lookup inline
+        tracer.leaf(name, "processor", ctx.span, started)
     if out is not None:  # None leaves everything as it was, for every hook
         hook.apply(p, hook, call, view, out)
 

@@ -224,7 +224,7 @@ class ProcessorRunner:
                                  else list(processors))
         self.context = context if context is not None else ProcessorContext()
         self.max_processor_retries = max_processor_retries
-        self._hooks = _hooks_of(self.items)
+        self._hooks, self._item_hooks = _hooks_of(self.items)
 
     # -- retries --------------------------------------------------------------------
 
@@ -243,8 +243,11 @@ class ProcessorRunner:
         changes); a processor workflow runs on the hook's envelope, when it has one."""
         ctx = self.context
         name = hook.name
-        for item in self.items:
-            if isinstance(item, Processor):
+        for item, hooks in zip(self.items, self._item_hooks, strict=True):
+            if hooks is not None:  # a processor whose hooks are its class's
+                if name in hooks:
+                    await run_hook(hook, item, call, ctx)
+            elif isinstance(item, Processor):
                 if name in item.implemented_hooks():
                     await run_hook(hook, item, call, ctx)
             elif hook.phase is not None and call.ml is not None:
@@ -370,26 +373,32 @@ class ProcessorRunner:
 
 
 _PHASE_HOOKS = frozenset(h.name for h in PHASES.values())
-_HOOKS_OF: dict[tuple[type, ...], frozenset[str]] = {}
+_HOOKS_OF: dict[tuple[type, ...], tuple[frozenset[str], tuple[frozenset[str] | None, ...]]] = {}
 
 
-def _hooks_of(items: list[Any]) -> frozenset[str]:
-    """The hooks some item of an array runs (cached by the items' classes: hooks are
-    per class, and a runner is made per request)."""
+def _hooks_of(items: list[Any]) -> tuple[frozenset[str], tuple[frozenset[str] | None, ...]]:
+    """The hooks some item of an array runs, and each item's own hooks (``None`` for a
+    processor workflow, and for a processor answering ``implemented_hooks()`` itself:
+    asked at every phase). Cached by the items' classes: hooks are per class, and a
+    runner is made per request."""
     key = tuple(map(type, items))
-    hooks = _HOOKS_OF.get(key)
-    if hooks is None:
-        hooks = frozenset().union(*(
-            item.implemented_hooks() if isinstance(item, Processor) else _PHASE_HOOKS
-            for item in items))
-        # Only the base rule (hooks a class overrides) is per class; a processor that
-        # answers implemented_hooks() itself may differ from one instance to the next.
-        if all(type(item).implemented_hooks is _CLASS_RULE for item in items
-               if isinstance(item, Processor)):
-            if len(_HOOKS_OF) >= 1024:  # arrays made per request must not grow this forever
-                _HOOKS_OF.clear()
-            _HOOKS_OF[key] = hooks
-    return hooks
+    found = _HOOKS_OF.get(key)
+    if found is not None:
+        return found
+    hooks = frozenset().union(*(
+        item.implemented_hooks() if isinstance(item, Processor) else _PHASE_HOOKS
+        for item in items))
+    per_item = tuple(item.implemented_hooks() if isinstance(item, Processor)
+                     and type(item).implemented_hooks is _CLASS_RULE else None
+                     for item in items)
+    # Only the base rule (hooks a class overrides) is per class; a processor that
+    # answers implemented_hooks() itself may differ from one instance to the next.
+    if all(type(item).implemented_hooks is _CLASS_RULE for item in items
+           if isinstance(item, Processor)):
+        if len(_HOOKS_OF) >= 1024:  # arrays made per request must not grow this forever
+            _HOOKS_OF.clear()
+        _HOOKS_OF[key] = (hooks, per_item)
+    return hooks, per_item
 
 
 _CLASS_RULE = Processor.implemented_hooks

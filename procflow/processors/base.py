@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 import logging
 import re
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from procflow.errors import ProcessorError
 from procflow.processors._hooks import HOOKS
@@ -23,6 +23,9 @@ from procflow.processors.args import (
     ProcessOutputStreamArgs,
     ProcessToolResultArgs,
 )
+
+if TYPE_CHECKING:
+    from procflow.tools import Tool
 
 __all__ = ["ASYNC_HOOKS", "HOOKS", "Processor"]
 
@@ -129,6 +132,12 @@ class Processor:
         return None
 
     # -- helpers ---------------------------------------------------------------------
+
+    def offered_tools(self) -> Sequence[Tool]:
+        """The tools this processor may add to a step (``process_input_step`` returning
+        ``tools=``), for drawing: ``procflow graph`` shows them under the agent's tool
+        step. Override it when the processor adds tools; the default is none."""
+        return ()
 
     def hold_back(self, text: str) -> int:
         """With ``stream_window``: how many trailing characters of the held ``text``

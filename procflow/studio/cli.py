@@ -79,8 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
                      "(an agent's prompt); @file reads it from a file")
     run.add_argument("--json-input", action="store_true",
                      help="--input must be JSON (text that is not JSON is an error)")
-    run.add_argument("--resume", metavar="STEP", help="resume the suspended STEP of --run")
+    run.add_argument("--resume", metavar="STEP|RUN_ID",
+                     help="a workflow: resume the suspended STEP of --run; an agent: resume "
+                     "its suspended run RUN_ID (with --approve/--deny/--data)")
     run.add_argument("--data", metavar="JSON|@FILE", help="resume data for --resume")
+    run.add_argument("--approve", metavar="CALL_ID", action="append",
+                     help="an agent's --resume: run this waiting tool call (repeatable)")
+    run.add_argument("--deny", metavar="CALL_ID", action="append",
+                     help="an agent's --resume: do not run this waiting tool call; the model "
+                     "is told it was denied (repeatable)")
     run.add_argument("--from-step", metavar="STEP",
                      help="re-run stored run --run from STEP with its stored inputs")
     run.add_argument("--run", metavar="RUN_ID", help="the stored run (--resume, --from-step)")

@@ -41,12 +41,14 @@ from procflow.studio.summary import (
     print_agent_failure,
     print_agent_summary,
     print_workflow_summary,
+    waiting_calls,
 )
 from procflow.studio.targets import is_agent, load_target
 from procflow.workflows.workflow import Workflow
 
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
+    from procflow.agent.output import FullOutput, ModelOutput
     from procflow.runtime.results import WorkflowResult
     from procflow.runtime.run import Run
 
@@ -156,7 +158,7 @@ def _graph(args: argparse.Namespace, console: Console) -> int:
 async def _run(args: argparse.Namespace, console: Console) -> int:
     target = load_target(args.target)
     _check_run_options(args, is_agent(target))
-    own = target.storage if isinstance(target, Workflow) else None
+    own = target.storage  # a workflow's or an agent's own storage=
     store = find_store(args.db, create=True, own=own)
     previous = get_default_storage()
     set_default_storage(store.storage)  # agent runs store their traces through the default
@@ -221,11 +223,16 @@ async def _run_workflow(args: argparse.Namespace, console: Console, store: Store
 def _check_run_options(args: argparse.Namespace, agent: bool) -> None:
     if args.resume is not None and args.from_step is not None:
         raise UsageError("--resume and --from-step cannot be used together")
+    if agent:
+        _check_agent_options(args)
+        return
+    if args.approve or args.deny:
+        option = "--approve" if args.approve else "--deny"
+        raise UsageError(f"{option} answers an agent's waiting tool calls, and {args.target} "
+                         "is a Workflow (resume it with --resume STEP --run RUN_ID --data "
+                         "JSON)")
     stored = args.resume is not None or args.from_step is not None
     option = "--resume" if args.resume is not None else "--from-step"
-    if agent and (stored or args.run is not None):
-        raise UsageError(f"{option if stored else '--run'} works on a Workflow target, and "
-                         f"{args.target} is an Agent")
     if stored and args.run is None:
         raise UsageError(f"{option} needs --run RUN_ID (the stored run; see 'procflow runs')")
     if not stored and args.run is not None:
@@ -237,6 +244,31 @@ def _check_run_options(args: argparse.Namespace, agent: bool) -> None:
         raise UsageError("--run-id cannot be used with --resume: the run keeps its id")
     if args.data is not None and args.resume is None:
         raise UsageError("--data goes with --resume STEP")
+
+
+def _check_agent_options(args: argparse.Namespace) -> None:
+    """An agent run is resumed as ``--resume RUN_ID`` (it waits in one place: its tool
+    calls), answered with ``--approve``/``--deny`` call ids and ``--data``."""
+    if args.from_step is not None or args.run is not None:
+        option = "--from-step" if args.from_step is not None else "--run"
+        raise UsageError(f"{option} works on a Workflow target, and {args.target} is an "
+                         "Agent (resume a suspended agent run with --resume RUN_ID)")
+    if args.resume is None:
+        for option, given in (("--approve", args.approve), ("--deny", args.deny),
+                              ("--data", args.data)):
+            if given is not None:
+                raise UsageError(f"{option} goes with --resume RUN_ID (the suspended "
+                                 "agent run; see 'procflow runs --status suspended')")
+        return
+    if args.input is not None:
+        raise UsageError("--input cannot be used with --resume: the run's stored messages "
+                         "are used")
+    if args.run_id is not None:
+        raise UsageError("--run-id cannot be used with --resume: the run keeps its id")
+    both = sorted(set(args.approve or ()) & set(args.deny or ()))
+    if both:
+        raise UsageError(f"tool call(s) {both} are both approved and denied; give each "
+                         "call id once, to --approve or to --deny")
 
 
 async def _load_run(wf: Workflow, run_id: str, store: Store) -> Run:
@@ -272,23 +304,72 @@ def _inspect_lines(args: argparse.Namespace, store: Store, run_id: str) -> list[
 
 async def _run_agent(args: argparse.Namespace, console: Console, store: Store,
                      agent: Agent, live: LiveRun) -> int:
-    if args.input is None:
-        raise UsageError('an Agent needs --input: a prompt, or JSON ({"prompt": "..."} or '
-                         "messages)")
-    messages = _agent_messages(parse_input(args.input, json_only=args.json_input))
     live.hint = lambda: ([f"inspect it:  {_command(args, store, 'trace', live.run_id)}"]
                          if live.run_id else [])
+    if args.resume is not None:
+        open_stream = await _agent_resume(args, store, agent, live)
+    elif args.input is None:
+        raise UsageError('an Agent needs --input: a prompt, or JSON ({"prompt": "..."} or '
+                         "messages); or --resume RUN_ID to continue a suspended run")
+    else:
+        messages = _agent_messages(parse_input(args.input, json_only=args.json_input))
+
+        def open_stream() -> Awaitable[ModelOutput[Any]]:
+            return agent.stream(messages)
     try:
-        output = await live.agent(agent, messages, store.storage)
+        output = await live.agent(agent, None, store.storage, stream=open_stream)
     except Exception as exc:
         if not args.json:
             print_agent_failure(console, exc, live.run_id)
         raise
+    resume = _agent_resume_lines(args, store, output)
     if args.json:
-        print(dump(agent_run_document(output)))
+        print(dump(agent_run_document(output, resume=resume)))
     else:
-        print_agent_summary(console, output)
+        print_agent_summary(console, output, resume=resume)
     return 0 if output.tripwire is None and output.finish_reason != "error" else 1
+
+
+async def _agent_resume(args: argparse.Namespace, store: Store, agent: Agent,
+                        live: LiveRun) -> Callable[[], Awaitable[ModelOutput[Any]]]:
+    """What resumes the suspended agent run ``--resume`` names, checked first: the run
+    exists, is this agent's, is suspended, and waits on the calls answered."""
+    stored = await _load_run(agent.workflow, args.resume, store)
+    result = stored.last_result
+    if result is None or result.status != "suspended":
+        status = result.status if result is not None else stored.status
+        raise UsageError(f"run '{stored.run_id}' of agent '{agent.id}' is not suspended "
+                         f"(status {status}); only a suspended run can be resumed")
+    waiting = [str(c.get("tool_call_id")) for c in waiting_calls(result)]
+    unknown = sorted((set(args.approve or ()) | set(args.deny or ())) - set(waiting))
+    if unknown:
+        raise UsageError(f"run '{stored.run_id}' is not waiting on tool call(s) {unknown}; "
+                         f"it waits on {waiting}")
+    data = parse_json(args.data, "--data") if args.data is not None else None
+    run_id = live.pending_run_id = stored.run_id
+
+    def open_stream() -> Awaitable[ModelOutput[Any]]:
+        return agent.resume_stream(run_id, approve=args.approve or [], deny=args.deny or [],
+                                   resume_data=data)
+    return open_stream
+
+
+def _agent_resume_lines(args: argparse.Namespace, store: Store,
+                        output: FullOutput[Any]) -> list[str]:
+    """The command lines that resume a suspended agent run (empty when it is not)."""
+    if not output.suspended:
+        return []
+    base = _command(args, store, "run", args.target, "--resume", output.run_id)
+    asks = [c for c in output.suspended if c.payload is not None]
+    approvals = [c.tool_call_id for c in output.suspended if c.payload is None]
+    lines = []
+    if approvals:
+        approve = " ".join(f"--approve {shlex.quote(i)}" for i in approvals)
+        deny = " ".join(f"--deny {shlex.quote(i)}" for i in approvals)
+        lines += [f"{base} {approve}", f"{base} {deny}"]
+    if asks:
+        lines.append(f"{base} --data JSON")
+    return lines
 
 
 def _agent_messages(data: Any) -> Any:

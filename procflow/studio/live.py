@@ -29,7 +29,7 @@ from procflow.studio.states import (
 
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
-    from procflow.agent.output import FullOutput
+    from procflow.agent.output import FullOutput, ModelOutput
     from procflow.runtime.results import WorkflowResult
     from procflow.runtime.stream import RunStream
     from procflow.storage.base import Storage
@@ -198,13 +198,17 @@ class LiveRun:
         self.console.print(RunView(wf, lambda: frozen, depth=self.depth, progress=progress,
                                    tools=tools))
 
-    async def agent(self, agent: Agent, messages: Any, storage: Storage) -> FullOutput:
+    async def agent(self, agent: Agent, messages: Any, storage: Storage, *,
+                    stream: Callable[[], Awaitable[ModelOutput[Any]]] | None = None,
+                    ) -> FullOutput:
         """Run an agent, drawing its loop and its streamed text, and print its final view.
 
         Args:
             agent: The agent.
             messages: What ``agent.stream`` takes (a prompt string, message dicts...).
             storage: Where the run's trace is stored (read back for the final view).
+            stream: What starts the run instead of ``agent.stream(messages)`` (say
+                ``lambda: agent.resume_stream(run_id, approve=[...])``).
 
         Returns:
             The agent's ``FullOutput``.
@@ -216,7 +220,7 @@ class LiveRun:
         tracker = AgentTracker(wf)
 
         async def consume() -> FullOutput:
-            out = await agent.stream(messages)
+            out = await (agent.stream(messages) if stream is None else stream())
             async with out:
                 async for chunk in out.full_stream:
                     tracker.on_chunk(chunk)

@@ -169,12 +169,18 @@ def workflow_run_document(result: WorkflowResult, *, resume: Sequence[str] = (),
             "steps": steps}
 
 
-def agent_run_document(output: FullOutput) -> dict[str, Any]:
-    """``procflow run --json`` for an agent: the answer, finish reason, usage, run id."""
+def agent_run_document(output: FullOutput, *, resume: Sequence[str] = ()) -> dict[str, Any]:
+    """``procflow run --json`` for an agent: the answer, finish reason, usage, run id and,
+    for a suspended run, the tool calls it waits on and the commands resuming it."""
     return {"kind": "agent", "run_id": output.run_id,
             "status": "tripwire" if output.tripwire is not None else
+            "suspended" if output.suspended else
             "failed" if output.finish_reason == "error" else "success",
             "text": masked(output.text), "finish_reason": output.finish_reason,
             "usage": mask(output.usage.to_dict()),
             "tripwire": None if output.tripwire is None else mask(output.tripwire.to_dict()),
-            "tool_calls": mask(output.tool_calls)}
+            "tool_calls": mask(output.tool_calls), "tool_results": mask(output.tool_results),
+            "suspended": [mask({"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
+                                "args": c.args, "payload": c.payload})
+                          for c in output.suspended],
+            "resume_commands": list(resume)}

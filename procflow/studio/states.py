@@ -291,8 +291,12 @@ def states_from_spans(spans: Iterable[Mapping[str, Any]],
     """
     wanted = set(paths)
     seen: dict[str, list[Mapping[str, Any]]] = {}
+    by_id: dict[Any, Mapping[str, Any]] = {}
     for span in spans:
+        by_id[span.get("span_id")] = span
         path = span.get("path")
+        if path is None:
+            path = _drawn_path(span, by_id)
         if isinstance(path, str) and path in wanted and span.get("kind") != "run":
             seen.setdefault(path, []).append(span)
     states: dict[str, NodeState] = {}
@@ -310,3 +314,20 @@ def states_from_spans(spans: Iterable[Mapping[str, Any]],
                                  total if any(s.get("end") for s in group) else None,
                                  max(0, int(attempts) - 1), " · ".join(notes) or None)
     return states
+
+
+def _drawn_path(span: Mapping[str, Any], by_id: Mapping[Any, Mapping[str, Any]],
+                ) -> str | None:
+    """The node an agent loop draws for a processor or tool span (which has no path of
+    its own): ``<stage>.processor:<id>`` or ``<tool step>.tool:<name>``."""
+    kind, name = span.get("kind"), span.get("name")
+    if kind not in ("processor", "tool") or not isinstance(name, str) or ": " not in name:
+        return None
+    parent = by_id.get(span.get("parent_id"))
+    where = None if parent is None else parent.get("path")
+    if not isinstance(where, str):
+        return None
+    ident = name.rsplit(": ", 1)[1]
+    if kind == "processor":
+        return f"{where}.processor:{ident}"
+    return f"{where.removesuffix('.run')}.tool:{ident}"

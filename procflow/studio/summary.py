@@ -4,7 +4,7 @@ for a suspended run, the command line that resumes it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from procflow.runtime.results import WorkflowResult
 
 __all__ = ["RUN_SYMBOLS", "print_agent_failure", "print_agent_summary",
-           "print_workflow_summary", "to_json"]
+           "print_workflow_summary", "to_json", "waiting_calls"]
 
 RUN_SYMBOLS: dict[str, tuple[str, str]] = {
     "pending": ("○", "dim"),
@@ -85,12 +85,23 @@ def print_workflow_summary(console: Console, result: WorkflowResult, *,
             console.print(Text(f"  {resume_command(path)}"), soft_wrap=True)
 
 
-def print_agent_summary(console: Console, output: FullOutput) -> None:
-    """Print an agent run's outcome: status, the answer, usage and the run id."""
+def print_agent_summary(console: Console, output: FullOutput, *,
+                        resume: Sequence[str] = ()) -> None:
+    """Print an agent run's outcome: status, the answer (or the tool calls a suspended
+    run waits on), usage, the run id and, for a suspended run, the ``resume`` lines."""
     if output.tripwire is not None:
         trip = output.tripwire
         by = f" (processor {trip.processor_id})" if trip.processor_id else ""
         console.print(_status("tripwire", f"{trip.reason}{by}"), soft_wrap=True)
+    elif output.suspended:
+        count = len(output.suspended)
+        console.print(_status("suspended", f"waiting on {count} tool call"
+                              f"{'' if count == 1 else 's'}"))
+        for call in output.suspended:
+            what = ("needs approval" if call.payload is None
+                    else f"asks: {short(call.payload, 200)}")
+            console.print(Text(f"  {call.tool_call_id}  {call.tool_name}"
+                               f"({short(call.args, 80)}) {what}"), soft_wrap=True)
     else:
         console.print(_status("success", f"finish reason {output.finish_reason}"))
         console.print(Panel(Text(masked(output.text)), title="answer", title_align="left",
@@ -99,6 +110,23 @@ def print_agent_summary(console: Console, output: FullOutput) -> None:
         usage = ", ".join(f"{k} {v}" for k, v in output.usage.to_dict().items())
         console.print(Text(f"usage: {usage}", style="dim"), soft_wrap=True)
     console.print(Text(f"run id: {output.run_id}"), soft_wrap=True)
+    if resume:
+        console.print(Text("resume with:"))
+        for line in resume:
+            console.print(Text(f"  {line}"), soft_wrap=True)
+
+
+def waiting_calls(result: WorkflowResult) -> list[Mapping[str, Any]]:
+    """The tool calls a suspended agent run waits on (``tool_call_id``, ``tool_name``,
+    ``args`` and, for a tool that suspended itself, ``payload``), from its stored
+    suspend payloads."""
+    calls: list[Mapping[str, Any]] = []
+    for path in result.suspended:
+        record = result.steps.get(".".join(path))
+        payload = None if record is None else record.suspend_payload
+        if isinstance(payload, Mapping):
+            calls.extend(c for c in payload.get("suspended") or () if isinstance(c, Mapping))
+    return calls
 
 
 def print_agent_failure(console: Console, error: BaseException, run_id: str | None) -> None:

@@ -296,6 +296,10 @@ class ToolSearchProcessor(Processor):
                 found.append(hit.name)
         return found[:limit]
 
+    def offered_tools(self) -> list[Tool]:
+        """The meta-tools, then the searchable tools (for drawing the agent's loop)."""
+        return [*self._meta_tools(_RequestLoaded()), *self.tools.values()]
+
     # -- the hook -------------------------------------------------------------------
 
     def process_input_step(self, args: ProcessInputStepArgs) -> ProcessInputStepResult:

@@ -1,0 +1,162 @@
+"""Agent runs as stored runs: a canceled call is a "canceled" run (listed by
+``procflow runs --status canceled``), and a run suspended by another process is resumed
+here through Redis storage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from procflow.agent import Agent, tool
+from procflow.models import ScriptedModel, ToolCall
+from procflow.storage import InMemoryStorage, SQLiteStorage
+from procflow.storage.base import Storage
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: Any) -> str:
+    return str(request.param)
+
+
+def _stuck_agent(agent_id: str, storage: Storage) -> tuple[Agent, anyio.Event]:
+    """An agent whose tool never returns, and the event set once the tool runs."""
+    entered = anyio.Event()
+
+    @tool
+    async def wait_forever(what: str) -> str:
+        """Wait for something that never comes."""
+        entered.set()
+        await anyio.sleep_forever()
+        return what  # pragma: no cover
+
+    model = ScriptedModel([[ToolCall("wait_forever", {"what": "x"}, id="w1")], "never"])
+    return Agent(id=agent_id, model=model, tools=[wait_forever], storage=storage), entered
+
+
+def _storages(tmp_path: Path) -> list[Storage]:
+    return [InMemoryStorage(), SQLiteStorage(tmp_path / "runs.db")]
+
+
+async def test_a_generate_canceled_by_its_caller_is_a_canceled_run(tmp_path: Path) -> None:
+    for storage in _storages(tmp_path):
+        agent, entered = _stuck_agent("canceled-generate", storage)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent.generate, "go")
+            await entered.wait()
+            tg.cancel_scope.cancel()
+        [run] = await agent.workflow.list_runs(storage=storage)
+        assert run.status == "canceled", type(storage).__name__
+        trace = await storage.load_trace(run.run_id)
+        assert trace is not None and trace.status == "canceled"
+        await storage.aclose()
+
+
+async def test_a_stream_canceled_while_read_is_a_canceled_run(tmp_path: Path) -> None:
+    for storage in _storages(tmp_path):
+        agent, entered = _stuck_agent("canceled-stream", storage)
+        seen: list[str] = []
+        with anyio.CancelScope() as scope:
+            out = await agent.stream("go")
+            async for chunk in out.full_stream:
+                seen.append(chunk.type)
+                if chunk.type == "tool-call":
+                    await entered.wait()
+                    scope.cancel()
+        assert scope.cancelled_caught and "finish" not in seen
+        [run] = await agent.workflow.list_runs(storage=storage)
+        assert run.status == "canceled", type(storage).__name__
+        await storage.aclose()
+
+
+async def test_procflow_runs_lists_canceled_agent_runs(tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "runs.db")
+    agent, entered = _stuck_agent("listed", storage)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent.generate, "go")
+        await entered.wait()
+        tg.cancel_scope.cancel()
+    finished = Agent(id="listed", model=ScriptedModel(["fine"]), storage=storage)
+    ok = await finished.generate("hi")
+    [canceled] = await agent.workflow.list_runs(status="canceled", storage=storage)
+    await storage.aclose()
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "procflow", "--db", str(tmp_path / "runs.db"), "runs",
+         "--status", "canceled", "--json"], capture_output=True, text=True, timeout=60))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["runs"]
+    assert [(r["run_id"], r["workflow_id"], r["status"]) for r in rows] == [
+        (canceled.run_id, "agent:listed", "canceled")]
+    assert ok.run_id != canceled.run_id
+
+
+# -- resume from another process, through Redis -----------------------------------------
+
+SUSPENDER = """
+import sys
+
+import anyio
+
+from procflow.agent import Agent, tool
+from procflow.models import ScriptedModel, ToolCall
+from procflow.storage import RedisStorage
+
+
+@tool(requires_approval=True)
+async def refund(order_id: str) -> str:
+    \"\"\"Refund an order.\"\"\"
+    return f"refunded {order_id}"
+
+
+async def main() -> None:
+    async with RedisStorage(sys.argv[1], prefix=sys.argv[2]) as storage:
+        agent = Agent(id="redis-approver", tools=[refund], storage=storage,
+                      model=ScriptedModel([[ToolCall("refund", {"order_id": "B-2"},
+                                                     id="call-7")]]))
+        out = await agent.generate("refund B-2")
+        print(out.run_id, out.finish_reason, [c.tool_call_id for c in out.suspended])
+
+anyio.run(main)
+"""
+
+
+@tool(requires_approval=True)
+async def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # redis.asyncio needs asyncio
+async def test_a_run_suspended_by_another_process_is_resumed_here_through_redis(
+        tmp_path: Path, redis_url: str, redis_prefix: str) -> None:
+    from procflow.storage import RedisStorage
+
+    script = tmp_path / "suspend.py"
+    script.write_text(textwrap.dedent(SUSPENDER))
+    env = {**os.environ, "PROCFLOW_DB": ""}
+    made = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, str(script), redis_url, redis_prefix],
+        capture_output=True, text=True, timeout=120, env=env))
+    assert made.returncode == 0, made.stderr
+    run_id, reason, calls = made.stdout.split(maxsplit=2)
+    assert reason == "suspended" and calls.strip() == "['call-7']"
+    async with RedisStorage(redis_url, prefix=redis_prefix) as storage:
+        agent = Agent(id="redis-approver", tools=[refund], storage=storage,
+                      model=ScriptedModel(["refund sent"]))
+        assert (await agent.workflow.get_run(run_id)).status == "suspended"
+        done = await agent.resume(run_id, approve=["call-7"])
+        assert done.run_id == run_id and done.text == "refund sent"
+        assert [(r.tool_call_id, r.result) for r in done.tool_results] == [
+            ("call-7", "refunded B-2")]
+        assert (await agent.workflow.get_run(run_id)).status == "success"
+        trace = await storage.load_trace(run_id)
+        assert trace is not None and trace.status == "success"
