@@ -12,8 +12,9 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from procflow.errors import ProcessorError
+from procflow.errors import ProcessorError, TripWire
 from procflow.messages import Chunk
+from procflow.processors._call import stream_bad_return, stream_hook_failed
 from procflow.processors._compile import ForkNode, MapNode
 from procflow.processors.base import Processor
 
@@ -130,6 +131,9 @@ class ForkStage(CompositeStage):
         self._rc = pipe.context.request_context
         self._lanes = [pipe.stages_of(lane.nodes) for lane in node.lanes]
         self._conditions = [lane.condition for lane in node.lanes]
+        self._direct = [lane[0] if len(lane) == 1 and lane[0].window is None
+                        and not isinstance(lane[0].processor, CompositeStage) else None
+                        for lane in self._lanes]
         self.process_data_parts = node.merge is not None or node.kind == "branch" or any(
             s.data_parts for lane in self._lanes for s in lane)
         self._base: list[str] = []
@@ -148,14 +152,27 @@ class ForkStage(CompositeStage):
         pipe = self._pipe
         outs: list[list[Chunk] | None] = []
         identity = not self._base
+        is_data = part.type.startswith("data-")
         for k, stages in enumerate(self._lanes):
             cond = self._conditions[k]
             if cond is not None and not await self._holds(k, cond, args):
                 outs.append(None)
                 continue
-            out = await pipe.run(stages, part) if stages else [part]
-            if pipe.tripwire is not None:
-                return out[-1:]  # the tripwire chunk; the other lanes' text is not shown
+            direct = self._direct[k]
+            if direct is None:
+                out = await pipe.run(stages, part)
+                if pipe.tripwire is not None:
+                    return out[-1:]  # the tripwire chunk; the other lanes' text is not shown
+            elif is_data and not direct.data_parts:
+                out = [part]
+            else:
+                got = await self._call(direct, part)
+                if got is part:  # unchanged: for the reducer, as if the lane were skipped
+                    outs.append(None if self._node.merge is None else [part])
+                    continue
+                if isinstance(got, Chunk):
+                    return [got]  # the tripwire chunk
+                out = got
             if identity and (len(out) != 1 or out[0] is not part):
                 identity = False
             outs.append(out)
@@ -169,6 +186,33 @@ class ForkStage(CompositeStage):
         if identity:
             return part
         return self._merge(part, outs)
+
+    async def _call(self, stage: Stage, part: Chunk) -> Any:
+        """A one-processor lane, without a window, run directly (the common lane: saves
+        a pass through the pipeline's loop): ``part`` itself when unchanged, else the
+        chunks out, or the tripwire chunk when it aborted."""
+        p, fn, is_async, _, args, append, _ = stage
+        args.part = part
+        append(part)
+        try:
+            out = fn(args)
+            if is_async:
+                out = await out
+        except TripWire as trip:
+            return self._pipe.tripped(p, trip)
+        except ProcessorError:
+            raise
+        except Exception as exc:
+            raise stream_hook_failed(p.id, exc) from exc
+        if out is part:
+            return part
+        if out is None:
+            return []
+        if isinstance(out, Chunk):
+            return [out]
+        if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
+            return out
+        raise stream_bad_return(p.id, out)
 
     async def _holds(self, k: int, cond: Any, args: ProcessOutputStreamArgs) -> bool:
         lane_id = self._node.lanes[k].id

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from procflow.errors import ProcessorError, TripWire
 from procflow.messages import Chunk, MessageList
-from procflow.processors._call import span_name
+from procflow.processors._call import span_name, stream_bad_return, stream_hook_failed
 from procflow.processors._compile import ForkNode, MapNode
 from procflow.processors._fork import CompositeStage, ForkStage, MapStage
 from procflow.processors._hooks import TABLE
@@ -233,13 +233,11 @@ class StreamPipeline:
                 if is_async:
                     out = await out
             except TripWire as trip:
-                return [self._tripped(p, trip)]
+                return [self.tripped(p, trip)]
             except ProcessorError:
                 raise
             except Exception as exc:
-                raise ProcessorError(f"processor '{p.id}': {_HOOK}() raised "
-                                     f"{type(exc).__name__}: {exc}", processor_id=p.id,
-                                     hook=_HOOK) from exc
+                raise stream_hook_failed(p.id, exc) from exc
             if out is part:
                 continue
             if out is None:
@@ -257,13 +255,11 @@ class StreamPipeline:
                     if self.tripwire is not None:
                         break
                 return emitted
-            raise ProcessorError(
-                f"processor '{p.id}': {_HOOK}() returned {type(out).__name__}; expected a "
-                "Chunk, a list of chunks, or None to drop the chunk", processor_id=p.id,
-                hook=_HOOK)
+            raise stream_bad_return(p.id, out)
         return [part]
 
-    def _tripped(self, p: Processor, trip: TripWire) -> Chunk:
+    def tripped(self, p: Processor, trip: TripWire) -> Chunk:
+        """Record the abort of ``p`` (stream over, violation reported): its chunk."""
         if trip.processor_id is None:
             trip.processor_id = p.id
         p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
