@@ -153,11 +153,13 @@ class ForkStage(CompositeStage):
         outs: list[list[Chunk] | None] = []
         identity = not self._base
         is_data = part.type.startswith("data-")
+        ran = False
         for k, stages in enumerate(self._lanes):
             cond = self._conditions[k]
             if cond is not None and not await self._holds(k, cond, args):
                 outs.append(None)
                 continue
+            ran = True
             direct = self._direct[k]
             if direct is None:
                 out = await pipe.run(stages, part)
@@ -178,7 +180,7 @@ class ForkStage(CompositeStage):
             outs.append(out)
         if self._node.merge is not None:
             return await self._map(outs, args)
-        if self._node.kind == "branch" and all(out is None for out in outs):
+        if not ran:
             raise ProcessorError(
                 f"processor workflow '{self.id}': no branch() condition held for a "
                 f"{part.type!r} chunk, so merge_processor_results has nothing to merge; add "

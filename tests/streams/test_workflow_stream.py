@@ -193,3 +193,13 @@ def test_a_shape_the_stream_cannot_run_fails_at_build_time() -> None:
                     execute=lambda ctx: ctx.input_data)).commit()
     with pytest.raises(WorkflowDefinitionError, match="step 's' is not a processor step"):
         Agent(id="bad2", model="openai/x", output_processors=[plain])
+
+
+async def test_a_branch_with_no_condition_held_is_a_clear_error() -> None:
+    from procflow.errors import ProcessorError
+
+    wf = (proc_wf("none").branch([(lambda ctx: False, create_step(Replace("r", "a", "b")))])
+          .map(merge_processor_results).commit())
+    pipe = ProcessorRunner([wf]).output_stream()
+    with pytest.raises(ProcessorError, match="no branch\\(\\) condition held"):
+        await pipe.process(Chunk.text_delta("a"))
