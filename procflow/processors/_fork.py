@@ -9,6 +9,7 @@ chunk, and the merge is deterministic whatever the lanes' timing.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from typing import TYPE_CHECKING, Any
 
@@ -136,10 +137,13 @@ class ForkStage(CompositeStage):
                         for lane in self._lanes]
         self.process_data_parts = node.merge is not None or node.kind == "branch" or any(
             s.data_parts for lane in self._lanes for s in lane)
-        self._base: list[str] = []
-        """Original text given to the lanes and not merged yet."""
-        self._texts: list[list[str]] = [[] for _ in node.lanes]
-        """Each lane's text out, not merged yet."""
+        self._base = ""
+        """Original text given to the lanes and not emitted yet."""
+        self._outs = ["" for _ in node.lanes]
+        """Each lane's text out, not emitted yet."""
+        self._consumed = [0 for _ in node.lanes]
+        """How much of ``_base`` each lane's ``_outs`` stands for."""
+        self._windows = [lane[0].window if len(lane) == 1 else None for lane in self._lanes]
 
     def stages(self) -> list[Stage]:
         return [s for lane in self._lanes for s in _flat(lane)]
@@ -223,51 +227,81 @@ class ForkStage(CompositeStage):
         return bool(await _call(cond, ctx, f"the branch condition of '{lane_id}'"))
 
     def _merge(self, part: Chunk, outs: list[list[Chunk] | None]) -> list[Chunk]:
+        """Text the lanes have all answered for is merged and emitted; the rest waits.
+
+        Each lane's text out stands for a prefix of the original text (``_consumed``):
+        all of it once the lane answered and holds nothing, and for a lane of one
+        windowed processor, all but what its window holds. The fork emits up to the
+        shortest such prefix, cut where no lane's edit straddles the cut.
+        """
         is_text = part.type == "text-delta"
         if is_text:
-            self._base.append(part.text)
-        settled = True
+            self._base += part.text
+        total = len(self._base)
         others: list[list[Chunk]] = []
         for k, out in enumerate(outs):
-            texts = self._texts[k]
-            if out is None:  # a branch lane skipped for this chunk passes it unchanged
-                if is_text:
-                    texts.append(part.text)
-                else:
-                    others.append([part])
-                continue
+            window = self._windows[k]
+            if out is None:  # skipped or unchanged: the chunk passes the lane as it is
+                out = [part]
             rest = []
             for c in out:
                 if c.type == "text-delta":
-                    texts.append(c.text)
+                    self._outs[k] += c.text
                 else:
                     rest.append(c)
             others.append(rest)
-            if not out or any(s.processor.holds() if isinstance(s.processor, CompositeStage)
-                              else s.window is not None and bool(s.window.held)
-                              for s in self._lanes[k]):
-                settled = False
+            if window is not None:
+                self._consumed[k] = total - len(window.held)
+            elif out and not self._lane_holds(k):
+                self._consumed[k] = total
         tail = _other_chunks(part, others, is_text)
-        if not (settled or not is_text):
-            return tail
-        text = self._merged_text()
+        cut = min(self._consumed) if is_text else total
+        text = self._emit(cut, force=not is_text)
         if not text:
             return tail
         single = is_text and text == part.text
         return [part if single else Chunk.text_delta(text), *tail]
 
-    def _merged_text(self) -> str:
+    def _lane_holds(self, k: int) -> bool:
+        return any(s.processor.holds() if isinstance(s.processor, CompositeStage)
+                   else s.window is not None and bool(s.window.held) for s in self._lanes[k])
+
+    def _emit(self, cut: int, *, force: bool) -> str:
+        """Merge and drop the first ``cut`` characters of the original text (moved back
+        to a point no lane's edit straddles), or all of it with ``force``."""
         from procflow.processors.reducer import merge_text_edits
 
-        base = "".join(self._base)
-        variants = ["".join(t) for t in self._texts]
-        self._base.clear()
-        for t in self._texts:
-            t.clear()
-        edited = list(dict.fromkeys(v for v in variants if v != base))
+        base, outs, consumed = self._base, self._outs, self._consumed
+        if force:
+            ends = [len(o) for o in outs]
+        else:
+            ends = []
+            k = 0
+            while k < len(outs) and cut > 0:
+                done = consumed[k]
+                if done == cut:
+                    at, end = cut, len(outs[k])
+                else:
+                    at, end = _align(base[:done], outs[k], cut)
+                if at < cut:
+                    cut, ends, k = at, [], 0  # moved back: every lane again
+                    continue
+                ends.append(end)
+                k += 1
+            if cut <= 0:
+                return ""
+        original = base if force else base[:cut]
+        variants = [o[:e] for o, e in zip(outs, ends, strict=True)]
+        if force:
+            self._base, self._outs, self._consumed = "", ["" for _ in outs], [0 for _ in outs]
+        else:
+            self._base = base[cut:]
+            self._outs = [o[e:] for o, e in zip(outs, ends, strict=True)]
+            self._consumed = [c - cut for c in consumed]
+        edited = list(dict.fromkeys(v for v in variants if v != original))
         if not edited:
-            return base
-        return edited[0] if len(edited) == 1 else merge_text_edits(base, edited)
+            return original
+        return edited[0] if len(edited) == 1 else merge_text_edits(original, edited)
 
     async def _map(self, outs: list[list[Chunk] | None],
                    args: ProcessOutputStreamArgs) -> Any:
@@ -296,6 +330,20 @@ def _other_chunks(part: Chunk, others: list[list[Chunk]], is_text: bool) -> list
     if any(not rest for rest in others):
         return []
     return next((rest for rest in others if len(rest) != 1 or rest[0] is not part), [part])
+
+
+def _align(original: str, out: str, cut: int) -> tuple[int, int]:
+    """Where ``cut`` (a position in ``original``) falls in ``out``, a rewrite of it:
+    ``(cut, position)``, or ``(earlier cut, position)`` when ``cut`` is inside an edit."""
+    if out == original:
+        return cut, cut
+    matcher = difflib.SequenceMatcher(None, original, out, autojunk=False)
+    for tag, i1, i2, j1, _ in matcher.get_opcodes():
+        if tag == "equal" and i1 <= cut <= i2:
+            return cut, j1 + cut - i1
+        if tag != "equal" and i1 < cut < i2:
+            return i1, j1
+    return 0, 0
 
 
 def _flat(stages: list[Stage]) -> list[Stage]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from procflow import WorkflowDefinitionError, create_step, create_workflow
 from procflow.agent import Agent
@@ -203,3 +206,40 @@ async def test_a_branch_with_no_condition_held_is_a_clear_error() -> None:
     pipe = ProcessorRunner([wf]).output_stream()
     with pytest.raises(ProcessorError, match="no branch\\(\\) condition held"):
         await pipe.process(Chunk.text_delta("a"))
+
+
+SECRETS = ["bob.smith@example.com", "+1 415 555 0100", "4111 1111 1111 1111",
+           "sk-proj-4fG7hJ2kL9mN3pQ8rS1tV6wX0yZ5aB7c"]
+
+
+async def _pipe_text(items: list[Any], deltas: list[str]) -> list[str]:
+    pipe = ProcessorRunner(items).output_stream()
+    out: list[Chunk] = []
+    for delta in deltas:
+        out += await pipe.process(Chunk.text_delta(delta))
+    out += await pipe.finish()
+    return [c.text for c in out if c.type == "text-delta"]
+
+
+async def _leak_check(text: str, deltas: list[str], size: int) -> None:
+    wf = parallel([PIIDetector(strategy="redact"), BatchPartsProcessor(batch_size=size),
+                   Replace("noop", "\0", "")])
+    emitted = await _pipe_text([wf], deltas)
+    assert "".join(emitted) == "".join(await _pipe_text([PIIDetector(strategy="redact")],
+                                                        [text]))
+    for value in SECRETS:
+        assert all(value not in chunk for chunk in emitted)
+        assert value not in "".join(emitted)
+
+
+# A plain test running its own event loop per example: Hypothesis then imports its
+# shrinker on a shallow stack (CPython 3.11's AST recursion-depth SystemError).
+@pytest.mark.timeout(600)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(order=st.permutations(SECRETS), size=st.integers(1, 4), data=st.data())
+def test_a_guard_in_a_parallel_leaks_nothing_over_any_chunking(
+        order: list[str], size: int, data: st.DataObject) -> None:
+    text = "see " + " and then ".join(order) + " ok."
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(text) - 1), max_size=40))))
+    deltas = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    anyio.run(_leak_check, text, deltas, size)
