@@ -53,8 +53,11 @@ class ForkNode:
     the reducer's stream rules: a chunk any lane drops is dropped; text edits from
     every lane are applied to the original text (``merge_text_edits``); a tripwire
     from any lane ends the stream. Text a lane still holds (a window, a batch) holds
-    the fork's text back until every lane has released it, so the merge always
-    compares the lanes' versions of the same original text.
+    the fork's text back until every lane has answered for it: each lane's output
+    stands for a known prefix of the original text, the fork emits up to the
+    shortest one (cut where no lane's edit straddles), so the merge always compares
+    the lanes' versions of the same original text and a guard in one lane is never
+    bypassed by another. Lanes run one after another, in the order listed.
 
     Attributes:
         workflow_id: The workflow the fork belongs to (for error messages).
