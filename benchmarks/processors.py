@@ -7,6 +7,11 @@
     chunk per processor (target: <= 2 µs).
 (b) ``TokenLimiter.process_input_step`` on a 2,000-message history: the first call
     (every message encoded) and a repeated call on the same messages (counts cached).
+(c) A 3-way parallel guard workflow on the output stream (``.parallel([...]).map(
+    merge_processor_results)``: PIIDetector, RegexFilterProcessor, ModerationProcessor)
+    beside the same three processors listed flat, over a 206-chunk answer; the ratio
+    parallel / flat (target: <= 1.5x). Three no-op processors the same way show the
+    fork's own overhead.
 
 Each figure is the best of a few repeats. Exit code always 0 (report, never fail).
 """
@@ -23,8 +28,16 @@ from typing import Any
 
 import anyio
 
+from procflow import create_step, create_workflow
 from procflow.messages import Chunk, Message, MessageList
-from procflow.processors import ProcessOutputStreamArgs
+from procflow.processors import (
+    ModerationProcessor,
+    PIIDetector,
+    ProcessorStepSchema,
+    ProcessOutputStreamArgs,
+    RegexFilterProcessor,
+    merge_processor_results,
+)
 from procflow.processors._hooks import StepInfo, StepOverrides
 from procflow.processors._runner import ProcessorRunner
 from procflow.processors.base import Processor
@@ -32,6 +45,10 @@ from procflow.processors.builtin.token_limiter import TokenLimiter, default_enco
 
 TARGET_US = 2.0
 PROCESSORS = 5
+TARGET_RATIO = 1.5
+ANSWER = ("Thanks for waiting. Your order A-1 shipped today; the courier will call "
+          "+1 415 555 0100 before noon, and the receipt goes to bob@example.com. "
+          "If anything is wrong, reply here and we will sort it out quickly. ") * 6
 
 
 class NoOp(Processor):
@@ -126,6 +143,54 @@ async def bench_token_limiter(n: int, repeats: int) -> None:
     print(f"    kept {kept:,} of {n:,} messages")
 
 
+def _guards() -> list[Processor]:
+    return [PIIDetector(strategy="redact"), RegexFilterProcessor(presets=["secrets"],
+                                                                 strategy="redact"),
+            ModerationProcessor(strategy="block")]
+
+
+def _parallel(processors: list[Processor]) -> Any:
+    return (create_workflow(id="guards", input_schema=ProcessorStepSchema,
+                            output_schema=ProcessorStepSchema)
+            .parallel([create_step(p) for p in processors])
+            .map(merge_processor_results).commit())
+
+
+async def _streams(items: list[Any], chunks: list[Chunk], streams: int) -> tuple[float, str]:
+    runner = ProcessorRunner(items)
+    text = ""
+    start = perf_counter()
+    for _ in range(streams):
+        runner.context.states.clear()
+        pipe = runner.output_stream()
+        out: list[Chunk] = []
+        for chunk in chunks:
+            out += await pipe.process(chunk)
+        out += await pipe.finish()
+        text = "".join(c.text for c in out if c.type == "text-delta")
+    return perf_counter() - start, text
+
+
+async def bench_workflow_stream(streams: int, repeats: int) -> None:
+    words = ANSWER.split(" ")
+    chunks = [Chunk.text_delta(w + " ") for w in words]
+    print(f"(c) 3-way parallel workflow vs flat on the stream, {len(chunks)} chunks x "
+          f"{streams} streams (best of {repeats})")
+    for label, make in (("guards", _guards),
+                        ("no-ops", lambda: [NoOp(i) for i in range(3)])):
+        flat = min([(await _streams(make(), chunks, streams))[0] for _ in range(repeats)])
+        par = min([(await _streams([_parallel(make())], chunks, streams))[0]
+                   for _ in range(repeats)])
+        same = (await _streams(make(), chunks, 1))[1] == (
+            await _streams([_parallel(make())], chunks, 1))[1]
+        ratio = par / flat
+        verdict = (("PASS" if ratio <= TARGET_RATIO else "FAIL") + f" (target <= {TARGET_RATIO})"
+                   if label == "guards" else "(the fork's own cost; no target)")
+        print(f"    {label}: flat {flat / streams * 1e3:7.3f} ms/stream, parallel workflow "
+              f"{par / streams * 1e3:7.3f} ms/stream => {ratio:.2f}x {verdict}; "
+              f"same text: {same}")
+
+
 async def main(quick: bool) -> None:
     repeats = 2 if quick else 5
     try:
@@ -135,6 +200,11 @@ async def main(quick: bool) -> None:
     print()
     try:
         await bench_token_limiter(2_000, 2 if quick else 3)
+    except Exception:
+        traceback.print_exc()
+    print()
+    try:
+        await bench_workflow_stream(5 if quick else 30, repeats)
     except Exception:
         traceback.print_exc()
 

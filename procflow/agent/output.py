@@ -153,7 +153,8 @@ class ModelOutput(Generic[OutputT]):
 
     ``await out.text``, ``out.usage``, ``out.finish_reason`` and ``out.response`` wait
     for the end of the run (consuming the stream if nobody else does) and equal what
-    ``generate()`` returns for the same call.
+    ``generate()`` returns for the same call. ``full_stream`` read after them replays
+    the chunks they consumed.
 
     With ``output_type``, ``out.partial_output`` is the answer so far (validated
     leniently), ``out.partial_output_stream`` yields it as it grows, and
@@ -172,10 +173,23 @@ class ModelOutput(Generic[OutputT]):
         self._done = anyio.Event()
         self._tg: TaskGroup | None = None
         self._receive: MemoryObjectReceiveStream[Chunk] | None = None
+        self._replay: list[Chunk] | None = None
+        """The chunks a final value consumed while nobody read the stream."""
+        self._read = False
 
     @property
     def full_stream(self) -> AsyncIterator[Chunk]:
-        """Every chunk: text deltas, tool calls and results, data-*, tripwire, finish."""
+        """Every chunk: text deltas, tool calls and results, data-*, tripwire, finish.
+
+        Raises:
+            RuntimeError: The stream was already read to its end (read it once; the
+                final values stay available).
+        """
+        if self._replay is not None:
+            return _replayed(self._replay)
+        if self._read:
+            raise RuntimeError("full_stream was already read to its end; iterate it once "
+                               "(await out.text, out.usage, ... stay available)")
         if self._receive is not None:
             return self._receive
         return self._owned()
@@ -259,8 +273,10 @@ class ModelOutput(Generic[OutputT]):
 
     async def _final(self) -> FullOutput[OutputT]:
         if not self._started:
-            async for _ in self.full_stream:
-                pass
+            replay: list[Chunk] = []
+            async for chunk in self.full_stream:
+                replay.append(chunk)
+            self._replay = replay
         await self._done.wait()
         if self._error is not None:
             raise self._error
@@ -306,9 +322,15 @@ class ModelOutput(Generic[OutputT]):
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         assert self._tg is not None and self._receive is not None
         self._receive.close()  # leaving early stops delivery; the run finishes on its own
+        self._read = True
         try:
             await self._tg.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None
             raise
+
+
+async def _replayed(chunks: list[Chunk]) -> AsyncIterator[Chunk]:
+    for chunk in chunks:
+        yield chunk

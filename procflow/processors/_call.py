@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from procflow.processors._hooks import Hook, HookCall
     from procflow.processors.base import Processor
 
-__all__ = ["run_hook", "span_name"]
+__all__ = ["run_hook", "span_name", "stream_bad_return", "stream_hook_failed"]
 
 _now = time.time
 
@@ -103,3 +103,20 @@ def span_name(processor_id: str, hook: Hook) -> str:
             _NAMES.clear()
         name = _NAMES[key] = f"{hook.label}: {processor_id}"
     return name
+
+
+def stream_hook_failed(processor_id: str, exc: Exception) -> ProcessorError:
+    """The error for a ``process_output_stream`` hook that raised (not a TripWire)."""
+    err = ProcessorError(f"processor '{processor_id}': process_output_stream() raised "
+                         f"{type(exc).__name__}: {exc}", processor_id=processor_id,
+                         hook="process_output_stream")
+    err.__cause__ = exc
+    return err
+
+
+def stream_bad_return(processor_id: str, out: Any) -> ProcessorError:
+    """The error for a ``process_output_stream`` hook that returned something unusable."""
+    return ProcessorError(
+        f"processor '{processor_id}': process_output_stream() returned "
+        f"{type(out).__name__}; expected a Chunk, a list of chunks, or None to drop the "
+        "chunk", processor_id=processor_id, hook="process_output_stream")

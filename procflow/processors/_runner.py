@@ -4,8 +4,8 @@ Each phase runs the array in order; every processor sees the previous one's resu
 A processor workflow (input and output schema ``ProcessorStepSchema``) stands
 anywhere a processor can: it runs as a transient workflow run (never persisted) on
 the phase's envelope, and its result is applied to the live message list. On the
-output stream a linear processor workflow is flattened into its processors, so the
-stream stays on the in-process fast path.
+output stream a processor workflow (linear, parallel or branching) is compiled once
+into stages of the in-process fast path (``_compile``): no workflow run per chunk.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from procflow.errors import (
 )
 from procflow.messages import Chunk, MessageList
 from procflow.processors._call import run_hook
+from procflow.processors._compile import StreamNode, compile_stream
 from procflow.processors._hooks import (
     PHASES,
     TABLE,
@@ -36,12 +37,10 @@ from procflow.processors.args import (
     OutputResult,
     ProcessLLMRequestResult,
     ProcessorContext,
-    ProcessOutputStreamArgs,
 )
 from procflow.processors.base import Processor
 from procflow.processors.step import (
     PROCESSOR_CONTEXT_KEY,
-    ProcessorStep,
     ProcessorStepSchema,
     is_processor_workflow,
 )
@@ -86,6 +85,8 @@ def check_processors(items: Sequence[Any], *, where: str = "processors") -> list
                     "attribute, e.g. id = \"my-processor\"")
         elif is_processor_workflow(item):
             pid = item.id
+            if where == "output_processors":
+                compile_stream(item)  # a shape the stream cannot run fails here, not later
         elif getattr(item, "kind", None) == "workflow":
             raise ProcessorError(
                 f"{where}[{i}]: workflow '{item.id}' cannot be a processor: its input_schema "
@@ -164,43 +165,6 @@ async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,
                              "it must return the ProcessorStepSchema envelope (did a .map() "
                              "forget to pick a branch?)", processor_id=wf.id)
     return out
-
-
-def _flatten(wf: Workflow) -> list[Processor] | None:
-    """The processors of a linear chain of processor steps, else ``None``."""
-    from procflow.workflows.plan import StepEntry
-
-    found: list[Processor] = []
-    for entry in wf.entries:
-        if not isinstance(entry, StepEntry):
-            return None
-        unit = entry.step
-        if isinstance(unit, ProcessorStep):
-            found.append(unit.processor)
-        elif is_processor_workflow(unit):
-            inner = _flatten(unit)  # type: ignore[arg-type]
-            if inner is None:
-                return None
-            found += inner
-        else:
-            return None
-    return found
-
-
-class _WorkflowStream(Processor):
-    """Adapter: a non-linear processor workflow on the stream, run once per chunk."""
-
-    def __init__(self, wf: Workflow, ctx: ProcessorContext) -> None:
-        self.id = wf.id
-        self._wf = wf
-        self._ctx = ctx
-
-    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
-        env = ProcessorStepSchema(phase="output_stream", part=args.part,
-                                  stream_parts=args.stream_parts[:-1],
-                                  message_list=args.message_list,
-                                  retry_count=args.retry_count)
-        return (await run_processor_workflow(self._wf, env, self._ctx)).part
 
 
 class ProcessorRunner:
@@ -302,15 +266,15 @@ class ProcessorRunner:
         await self.run(_LLM_RESPONSE, call)
 
     def output_stream(self, ml: MessageList | None = None) -> StreamPipeline:
-        """The stream fast path for this array (workflows flattened when linear)."""
-        stages: list[Processor] = []
+        """The stream fast path for this array, for one model call: processor workflows
+        run compiled (``compile_stream``: once per workflow), never as workflow runs."""
+        items: list[Processor | StreamNode] = []
         for item in self.items:
             if isinstance(item, Processor):
-                stages.append(item)
+                items.append(item)
             else:
-                flat = _flatten(item)
-                stages += flat if flat is not None else [_WorkflowStream(item, self.context)]
-        return StreamPipeline(stages, self.context, ml)
+                items += compile_stream(item)
+        return StreamPipeline(items, self.context, ml)
 
     async def run_output_step(self, ml: MessageList, info: StepInfo, *,
                               finish_reason: str | None, tool_calls: list[dict[str, Any]],

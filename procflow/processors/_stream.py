@@ -4,6 +4,10 @@ No persistence, no planning and no tracing per chunk: each stage keeps one args
 object for the whole stream and only its ``part`` changes; appending to the stage's
 ``stream_parts`` is all the bookkeeping. A hook may return the chunk (changed or not),
 ``None`` to drop it, or a list of chunks (a batcher releasing what it held).
+
+A processor workflow arrives compiled (``_compile``): its processors are stages like
+any other, and its ``parallel``/``branch``/``map`` are stages whose lanes are stage
+lists of their own (``_fork``), run by the same loop.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from procflow.errors import ProcessorError, TripWire
 from procflow.messages import Chunk, DataChunk, Finish, MessageList, Start, TextDelta
-from procflow.processors._call import span_name
+from procflow.processors._call import span_name, stream_bad_return, stream_hook_failed
+from procflow.processors._compile import ForkNode, MapNode
+from procflow.processors._fork import CompositeStage, ForkStage, MapStage
 from procflow.processors._hooks import TABLE
 from procflow.processors.args import ProcessorContext, ProcessorViolation, ProcessOutputStreamArgs
 
 if TYPE_CHECKING:
+    from procflow.processors._compile import StreamNode
     from procflow.processors.base import Processor
 
 __all__ = ["WINDOW_CONTEXT", "Stage", "StreamPipeline", "Window"]
@@ -102,39 +109,73 @@ def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage
 class StreamPipeline:
     """Runs each chunk through the stream hooks of a processor array, in order.
 
+    Args:
+        processors: Processors, and the nodes of compiled processor workflows
+            (``compile_stream``), in order.
+        ctx: The request's processor context.
+        message_list: The live message list the hooks see.
+
     Attributes:
         tripwire: The abort that stopped the stream, once one did.
         counts: Processor id -> chunks it saw (the only per-chunk bookkeeping).
     """
 
-    __slots__ = ("_ctx", "_stages", "tripwire")
+    __slots__ = ("_ctx", "_ml", "_stages", "tripwire")
 
-    def __init__(self, processors: Sequence[Processor], ctx: ProcessorContext,
+    def __init__(self, processors: Sequence[Processor | StreamNode], ctx: ProcessorContext,
                  message_list: MessageList | None = None) -> None:
         self._ctx = ctx
-        self._stages = [_stage(p, message_list, ctx) for p in processors
-                         if _HOOK in p.implemented_hooks()]
+        self._ml = message_list
         self.tripwire: TripWire | None = None
+        self._stages = self.stages_of(processors)
+
+    @property
+    def context(self) -> ProcessorContext:
+        """The request's processor context."""
+        return self._ctx
+
+    def stages_of(self, items: Sequence[Processor | StreamNode]) -> list[Stage]:
+        """The stages for processors and compiled workflow nodes (fork and map stages
+        take their lanes' stages from here too)."""
+        stages: list[Stage] = []
+        for item in items:
+            if isinstance(item, ForkNode):
+                stages.append(_stage(ForkStage(item, self), self._ml, self._ctx))
+            elif isinstance(item, MapNode):
+                stages.append(_stage(MapStage(item, self), self._ml, self._ctx))
+            elif _HOOK in item.implemented_hooks():
+                stages.append(_stage(item, self._ml, self._ctx))
+        return stages
 
     @property
     def empty(self) -> bool:
         """Whether no processor has a stream hook (chunks pass straight through)."""
         return not self._stages
 
+    def _processor_stages(self) -> list[Stage]:
+        out: list[Stage] = []
+        for s in self._stages:
+            if isinstance(s.processor, CompositeStage):
+                out += s.processor.stages()
+            else:
+                out.append(s)
+        return out
+
     @property
     def counts(self) -> dict[str, int]:
-        return {s.processor.id: len(s.args.stream_parts) for s in self._stages}
+        return {s.processor.id: len(s.args.stream_parts) for s in self._processor_stages()}
 
     def record_spans(self, started: float) -> None:
         """One span per stream processor for this stream (not one per chunk), with its
-        chunk count, in the context's trace."""
+        chunk count, in the context's trace (processors inside a processor workflow's
+        parallel or branch included; the workflow itself runs no steps, so has none)."""
         tracer = self._ctx.tracer
         if tracer is None or not self._stages:
             return
         parent = self._ctx.span
         tripped_id = None if self.tripwire is None else self.tripwire.processor_id
         ended = time.time()
-        for stage in self._stages:
+        for stage in self._processor_stages():
             pid = stage.processor.id
             tracer.leaf(span_name(pid, _STREAM), "processor", parent, started,
                         "tripwire" if pid == tripped_id else "success",
@@ -149,17 +190,17 @@ class StreamPipeline:
         """
         if self.tripwire is not None:
             return []
-        return await self._from(chunk)
+        return await self.run(self._stages, chunk)
 
     async def finish(self) -> list[Chunk]:
         """The end of a model call that sent no "finish" chunk: a finish goes through
         the stages so that each releases what it holds (the caller drops the finish)."""
         return await self.process(Finish(None))
 
-    async def _from(self, part: Chunk, start: int = 0, released: bool = False) -> list[Chunk]:
-        """Run ``part`` through the stages from ``start`` on (one chunk at a time);
+    async def run(self, stages: list[Stage], part: Chunk, start: int = 0,
+                  released: bool = False) -> list[Chunk]:
+        """Run ``part`` through ``stages`` from ``start`` on (one chunk at a time);
         ``released``: ``part`` is text the first stage's window just let go."""
-        stages = self._stages
         is_data = isinstance(part, DataChunk)
         i = start - 1
         for stage in stages if start == 0 else stages[start:]:
@@ -176,10 +217,10 @@ class StreamPipeline:
                     # Text held back leaves before anything that follows it.
                     got = window.take(p, args, flush=True)
                     assert got is not None
-                    head = await self._from(got, i, True)
+                    head = await self.run(stages, got, i, True)
                     if self.tripwire is not None:
                         return head
-                    return head + await self._from(part, i)
+                    return head + await self.run(stages, part, i)
             released = False
             if is_data and not data_parts:
                 continue
@@ -190,13 +231,11 @@ class StreamPipeline:
                 if is_async:
                     out = await out
             except TripWire as trip:
-                return [self._tripped(p, trip)]
+                return [self.tripped(p, trip)]
             except ProcessorError:
                 raise
             except Exception as exc:
-                raise ProcessorError(f"processor '{p.id}': {_HOOK}() raised "
-                                     f"{type(exc).__name__}: {exc}", processor_id=p.id,
-                                     hook=_HOOK) from exc
+                raise stream_hook_failed(p.id, exc) from exc
             if out is part:
                 continue
             if out is None:
@@ -206,19 +245,19 @@ class StreamPipeline:
                 is_data = isinstance(part, DataChunk)
                 continue
             if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
+                if self.tripwire is not None:  # a fork's lane tripped: its tripwire chunk
+                    return out
                 emitted: list[Chunk] = []
                 for item in out:
-                    emitted += await self._from(item, i + 1)
+                    emitted += await self.run(stages, item, i + 1)
                     if self.tripwire is not None:
                         break
                 return emitted
-            raise ProcessorError(
-                f"processor '{p.id}': {_HOOK}() returned {type(out).__name__}; expected a "
-                "Chunk, a list of chunks, or None to drop the chunk", processor_id=p.id,
-                hook=_HOOK)
+            raise stream_bad_return(p.id, out)
         return [part]
 
-    def _tripped(self, p: Processor, trip: TripWire) -> Chunk:
+    def tripped(self, p: Processor, trip: TripWire) -> Chunk:
+        """Record the abort of ``p`` (stream over, violation reported): its chunk."""
         if trip.processor_id is None:
             trip.processor_id = p.id
         p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)),
