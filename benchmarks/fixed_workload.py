@@ -6,6 +6,10 @@ foreach over 1,000 items (``InMemoryStorage``); "agent" makes 100 ``generate`` c
 18 streamed words (``ScriptedModel``), traced; "agent5" the same with 5 processors of
 5 hooks each (those of ``benchmarks/agent.py``). Subtract the count of a script doing only the
 imports to get the workload's own. Wall-clock time is never measured here.
+
+``... fixed_workload.py MODE N`` first warms up (one run of each workflow, or one
+``generate``), then runs the workload N times: the count of N=1 minus that of N=0 is
+the workload alone, with one-time costs (lazy imports, first calls) on neither side.
 """
 
 from __future__ import annotations
@@ -40,27 +44,36 @@ async def main() -> Any:
     storage = InMemoryStorage()
     chain, small, fan, each = build()
     mode = sys.argv[1]
+    warm = len(sys.argv) > 2
+    rounds = int(sys.argv[2]) if warm else 1
     if mode == "imports":  # the count to subtract: imports and set-up only
         from procflow import Agent
         from procflow.models import ScriptedModel
         return
     if mode == "runtime":
-        for _ in range(5):
-            await chain.create_run(storage=storage).start(0)
-        for _ in range(200):
-            await small.create_run(storage=storage).start(0)
-        for _ in range(5):
-            await fan.create_run(storage=storage).start(0)
-        await each.create_run(storage=storage).start(list(range(1000)))
+        if warm:
+            for wf in (chain, small, fan):
+                await wf.create_run(storage=storage).start(0)
+            await each.create_run(storage=storage).start([0, 1])
+        for _ in range(rounds):
+            for _ in range(5):
+                await chain.create_run(storage=storage).start(0)
+            for _ in range(200):
+                await small.create_run(storage=storage).start(0)
+            for _ in range(5):
+                await fan.create_run(storage=storage).start(0)
+            await each.create_run(storage=storage).start(list(range(1000)))
     else:
         from procflow import Agent, set_default_storage
         from procflow.models import ScriptedModel
         words = " ".join(f"w{i}" for i in range(18))
         procs = [_noop(f"noop-{i}") for i in range(5 if mode == "agent5" else 0)]
         set_default_storage(storage)  # older versions have no Agent(storage=...)
-        agent = Agent(id="a", model=ScriptedModel([words] * 200),
+        agent = Agent(id="a", model=ScriptedModel([words] * (100 * rounds + 1)),
                       input_processors=procs, output_processors=procs)
-        for _ in range(100):
+        if warm:
+            await agent.generate("warm up")
+        for _ in range(100 * rounds):
             await agent.generate("hello there")
 
 
