@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextvars
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
 
 import anyio
+import sniffio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -212,11 +214,20 @@ class ModelOutput(Generic[OutputT]):
         send, self._receive = anyio.create_memory_object_stream[Chunk](self._buffer)
         return send
 
-    async def _owned(self) -> AsyncIterator[Chunk]:
-        async with self:
-            assert self._receive is not None
-            async for chunk in self._receive:
-                yield chunk
+    def _owned(self) -> AsyncIterator[Chunk]:
+        # Read without ``async with``: the call runs in a task of its own, so a reader
+        # that stops early (``break``) leaves no task group open in its task (an async
+        # generator must not yield inside one: its finaliser runs in another task).
+        send = self._start()
+        scope = anyio.CancelScope()  # cancelled with a reader cancelled while waiting
+        _spawn(self._produce_alone, send, scope)
+        assert self._receive is not None
+        return _Reading(self._receive, scope, self)
+
+    async def _produce_alone(self, send: MemoryObjectSendStream[Chunk],
+                             scope: anyio.CancelScope) -> None:
+        with scope:
+            await self._produce(send)
 
     async def _produce(self, send: MemoryObjectSendStream[Chunk]) -> None:
         async with send:
@@ -329,6 +340,61 @@ class ModelOutput(Generic[OutputT]):
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None
             raise
+
+
+class _Reading:
+    """The chunks of a call running in a task of its own (``ModelOutput._owned``).
+
+    A plain async iterator, not a generator: a reader that stops early (``break``)
+    leaves nothing to finalise, and dropping it stops delivery (the call finishes on its
+    own, as after ``async with``); a reader cancelled while it waits for a chunk cancels
+    the call too (its run is stored as "canceled")."""
+
+    __slots__ = ("_out", "_receive", "_scope")
+
+    def __init__(self, receive: MemoryObjectReceiveStream[Chunk], scope: anyio.CancelScope,
+                 out: ModelOutput[Any]) -> None:
+        self._receive = receive
+        self._scope = scope
+        self._out = out
+
+    def __aiter__(self) -> _Reading:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._out._read = True
+            raise StopAsyncIteration from None
+        except anyio.get_cancelled_exc_class():
+            self._scope.cancel()
+            with anyio.CancelScope(shield=True):  # as a task group would: wait for it
+                await self._out._done.wait()
+            raise
+
+    def __del__(self) -> None:
+        self._receive.close()  # synchronous: safe wherever the reader is collected
+
+
+_BACKGROUND: set[Any] = set()  # strong references to running calls (asyncio)
+
+
+def _spawn(fn: Callable[[MemoryObjectSendStream[Chunk], anyio.CancelScope],
+                        Coroutine[Any, Any, None]],
+           send: MemoryObjectSendStream[Chunk], scope: anyio.CancelScope) -> None:
+    """Run ``fn(send, scope)`` in a new task not bound to the caller's (with the
+    caller's context variables); its errors are caught by ``fn`` itself (``_produce``)."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        trio.lowlevel.spawn_system_task(fn, send, scope, context=contextvars.copy_context())
+        return
+    import asyncio  # noqa: TID251 - anyio has no task outside a task group
+
+    task = asyncio.get_running_loop().create_task(fn(send, scope))
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
 
 
 async def _replayed(chunks: list[Chunk]) -> AsyncIterator[Chunk]:
