@@ -164,7 +164,8 @@ class _Drawing:
               level: int) -> RenderableType:
         cells = [Panel(self.unit(step, prefix, level), title=title, title_align="left",
                        box=box.ROUNDED, expand=False) for title, step in lanes]
-        return self.around(f"{kind} ({len(lanes)} lanes)", _Lanes(cells), style=box.HEAVY)
+        count = f"{len(lanes)} lane" + ("" if len(lanes) == 1 else "s")
+        return self.around(f"{kind} ({count})", _Lanes(cells), style=box.HEAVY)
 
     @staticmethod
     def around(title: str, inner: RenderableType, *, style: box.Box = box.DOUBLE,
