@@ -333,17 +333,17 @@ workflow agent:support  loop of agent support
 ▼
 ╔═ do … until finished ═════════════════╗
 ║ ┌─ ▾ workflow agent-step (4 steps) ─┐ ║
-║ │ ┏━ branch (1 lanes) ━┓            │ ║
-║ │ ┃ ╭─ if _open ───╮   ┃            │ ║
-║ │ ┃ │ □ input-step │   ┃            │ ║
-║ │ ┃ ╰──────────────╯   ┃            │ ║
-║ │ ┗━━━━━━━━━━━━━━━━━━━━┛            │ ║
+║ │ ┏━ branch (1 lane) ━┓             │ ║
+║ │ ┃ ╭─ if _open ───╮  ┃             │ ║
+║ │ ┃ │ □ input-step │  ┃             │ ║
+║ │ ┃ ╰──────────────╯  ┃             │ ║
+║ │ ┗━━━━━━━━━━━━━━━━━━━┛             │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
 ║ │ ƒ map input-step-done             │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
-║ │ ┏━ branch (1 lanes) ━┓            │ ║
+║ │ ┏━ branch (1 lane) ━━┓            │ ║
 ║ │ ┃ ╭─ if _proceeds ─╮ ┃            │ ║
 ║ │ ┃ │ □ llm-call     │ ┃            │ ║
 ║ │ ┃ ╰────────────────╯ ┃            │ ║
@@ -353,7 +353,7 @@ workflow agent:support  loop of agent support
 ║ │ ƒ map llm-call-done               │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
-║ │ ┏━ branch (1 lanes) ━┓            │ ║
+║ │ ┏━ branch (1 lane) ━━┓            │ ║
 ║ │ ┃ ╭─ if _proceeds ─╮ ┃            │ ║
 ║ │ ┃ │ □ output-step  │ ┃            │ ║
 ║ │ ┃ ╰────────────────╯ ┃            │ ║
@@ -363,7 +363,7 @@ workflow agent:support  loop of agent support
 ║ │ ƒ map output-step-done            │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
-║ │ ┏━ branch (1 lanes) ━━┓           │ ║
+║ │ ┏━ branch (1 lane) ━━━┓           │ ║
 ║ │ ┃ ╭─ if _has_calls ─╮ ┃           │ ║
 ║ │ ┃ │ □ tool-calls    │ ┃           │ ║
 ║ │ ┃ ╰─────────────────╯ ┃           │ ║
@@ -375,7 +375,7 @@ workflow agent:support  loop of agent support
 ╚═══════════════════════════════════════╝
 │
 ▼
-┏━ branch (1 lanes) ━━━━━━┓
+┏━ branch (1 lane) ━━━━━━━┓
 ┃ ╭─ if _not_tripped ───╮ ┃
 ┃ │ □ output-processors │ ┃
 ┃ ╰─────────────────────╯ ┃
