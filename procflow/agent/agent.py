@@ -28,7 +28,15 @@ from procflow.errors import (
     StepExecutionError,
     WorkflowDefinitionError,
 )
-from procflow.messages import Chunk, Finish, Message, MessageList, Start, SuspendedChunk
+from procflow.messages import (
+    Chunk,
+    Finish,
+    Message,
+    MessageList,
+    Start,
+    SuspendedChunk,
+    new_secret_id,
+)
 from procflow.models.resolve import resolve_model
 from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
@@ -283,6 +291,54 @@ class Agent(Generic[OutputT]):
 
         return await self._resume(run_id, approve, deny, resume_data,
                                   self._with_output(options, None), ignore, streaming=False)
+
+    async def replay_from(self, run_id: str, step: str = "llm-call", *,
+                          new_run_id: str | None = None) -> FullOutput[OutputT]:
+        """Run a stored call again from one of its loop's steps, as a new stored run,
+        with this agent's current model, tools and processors (time travel: change the
+        model or a processor, then re-run from ``"llm-call"``).
+
+        Steps that finished before ``step`` last started keep their stored results; in a
+        call with tool rounds that is the last model call, with the whole conversation
+        before it. The stored call is left as it is.
+
+        Args:
+            run_id: ``FullOutput.run_id`` of the stored call.
+            step: A loop step: its path (``"agent-step.llm-call"``) or its last part
+                (``"llm-call"``, ``"output-step"``, ``"tool-calls"``,
+                ``"output-processors"``).
+            new_run_id: The new run's id (default: a fresh one).
+
+        Raises:
+            RunNotFoundError: No such run in the agent's storage.
+            RunStateError: ``step`` names no stored step of the run, or several (the
+                message lists them).
+        """
+        wf_run = await self.workflow.get_run(run_id)
+        stored = wf_run.last_result
+        paths = sorted(stored.steps) if stored is not None else []
+        matches = [p for p in paths if p == step or p.endswith("." + step)]
+        if len(matches) != 1:
+            how = "no" if not matches else "more than one"
+            raise RunStateError(
+                f"agent '{self.id}': {how} stored step of run '{run_id}' matches {step!r}; "
+                f"its steps: {paths}", workflow_id=self.workflow.id, run_id=run_id)
+        new_id = new_run_id or new_secret_id()
+        deps = self.default_deps()
+        live_deps[new_id] = deps
+        try:
+            new = await wf_run.replay_from(matches[0], run_id=new_id)
+        finally:
+            live_deps.pop(new_id, None)
+        result = new.last_result
+        assert result is not None  # replay_from returns a finished run
+        state = (as_state(result.result) if result.result is not None
+                 else AgentState(MessageList()))
+
+        async def ignore(chunk: Chunk) -> None:
+            return None
+
+        return await self._output(deps, state, result, new_id, ignore, False)
 
     async def submit(self, messages: Any, *, executor: Executor | None = None,
                      **options: Any) -> str:

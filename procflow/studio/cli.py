@@ -89,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="an agent's --resume: do not run this waiting tool call; the model "
                      "is told it was denied (repeatable)")
     run.add_argument("--from-step", metavar="STEP",
-                     help="re-run stored run --run from STEP with its stored inputs")
+                     help="re-run stored run --run from STEP with its stored inputs (an "
+                     "agent: a loop step such as llm-call, with the agent as it is now)")
     run.add_argument("--run", metavar="RUN_ID", help="the stored run (--resume, --from-step)")
     run.add_argument("--run-id", metavar="ID", help="the id of the new run (default: random)")
     run.add_argument("--no-live", action="store_true",

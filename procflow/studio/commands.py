@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from procflow.errors import RunNotFoundError
+from procflow.errors import RunNotFoundError, RunStateError
 from procflow.runtime.defaults import get_default_storage, set_default_storage
 from procflow.studio.export import to_dot, to_mermaid
 from procflow.studio.graph import GraphView
@@ -248,11 +248,21 @@ def _check_run_options(args: argparse.Namespace, agent: bool) -> None:
 
 def _check_agent_options(args: argparse.Namespace) -> None:
     """An agent run is resumed as ``--resume RUN_ID`` (it waits in one place: its tool
-    calls), answered with ``--approve``/``--deny`` call ids and ``--data``."""
-    if args.from_step is not None or args.run is not None:
-        option = "--from-step" if args.from_step is not None else "--run"
-        raise UsageError(f"{option} works on a Workflow target, and {args.target} is an "
-                         "Agent (resume a suspended agent run with --resume RUN_ID)")
+    calls), answered with ``--approve``/``--deny`` call ids and ``--data``; a stored
+    run is re-run with ``--from-step STEP --run RUN_ID``."""
+    if args.from_step is not None:
+        if args.run is None:
+            raise UsageError("--from-step needs --run RUN_ID (the stored agent run to "
+                             "re-run; see 'procflow runs')")
+        for option, given in (("--approve", args.approve), ("--deny", args.deny),
+                              ("--data", args.data), ("--input", args.input)):
+            if given is not None:
+                raise UsageError(f"{option} cannot be used with --from-step (the re-run "
+                                 "takes the stored run's input)")
+        return
+    if args.run is not None:
+        raise UsageError("--run goes with --from-step STEP on an Agent (resume a suspended "
+                         "agent run with --resume RUN_ID)")
     if args.resume is None:
         for option, given in (("--approve", args.approve), ("--deny", args.deny),
                               ("--data", args.data)):
@@ -306,6 +316,8 @@ async def _run_agent(args: argparse.Namespace, console: Console, store: Store,
                      agent: Agent, live: LiveRun) -> int:
     live.hint = lambda: ([f"inspect it:  {_command(args, store, 'trace', live.run_id)}"]
                          if live.run_id else [])
+    if args.from_step is not None:
+        return await _replay_agent(args, console, store, agent)
     if args.resume is not None:
         open_stream = await _agent_resume(args, store, agent, live)
     elif args.input is None:
@@ -327,6 +339,32 @@ async def _run_agent(args: argparse.Namespace, console: Console, store: Store,
         print(dump(agent_run_document(output, resume=resume)))
     else:
         print_agent_summary(console, output, resume=resume)
+    return 0 if output.tripwire is None and output.finish_reason != "error" else 1
+
+
+async def _replay_agent(args: argparse.Namespace, console: Console, store: Store,
+                        agent: Agent) -> int:
+    """``--from-step STEP --run RUN_ID``: the stored call run again from a loop step
+    with the agent as it is now (its model, tools and processors), as a new run."""
+    storage = store.storage
+    if args.run_id is not None and await storage.load_snapshot(agent.workflow.id,
+                                                               args.run_id):
+        raise UsageError(f"run '{args.run_id}' already exists in {store.location}; choose "
+                         "another --run-id")
+    stored = await _load_run(agent.workflow, args.run, store)
+    try:
+        output = await agent.replay_from(stored.run_id, args.from_step,
+                                         new_run_id=args.run_id)
+    except RunStateError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        document = agent_run_document(output, resume=[])
+        document["replayed_from"] = stored.run_id
+        print(dump(document))
+    else:
+        print_agent_summary(console, output, resume=[])
+        console.print(Text(f"replayed run {stored.run_id} from step {args.from_step} as "
+                           f"run {output.run_id}"), soft_wrap=True)
     return 0 if output.tripwire is None and output.finish_reason != "error" else 1
 
 

@@ -50,6 +50,8 @@ support = Agent(id="support", tools=[refund], model=ScriptedModel(
     else [[ToolCall("refund", {"order_id": "A-1"}, id="call-1")], "unused"]))
 asker = Agent(id="asker", tools=[ask_human], model=ScriptedModel(
     ["thanks"] if RESUMING else [[ToolCall("ask_human", {"question": "ok?"}, id="q1")]]))
+plain = Agent(id="plain", model=ScriptedModel(
+    ["the second answer"] if RESUMING else ["the first answer"]))
 '''
 
 SUSPENDER = '''
@@ -223,7 +225,11 @@ def test_a_call_the_run_does_not_wait_on_is_refused(project: Path) -> None:
     pytest.param(["support.py:support", "--resume", "r", "--approve", "c", "--deny", "c"],
                  "['c'] are both approved and denied", id="approve-and-deny"),
     pytest.param(["support.py:support", "--resume", "r", "--run", "r"],
-                 "--run works on a Workflow target", id="run-on-agent"),
+                 "--run goes with --from-step STEP on an Agent", id="run-on-agent"),
+    pytest.param(["support.py:support", "--from-step", "llm-call"],
+                 "--from-step needs --run RUN_ID", id="from-step-without-run"),
+    pytest.param(["support.py:support", "--from-step", "llm-call", "--run", "r", "--input",
+                  "x"], "--input cannot be used with --from-step", id="input-with-from-step"),
     pytest.param(["flows.py:flow", "--resume", "s", "--run", "r", "--approve", "c"],
                  "--approve answers an agent's waiting tool calls", id="approve-on-workflow"),
 ])
@@ -233,3 +239,32 @@ def test_option_mistakes_are_one_line(project: Path, args: list[str], expected: 
         "flow = create_workflow(id='flow').then(create_step(id='s', execute=lambda c: 1))"
         ".commit()\n")
     one_error_line(procflow(project, "--db", "runs.db", "run", *args), expected)
+
+
+def test_from_step_reruns_a_stored_agent_call_with_the_agent_as_it_is_now(
+        project: Path) -> None:
+    first = document(procflow(project, "--db", "runs.db", "run", "support.py:plain",
+                              "--input", "hi", "--json"))
+    assert first["text"] == "the first answer"
+    # Another process, where the agent's model now answers differently.
+    done = procflow(project, "--db", "runs.db", "run", "support.py:plain", "--from-step",
+                    "llm-call", "--run", first["run_id"], "--json", resuming=True)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["text"] == "the second answer" and doc["replayed_from"] == first["run_id"]
+    assert doc["run_id"] != first["run_id"]
+    listed = json.loads(procflow(project, "--db", "runs.db", "runs", "--json").stdout)
+    rows = listed if isinstance(listed, list) else listed["runs"]
+    assert {r["run_id"] for r in rows} >= {first["run_id"], doc["run_id"]}
+    plain = procflow(project, "--db", "runs.db", "run", "support.py:plain", "--from-step",
+                     "llm-call", "--run", first["run_id"], resuming=True)
+    assert plain.returncode == 0 and "the second answer" in plain.stdout
+    assert f"replayed run {first['run_id']} from step llm-call" in plain.stdout
+
+
+def test_from_step_with_an_unknown_step_names_the_known_ones(project: Path) -> None:
+    first = document(procflow(project, "--db", "runs.db", "run", "support.py:plain",
+                              "--input", "hi", "--json"))
+    one_error_line(procflow(project, "--db", "runs.db", "run", "support.py:plain",
+                            "--from-step", "nope", "--run", first["run_id"]),
+                   "no stored step", "'agent-step.llm-call'")
