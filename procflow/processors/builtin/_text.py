@@ -520,6 +520,7 @@ _CONFUSABLE_PUNCT = {"\u3002": ".", "\uff61": ".", "\u2024": ".", "\u0701": ".",
                      "\ufe52": "."}
 
 
+@lru_cache(maxsize=4096)
 def _normal_char(ch: str) -> str:
     if ch in _BIDI_AND_INVISIBLE:
         return ""
@@ -539,21 +540,35 @@ def _normal_char(ch: str) -> str:
                    for c in folded)
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
 def normalise(text: str) -> View:
     """The view the PII rules read: NFKC, zero-width and bidi controls removed, no-break
     and other Unicode spaces as " ", every Unicode decimal digit as its ASCII digit,
-    confusable "@" and "." (full-width, ideographic) as ASCII. Case is kept. ASCII text
-    is returned as is (an identity view, no copy of the characters)."""
+    confusable "@" and "." (full-width, ideographic) as ASCII. Case is kept. A text the
+    normalisation leaves as it is (every ASCII text) is returned as is: an identity
+    view, no copy of the characters. ASCII runs are copied whole; only the other
+    characters are looked at one by one (each character's reading is cached)."""
     if text.isascii():
         return View("normalised", text, range(len(text)), range(1, len(text) + 1))
+    runs = [m.span() for m in _NON_ASCII.finditer(text)]
+    if all(_normal_char(ch) == ch for a, b in runs for ch in text[a:b]):
+        return View("normalised", text, range(len(text)), range(1, len(text) + 1))
     b = _Builder()
-    for i, ch in enumerate(text):
-        if ch.isascii():
-            b.chars.append(ch)
-            b.starts.append(i)
-            b.ends.append(i + 1)
-        else:
-            b.add(_normal_char(ch), i, i + 1)
+    pos = 0
+    for start, end in runs:
+        if start > pos:
+            b.chars.append(text[pos:start])
+            b.starts.extend(range(pos, start))
+            b.ends.extend(range(pos + 1, start + 1))
+        for i in range(start, end):
+            b.add(_normal_char(text[i]), i, i + 1)
+        pos = end
+    if pos < len(text):
+        b.chars.append(text[pos:])
+        b.starts.extend(range(pos, len(text)))
+        b.ends.extend(range(pos + 1, len(text) + 1))
     return b.build("normalised")
 
 

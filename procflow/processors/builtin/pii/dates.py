@@ -81,8 +81,17 @@ def _ymd(m: re.Match[str]) -> tuple[int, int, int] | None:
     return None
 
 
+_BIRTH_ASCII = ("born", "dob", "birth", "b-day", "geboren", "geburt", "naissance",
+                "nacimiento", "nacid", "nascita", "nato", "nata", "d.o.b")
+"""On an ASCII text, ``_BIRTH_WORD`` cannot match without one of these (lower case)."""
+
+
 def find_birth_dates(text: str) -> Iterator[PIIDetection]:
     """Dates introduced as a birth date in ``text``."""
+    if text.isascii():
+        lower = text.lower()
+        if not any(word in lower for word in _BIRTH_ASCII):
+            return
     seen: set[int] = set()
     for word in _BIRTH_WORD.finditer(text):
         limit = min(len(text), word.end() + _WINDOW)

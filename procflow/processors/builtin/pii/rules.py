@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin.pii.checks import (
@@ -54,6 +55,39 @@ def context_before(text: str, start: int, width: int = 32) -> str:
     return window.rsplit("\n", 1)[-1].lower()
 
 
+# -- cheap necessary conditions ---------------------------------------------------------
+#
+# Most texts hold no PII, and each finder's patterns are a pass over the whole text. A
+# finder first checks, with ``in`` and ``str.count`` (C speed), what its patterns cannot
+# match without (an "@", a "+", enough digits, one of its context words...) and stops
+# there when it is missing: the same detections, most passes skipped. The word checks
+# are made on ASCII texts only (a case-insensitive pattern also matches a few non-ASCII
+# letters, such as the Kelvin sign for "k", that ``str.lower`` does not map).
+
+_DIGITS = "0123456789"
+
+
+@lru_cache(maxsize=8)
+def _digit_count(text: str) -> int:
+    """How many digits ``text`` holds, at least (a non-ASCII text, which may hold other
+    decimal digits, counts as many)."""
+    if not text.isascii():
+        return len(text)
+    return sum(map(text.count, _DIGITS)) if any(d in text for d in _DIGITS) else 0
+
+
+@lru_cache(maxsize=8)
+def _lower_ascii(text: str) -> str | None:
+    """``text`` lower-cased when it is ASCII (where word checks are exact), else ``None``."""
+    return text.lower() if text.isascii() else None
+
+
+def _may_hold(text: str, words: tuple[str, ...]) -> bool:
+    """False only when ``text`` is ASCII and holds none of ``words`` (lower case)."""
+    lower = _lower_ascii(text)
+    return lower is None or any(word in lower for word in words)
+
+
 def _introduced_as_other_id(text: str, start: int) -> bool:
     return _OTHER_ID.search(context_before(text, start, 28)) is not None
 
@@ -75,6 +109,8 @@ _EMAIL = re.compile(
 
 
 def _emails(text: str) -> Iterator[PIIDetection]:
+    if "@" not in text:
+        return
     for m in _EMAIL.finditer(text):
         yield PIIDetection("email", m.start(), m.end(), m.group(), 0.95)
 
@@ -108,18 +144,31 @@ def _phone_shape_ok(value: str, low: int, high: int) -> bool:
     return value.count("(") <= 1
 
 
+_PHONE_WORDS = ("call", "phone", "tel", "mobile", "mob", "cell", "whatsapp", "sms", "text",
+                "fax", "hotline", "ring", "contact number", "handy", "portable")
+
+
 def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
-    for m in _PHONE_INTL.finditer(text):
-        if _phone_shape_ok(m.group(), 8, 15):
-            yield m.start(), m.end(), 0.85
-    for m in _PHONE_EXIT.finditer(text):
-        if _phone_shape_ok(m.group(), 10, 17) and any(ch in m.group() for ch in " .-("):
+    digits = _digit_count(text)
+    if digits < 2:
+        return  # every phone pattern needs at least two digits
+    if "+" in text:
+        for m in _PHONE_INTL.finditer(text):
+            if _phone_shape_ok(m.group(), 8, 15):
+                yield m.start(), m.end(), 0.85
+    if "00" in text or "011" in text:
+        for m in _PHONE_EXIT.finditer(text):
+            if _phone_shape_ok(m.group(), 10, 17) and any(ch in m.group() for ch in " .-("):
+                yield m.start(), m.end(), 0.8
+    if digits >= 10:
+        for m in _PHONE_NANP.finditer(text):
             yield m.start(), m.end(), 0.8
-    for m in _PHONE_NANP.finditer(text):
-        yield m.start(), m.end(), 0.8
-    for m in _PHONE_TRUNK.finditer(text):
-        if _phone_shape_ok(m.group(), 9, 12):
-            yield m.start(), m.end(), 0.7
+    if "0" in text and digits >= 3:
+        for m in _PHONE_TRUNK.finditer(text):
+            if _phone_shape_ok(m.group(), 9, 12):
+                yield m.start(), m.end(), 0.7
+    if not _may_hold(text, _PHONE_WORDS):
+        return
     for word in _PHONE_WORD.finditer(text):
         window_end = min(len(text), word.end() + 24)
         number = _PHONE_CONTEXT_NUMBER.search(text, word.end(), window_end + 20)
@@ -179,6 +228,8 @@ def _card_in(value: str) -> tuple[int, int] | None:
 
 
 def _cards(text: str) -> Iterator[PIIDetection]:
+    if _digit_count(text) < 13:
+        return
     for m in _CARD.finditer(text):
         span = _card_in(m.group())
         if span is None:
@@ -199,9 +250,14 @@ _SSN_WORD = re.compile(r"(?i)\b(?:ssn|ss#|social security(?: number| no\.?| #)?|
 
 
 def _ssns(text: str) -> Iterator[PIIDetection]:
-    for m in _SSN_WORD.finditer(text):
-        if ssn_valid(m.group(1)):
-            yield PIIDetection("ssn", m.start(1), m.end(1), m.group(1), 0.95)
+    if _digit_count(text) < 9:
+        return
+    if _may_hold(text, ("ssn", "ss#", "social")):
+        for m in _SSN_WORD.finditer(text):
+            if ssn_valid(m.group(1)):
+                yield PIIDetection("ssn", m.start(1), m.end(1), m.group(1), 0.95)
+    if text.count("-") < 2:
+        return
     for m in _SSN.finditer(text):
         if ssn_valid(m.group()) and not _introduced_as_other_id(text, m.start()):
             yield PIIDetection("ssn", m.start(), m.end(), m.group(), 0.85)
@@ -219,9 +275,12 @@ _VERSION_WORD = re.compile(r"(?i)\b(?:version|ver|v|release|build|firmware|chrom
 
 
 def _ips(text: str) -> Iterator[PIIDetection]:
-    for m in _IPV4.finditer(text):
-        if ip_valid(m.group()) and not _VERSION_WORD.search(context_before(text, m.start())):
-            yield PIIDetection("ip-address", m.start(), m.end(), m.group(), 0.9)
+    if text.count(".") >= 3 and _digit_count(text) >= 4:
+        for m in _IPV4.finditer(text):
+            if ip_valid(m.group()) and not _VERSION_WORD.search(context_before(text, m.start())):
+                yield PIIDetection("ip-address", m.start(), m.end(), m.group(), 0.9)
+    if text.count(":") < 2:
+        return
     for m in _IPV6.finditer(text):
         value = m.group()
         if value.count(":") >= 2 and any(ch not in ":" for ch in value) and ip_valid(value):
@@ -251,6 +310,8 @@ def _trim_url(url: str) -> str:
 
 
 def _urls(text: str) -> Iterator[PIIDetection]:
+    if "://" not in text and not _may_hold(text, ("www.",)):
+        return
     for m in _URL.finditer(text):
         value = _trim_url(m.group())
         host = re.sub(r"(?i)^(?:https?://)?", "", value).split("/", 1)[0]
@@ -263,6 +324,8 @@ _UUID = re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9
 
 
 def _uuids(text: str) -> Iterator[PIIDetection]:
+    if text.count("-") < 4:
+        return
     for m in _UUID.finditer(text):
         value = m.group()
         rfc = value[14] in "12345678" and value[19].lower() in "89ab"
@@ -275,6 +338,8 @@ _IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?= ?[A-Z0-9])")
 
 
 def _ibans(text: str) -> Iterator[PIIDetection]:
+    if _digit_count(text) < 2:
+        return
     for m in _IBAN_START.finditer(text):
         length = IBAN_LENGTHS.get(m.group()[:2])
         if length is None:
@@ -301,12 +366,16 @@ _ETH = re.compile(r"(?<![A-Za-z0-9])0x[0-9a-fA-F]{40}(?![A-Za-z0-9])")
 
 
 def _wallets(text: str) -> Iterator[PIIDetection]:
-    for m in _BTC_LEGACY.finditer(text):
-        if base58check_valid(m.group()):
-            yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
-    for m in _BTC_BECH32.finditer(text):
-        if bech32_valid(m.group()):
-            yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
+    if "1" in text or "3" in text:
+        for m in _BTC_LEGACY.finditer(text):
+            if base58check_valid(m.group()):
+                yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
+    if "bc1" in text:
+        for m in _BTC_BECH32.finditer(text):
+            if bech32_valid(m.group()):
+                yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
+    if "0x" not in text:
+        return
     for m in _ETH.finditer(text):
         # Without Keccak (not in hashlib) the EIP-55 checksum cannot be verified; a
         # 40-hex body of mixed digits and letters is still a strong shape.
