@@ -117,15 +117,20 @@ def _emails(text: str) -> Iterator[PIIDetection]:
 
 # -- phone -------------------------------------------------------------------------
 
-_PHONE_INTL = re.compile(r"(?<![\w+])\+[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
+# The patterns start with the first character they consume, the look-behind after it
+# ("\+(?<![\w+]\+)" rather than "(?<![\w+])\+"): the same matches, but ``re`` can then
+# skip ahead to that character instead of trying the look-behind at every position.
+_PHONE_INTL = re.compile(r"\+(?<![\w+]\+)[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
 _PHONE_NANP = re.compile(
-    r"(?<![\w+$#/.-])(?:1[ .-]?)?(?:\([2-9]\d{2}\)[ .-]?|[2-9]\d{2}[ .-])\d{3}[ .-]\d{4}"
-    r"(?!\d)")
+    r"(?:1(?<![\w+$#/.-]1)[ .-]?(?:\([2-9]\d{2}\)[ .-]?|[2-9]\d{2}[ .-])"
+    r"|\((?<![\w+$#/.-]\()[2-9]\d{2}\)[ .-]?|[2-9](?<![\w+$#/.-][2-9])\d{2}[ .-])"
+    r"\d{3}[ .-]\d{4}(?!\d)")
 _PHONE_EXIT = re.compile(  # "00" / "011" international dialling prefixes instead of "+"
-    r"(?<![\w+$#/.-])(?:00|011)[ .-]?[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
+    r"0(?<![\w+$#/.-]0)(?:0|11)[ .-]?[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
 _PHONE_EXTENSION = re.compile(r"(?i)[ \t]*(?:x|ext\.?|extension)[ \t]*\d{1,6}\b")
 _PHONE_TRUNK = re.compile(
-    r"(?<![\w+$#/.-])(?:\(0[1-9]\d{0,3}\)|0[1-9]\d{0,3})(?:[ /-]\d{2,8}){1,4}(?!\d)")
+    r"(?:\((?<![\w+$#/.-]\()0[1-9]\d{0,3}\)|0(?<![\w+$#/.-]0)[1-9]\d{0,3})(?:[ /-]\d{2,8}){1,4}"
+    r"(?!\d)")
 _PHONE_WORD = re.compile(
     r"(?i)(?:\b(?:call(?:s|ed|ing)?|phone[ds]?|tel|telephone|mobile|mob|cell|cellphone|"
     r"whatsapp|sms|text(?:ed|ing)?|fax|"
@@ -198,7 +203,7 @@ def _phones(text: str) -> Iterator[PIIDetection]:
 
 # -- payment cards -----------------------------------------------------------------
 
-_CARD = re.compile(r"(?<![\w.+-])\d(?:[ -]?\d){12,18}(?![\w])(?![.-]?\d)")
+_CARD = re.compile(r"\d(?<![\w.+-]\d)(?:[ -]?\d){12,18}(?![\w])(?![.-]?\d)")
 _CARD_WORD = re.compile(r"(?i)\b(?:card|visa|mastercard|amex|american express|discover|jcb|"
                         r"diners|unionpay|maestro|credit|debit|cc|pan)\b")
 
@@ -243,7 +248,7 @@ def _cards(text: str) -> Iterator[PIIDetection]:
 
 # -- SSN ---------------------------------------------------------------------------
 
-_SSN = re.compile(r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w])(?!-\d)")
+_SSN = re.compile(r"\d(?<![\w-]\d)\d{2}-\d{2}-\d{4}(?![\w])(?!-\d)")
 _SSN_WORD = re.compile(r"(?i)\b(?:ssn|ss#|social security(?: number| no\.?| #)?|"
                        r"social insurance)(?![\w])[^\d\n]{0,16}?(\d{3}[- ]?\d{2}[- ]?\d{4})"
                        r"(?![\w])(?![.-]?\d)")
@@ -265,7 +270,7 @@ def _ssns(text: str) -> Iterator[PIIDetection]:
 
 # -- IP addresses ------------------------------------------------------------------
 
-_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w])(?!\.\d)(?!-[A-Za-z])")
+_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w])(?!\.\d)(?!-[A-Za-z])")
 _IPV6 = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?"
     r"(?![\w:])(?!\.\w)")
@@ -319,8 +324,8 @@ def _urls(text: str) -> Iterator[PIIDetection]:
             yield PIIDetection("url", m.start(), m.start() + len(value), value, 0.9)
 
 
-_UUID = re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
-                   r"[0-9a-fA-F]{12}(?![\w-])")
+_UUID = re.compile(r"[0-9a-fA-F](?<![\w-][0-9a-fA-F])[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-"
+                   r"[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
 
 
 def _uuids(text: str) -> Iterator[PIIDetection]:
@@ -360,9 +365,9 @@ def _ibans(text: str) -> Iterator[PIIDetection]:
 
 # -- crypto wallets ----------------------------------------------------------------
 
-_BTC_LEGACY = re.compile(r"(?<![A-Za-z0-9])[13][1-9A-HJ-NP-Za-km-z]{25,34}(?![A-Za-z0-9])")
-_BTC_BECH32 = re.compile(r"(?<![A-Za-z0-9])bc1[02-9ac-hj-np-z]{8,87}(?![A-Za-z0-9])")
-_ETH = re.compile(r"(?<![A-Za-z0-9])0x[0-9a-fA-F]{40}(?![A-Za-z0-9])")
+_BTC_LEGACY = re.compile(r"[13](?<![A-Za-z0-9][13])[1-9A-HJ-NP-Za-km-z]{25,34}(?![A-Za-z0-9])")
+_BTC_BECH32 = re.compile(r"b(?<![A-Za-z0-9]b)c1[02-9ac-hj-np-z]{8,87}(?![A-Za-z0-9])")
+_ETH = re.compile(r"0(?<![A-Za-z0-9]0)x[0-9a-fA-F]{40}(?![A-Za-z0-9])")
 
 
 def _wallets(text: str) -> Iterator[PIIDetection]:
