@@ -18,7 +18,7 @@ from datetime import date
 from procflow.processors.builtin._detection import PIIDetection
 from procflow.processors.builtin.pii.checks import plausible_birth_date
 
-__all__ = ["MONTHS", "find_birth_dates"]
+__all__ = ["MONTHS", "find_birth_dates", "word_matches"]
 
 #: Month name (lower case, English/French/German/Spanish/Italian) -> month number.
 _MONTH_NAMES = (
@@ -81,19 +81,38 @@ def _ymd(m: re.Match[str]) -> tuple[int, int, int] | None:
     return None
 
 
-_BIRTH_ASCII = ("born", "dob", "birth", "b-day", "geboren", "geburt", "naissance",
-                "nacimiento", "nacid", "nascita", "nato", "nata", "d.o.b")
-"""On an ASCII text, ``_BIRTH_WORD`` cannot match without one of these (lower case)."""
+_BIRTH_STARTS = re.compile(r"born|dob|date|data|birth|b-|geb|naissance|fecha|nac|nat|d\.")
+"""In an ASCII text (lower-cased), every match of ``_BIRTH_WORD`` starts where one of
+these does (see ``word_matches``)."""
+
+
+def word_matches(pattern: re.Pattern[str], starts: re.Pattern[str],
+                 text: str) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text)`` for a case-insensitive pattern of context words.
+
+    On an ASCII text, ``starts`` (plain literals, none holding a place where a match
+    may start, run on the lower-cased text) finds every place a match can start, at
+    C speed; the pattern is tried there only, in order and never inside its previous
+    match: the same matches. Other texts are scanned in full.
+    """
+    if not text.isascii():
+        yield from pattern.finditer(text)
+        return
+    end = 0
+    for hit in starts.finditer(text.lower()):
+        pos = hit.start()
+        if pos < end:
+            continue
+        m = pattern.match(text, pos)
+        if m is not None:
+            yield m
+            end = m.end()
 
 
 def find_birth_dates(text: str) -> Iterator[PIIDetection]:
     """Dates introduced as a birth date in ``text``."""
-    if text.isascii():
-        lower = text.lower()
-        if not any(word in lower for word in _BIRTH_ASCII):
-            return
     seen: set[int] = set()
-    for word in _BIRTH_WORD.finditer(text):
+    for word in word_matches(_BIRTH_WORD, _BIRTH_STARTS, text):
         limit = min(len(text), word.end() + _WINDOW)
         m = _DATE.search(text, word.end(), limit + 30)
         if m is None or m.start() > limit or m.start() in seen:

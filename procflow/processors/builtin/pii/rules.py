@@ -34,7 +34,7 @@ from procflow.processors.builtin.pii.checks import (
     shannon_entropy,
     ssn_valid,
 )
-from procflow.processors.builtin.pii.dates import find_birth_dates
+from procflow.processors.builtin.pii.dates import find_birth_dates, word_matches
 from procflow.processors.builtin.pii.names import find_addresses, find_names
 from procflow.processors.builtin.pii.secrets import find_api_keys
 
@@ -108,10 +108,38 @@ _EMAIL = re.compile(
     r"(?<![\w.%+-])(?<!\w')[\w%+-]+(?:['.][\w%+-]+)*@(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w@-])")
 
 
+_LOCAL_CHARS = frozenset("%+-'.")
+
+
+def _email_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_EMAIL.finditer(text)``, found from the "@" signs instead of at every position.
+
+    A match holds exactly one "@", and starts in the run of local-part characters
+    ([\\w%+'.-]) just before it: at the run's start, or just after a "'" (elsewhere
+    in the run its look-behind fails). Those few starts are tried in order, and the
+    "@" signs left to right, never inside the previous match: the same matches.
+    """
+    end = 0
+    at = text.find("@")
+    while at >= 0:
+        if at >= end:
+            run = at
+            while run > 0 and (text[run - 1].isalnum() or text[run - 1] == "_"
+                               or text[run - 1] in _LOCAL_CHARS):
+                run -= 1
+            for start in range(max(run, end), at):
+                if start != run and text[start - 1] != "'":
+                    continue
+                m = _EMAIL.match(text, start)
+                if m is not None:
+                    yield m
+                    end = m.end()
+                    break
+        at = text.find("@", at + 1)
+
+
 def _emails(text: str) -> Iterator[PIIDetection]:
-    if "@" not in text:
-        return
-    for m in _EMAIL.finditer(text):
+    for m in _email_matches(text):
         yield PIIDetection("email", m.start(), m.end(), m.group(), 0.95)
 
 
@@ -149,8 +177,10 @@ def _phone_shape_ok(value: str, low: int, high: int) -> bool:
     return value.count("(") <= 1
 
 
-_PHONE_WORDS = ("call", "phone", "tel", "mobile", "mob", "cell", "whatsapp", "sms", "text",
-                "fax", "hotline", "ring", "contact number", "handy", "portable")
+_PHONE_STARTS = re.compile(
+    r"call|phone|tel|mob|cell|whatsapp|sms|text|fax|hotline|ring|contact|handy|portable")
+"""In an ASCII text (lower-cased), every ``_PHONE_WORD`` match starts where one of these
+does (see ``dates.word_matches``)."""
 
 
 def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
@@ -172,9 +202,7 @@ def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
         for m in _PHONE_TRUNK.finditer(text):
             if _phone_shape_ok(m.group(), 9, 12):
                 yield m.start(), m.end(), 0.7
-    if not _may_hold(text, _PHONE_WORDS):
-        return
-    for word in _PHONE_WORD.finditer(text):
+    for word in word_matches(_PHONE_WORD, _PHONE_STARTS, text):
         window_end = min(len(text), word.end() + 24)
         number = _PHONE_CONTEXT_NUMBER.search(text, word.end(), window_end + 20)
         if number is None or number.start() > window_end:
