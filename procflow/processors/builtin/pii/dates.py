@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import date
+from functools import lru_cache
 
 from procflow.processors.builtin._detection import PIIDetection
 from procflow.processors.builtin.pii.checks import plausible_birth_date
@@ -86,23 +87,30 @@ _BIRTH_STARTS = re.compile(r"born|dob|date|data|birth|b-|geb|naissance|fecha|nac
 these does (see ``word_matches``)."""
 
 
+@lru_cache(maxsize=4)
+def _lower(text: str) -> str:
+    return text.lower()
+
+
 def word_matches(pattern: re.Pattern[str], starts: re.Pattern[str],
                  text: str) -> Iterator[re.Match[str]]:
     """``pattern.finditer(text)`` for a case-insensitive pattern of context words.
 
     On an ASCII text, ``starts`` (plain literals, none holding a place where a match
     may start, run on the lower-cased text) finds every place a match can start, at
-    C speed; the pattern is tried there only, in order and never inside its previous
-    match: the same matches. Other texts are scanned in full.
+    C speed; the pattern (whose every alternative starts at a word boundary) is tried
+    there only, in order and never inside its previous match: the same matches. Other
+    texts are scanned in full.
     """
     if not text.isascii():
         yield from pattern.finditer(text)
         return
     end = 0
-    for hit in starts.finditer(text.lower()):
+    lower = _lower(text)
+    for hit in starts.finditer(lower):
         pos = hit.start()
-        if pos < end:
-            continue
+        if pos < end or (pos and (lower[pos - 1].isalnum() or lower[pos - 1] == "_")):
+            continue  # every context word starts at a word boundary
         m = pattern.match(text, pos)
         if m is not None:
             yield m
