@@ -34,7 +34,7 @@ from procflow.processors.builtin.pii.checks import (
     shannon_entropy,
     ssn_valid,
 )
-from procflow.processors.builtin.pii.dates import find_birth_dates, word_matches
+from procflow.processors.builtin.pii.dates import find_birth_dates, word_matches, word_starts
 from procflow.processors.builtin.pii.names import find_addresses, find_names
 from procflow.processors.builtin.pii.secrets import find_api_keys
 
@@ -177,8 +177,8 @@ def _phone_shape_ok(value: str, low: int, high: int) -> bool:
     return value.count("(") <= 1
 
 
-_PHONE_STARTS = re.compile(
-    r"call|phone|tel|mob|cell|whatsapp|sms|text|fax|hotline|ring|contact|handy|portable")
+_PHONE_STARTS = word_starts("call", "phone", "tel", "mob", "cell", "whatsapp", "sms", "text",
+                            "fax", "hotline", "ring", "contact", "handy", "portable")
 """In an ASCII text (lower-cased), every ``_PHONE_WORD`` match starts where one of these
 does (see ``dates.word_matches``)."""
 
@@ -202,7 +202,7 @@ def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
         for m in _PHONE_TRUNK.finditer(text):
             if _phone_shape_ok(m.group(), 9, 12):
                 yield m.start(), m.end(), 0.7
-    for word in word_matches(_PHONE_WORD, _PHONE_STARTS, text):
+    for word in word_matches(_PHONE_WORD, _PHONE_STARTS, text, "éÉ電手致电"):
         window_end = min(len(text), word.end() + 24)
         number = _PHONE_CONTEXT_NUMBER.search(text, word.end(), window_end + 20)
         if number is None or number.start() > window_end:
