@@ -91,7 +91,8 @@ _LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]+")  # maximal runs; letterless ones are
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
-_INNER_PUNCT = re.compile(r"(?<=[a-z0-9])[.\-_*'~^|•·]+(?=[a-z])")
+# first character before the look-behind: ``re`` skips ahead to the punctuation
+_INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
 _LETTER_RUN = re.compile(r"[a-z]+")
 _LETTER = re.compile(r"[a-z]")
@@ -434,6 +435,9 @@ def _escapes(blob: str) -> str | None:
         return None
 
 
+_DECODE_NEEDS = {"base64": "", "hex": "", "url": "%", "escape": "\\", "html": "&#"}
+
+
 def decode_payloads(text: str) -> list[Decoded]:
     """Encoded blobs in ``text`` that decode to readable text (base64, hex, %xx, \\x, &#).
 
@@ -448,6 +452,8 @@ def decode_payloads(text: str) -> list[Decoded]:
         ("html", _ENTITIES, lambda s: _readable(html.unescape(s).encode("utf-8"))),
     )
     for kind, pattern, decode in decoders:
+        if _DECODE_NEEDS[kind] not in text:
+            continue  # the pattern cannot match without it
         for m in pattern.finditer(text):
             out = decode(m.group(0).strip())
             if out is not None:
@@ -455,14 +461,24 @@ def decode_payloads(text: str) -> list[Decoded]:
     return found
 
 
+_TAG = re.compile("[\U000e0000-\U000e007f]")
+_ZERO_WIDTH_IN_WORD = re.compile(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w")
+_LOOKALIKE = re.compile("[" + "".join(sorted(ch for ch in CONFUSABLES if ch.isalpha())) + "]")
+
+
 def smuggling_signals(text: str) -> list[str]:
     """Signs of deliberate obfuscation: invisible tag characters, zero-width characters
-    inside words, words mixing Latin letters with Cyrillic or Greek look-alikes."""
+    inside words, words mixing Latin letters with Cyrillic or Greek look-alikes. (Every
+    one of them is a non-ASCII character: an ASCII text has none.)"""
     signals: list[str] = []
-    if any(0xE0000 <= ord(ch) <= 0xE007F for ch in text):
+    if text.isascii():
+        return signals
+    if _TAG.search(text):
         signals.append("unicode-tags")
-    if re.search(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w", text):
+    if _ZERO_WIDTH_IN_WORD.search(text):
         signals.append("zero-width")
+    if _LOOKALIKE.search(text) is None:
+        return signals
     for word in re.findall(r"\w{3,}", text):
         latin = any("a" <= ch.lower() <= "z" for ch in word)
         if latin and any(ch in CONFUSABLES and ch.isalpha() for ch in word):
