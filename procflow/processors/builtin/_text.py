@@ -88,6 +88,9 @@ _LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": 
 _LEET_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t",
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
 _LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]+")  # maximal runs; letterless ones are skipped
+# the maximal runs that hold a digit or symbol (the others never change): found in C
+# instead of handing every word of the text to Python
+_LEET_CANDIDATE = re.compile(r"(?<![a-z0-9@$!|+])(?=[a-z0-9@$!|+]*[0-9@$!|+])[a-z0-9@$!|+]+")
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
@@ -288,7 +291,7 @@ def leet(view: View, *, one_as: str = "i") -> View:
             return token
         return token.translate(table)
 
-    return _substitute(view, _LEET_TOKEN, unleet, f"leet-{one_as}")
+    return _substitute(view, _LEET_CANDIDATE, unleet, f"leet-{one_as}")
 
 
 VOCABULARY: frozenset[str] = frozenset({
