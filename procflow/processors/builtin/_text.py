@@ -350,12 +350,46 @@ def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
     return _substitute(view, _WORDS, lambda m: table.get(m.group(0), m.group(0)), "spelling")
 
 
+class _SquashedSpans:
+    """The starts and ends of a squashed view, made on first use: the view's text is
+    cheap to make (one ``findall``), its spans are not, and they are only needed for
+    a match."""
+
+    __slots__ = ("_ends", "_source", "_starts")
+
+    def __init__(self, source: View) -> None:
+        self._source: View | None = source
+        self._starts: array[int] = array("q")
+        self._ends: array[int] = array("q")
+
+    def get(self, ends: bool) -> array[int]:
+        source = self._source
+        if source is not None:
+            self._source = None
+            for m in _LETTER_RUN.finditer(source.text):
+                self._starts.extend(source.starts[m.start():m.end()])
+                self._ends.extend(source.ends[m.start():m.end()])
+        return self._ends if ends else self._starts
+
+
+class _LazyIndex(Sequence[int]):
+    __slots__ = ("_ends", "_spans")
+
+    def __init__(self, spans: _SquashedSpans, ends: bool) -> None:
+        self._spans, self._ends = spans, ends
+
+    def __len__(self) -> int:
+        return len(self._spans.get(self._ends))
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        return self._spans.get(self._ends)[index]
+
+
 def squash(view: View) -> View:
     """Letters only: what "i-g n o r e" and "ig nore" have in common."""
-    b = _Builder()
-    for m in _LETTER_RUN.finditer(view.text):
-        b.copy(view, m.start(), m.end())
-    return b.build("squashed")
+    spans = _SquashedSpans(view)
+    return View("squashed", "".join(_LETTER_RUN.findall(view.text)), _LazyIndex(spans, False),
+                _LazyIndex(spans, True))
 
 
 def rot13(view: View) -> View:
