@@ -88,10 +88,14 @@ _LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": 
 _LEET_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t",
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
 _LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]+")  # maximal runs; letterless ones are skipped
+# the maximal runs that hold a digit or symbol (the others never change): found in C
+# instead of handing every word of the text to Python
+_LEET_CANDIDATE = re.compile(r"(?<![a-z0-9@$!|+])(?=[a-z0-9@$!|+]*[0-9@$!|+])[a-z0-9@$!|+]+")
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
-_INNER_PUNCT = re.compile(r"(?<=[a-z0-9])[.\-_*'~^|•·]+(?=[a-z])")
+# first character before the look-behind: ``re`` skips ahead to the punctuation
+_INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
 _LETTER_RUN = re.compile(r"[a-z]+")
 _LETTER = re.compile(r"[a-z]")
@@ -289,7 +293,7 @@ def leet(view: View, *, one_as: str = "i") -> View:
             return token
         return core.translate(table) + token[len(core):]
 
-    return _substitute(view, _LEET_TOKEN, unleet, f"leet-{one_as}")
+    return _substitute(view, _LEET_CANDIDATE, unleet, f"leet-{one_as}")
 
 
 VOCABULARY: frozenset[str] = frozenset({
@@ -348,12 +352,46 @@ def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
     return _substitute(view, _WORDS, lambda m: table.get(m.group(0), m.group(0)), "spelling")
 
 
+class _SquashedSpans:
+    """The starts and ends of a squashed view, made on first use: the view's text is
+    cheap to make (one ``findall``), its spans are not, and they are only needed for
+    a match."""
+
+    __slots__ = ("_ends", "_source", "_starts")
+
+    def __init__(self, source: View) -> None:
+        self._source: View | None = source
+        self._starts: array[int] = array("q")
+        self._ends: array[int] = array("q")
+
+    def get(self, ends: bool) -> array[int]:
+        source = self._source
+        if source is not None:
+            self._source = None
+            for m in _LETTER_RUN.finditer(source.text):
+                self._starts.extend(source.starts[m.start():m.end()])
+                self._ends.extend(source.ends[m.start():m.end()])
+        return self._ends if ends else self._starts
+
+
+class _LazyIndex(Sequence[int]):
+    __slots__ = ("_ends", "_spans")
+
+    def __init__(self, spans: _SquashedSpans, ends: bool) -> None:
+        self._spans, self._ends = spans, ends
+
+    def __len__(self) -> int:
+        return len(self._spans.get(self._ends))
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        return self._spans.get(self._ends)[index]
+
+
 def squash(view: View) -> View:
     """Letters only: what "i-g n o r e" and "ig nore" have in common."""
-    b = _Builder()
-    for m in _LETTER_RUN.finditer(view.text):
-        b.copy(view, m.start(), m.end())
-    return b.build("squashed")
+    spans = _SquashedSpans(view)
+    return View("squashed", "".join(_LETTER_RUN.findall(view.text)), _LazyIndex(spans, False),
+                _LazyIndex(spans, True))
 
 
 def rot13(view: View) -> View:
@@ -436,6 +474,9 @@ def _escapes(blob: str) -> str | None:
         return None
 
 
+_DECODE_NEEDS = {"base64": "", "hex": "", "url": "%", "escape": "\\", "html": "&#"}
+
+
 def decode_payloads(text: str) -> list[Decoded]:
     """Encoded blobs in ``text`` that decode to readable text (base64, hex, %xx, \\x, &#).
 
@@ -450,6 +491,8 @@ def decode_payloads(text: str) -> list[Decoded]:
         ("html", _ENTITIES, lambda s: _readable(html.unescape(s).encode("utf-8"))),
     )
     for kind, pattern, decode in decoders:
+        if _DECODE_NEEDS[kind] not in text:
+            continue  # the pattern cannot match without it
         for m in pattern.finditer(text):
             out = decode(m.group(0).strip())
             if out is not None:
@@ -457,14 +500,24 @@ def decode_payloads(text: str) -> list[Decoded]:
     return found
 
 
+_TAG = re.compile("[\U000e0000-\U000e007f]")
+_ZERO_WIDTH_IN_WORD = re.compile(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w")
+_LOOKALIKE = re.compile("[" + "".join(sorted(ch for ch in CONFUSABLES if ch.isalpha())) + "]")
+
+
 def smuggling_signals(text: str) -> list[str]:
     """Signs of deliberate obfuscation: invisible tag characters, zero-width characters
-    inside words, words mixing Latin letters with Cyrillic or Greek look-alikes."""
+    inside words, words mixing Latin letters with Cyrillic or Greek look-alikes. (Every
+    one of them is a non-ASCII character: an ASCII text has none.)"""
     signals: list[str] = []
-    if any(0xE0000 <= ord(ch) <= 0xE007F for ch in text):
+    if text.isascii():
+        return signals
+    if _TAG.search(text):
         signals.append("unicode-tags")
-    if re.search(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w", text):
+    if _ZERO_WIDTH_IN_WORD.search(text):
         signals.append("zero-width")
+    if _LOOKALIKE.search(text) is None:
+        return signals
     for word in re.findall(r"\w{3,}", text):
         latin = any("a" <= ch.lower() <= "z" for ch in word)
         if latin and any(ch in CONFUSABLES and ch.isalpha() for ch in word):
@@ -522,6 +575,7 @@ _CONFUSABLE_PUNCT = {"\u3002": ".", "\uff61": ".", "\u2024": ".", "\u0701": ".",
                      "\ufe52": "."}
 
 
+@lru_cache(maxsize=4096)
 def _normal_char(ch: str) -> str:
     if ch in _BIDI_AND_INVISIBLE:
         return ""
@@ -541,21 +595,35 @@ def _normal_char(ch: str) -> str:
                    for c in folded)
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
 def normalise(text: str) -> View:
     """The view the PII rules read: NFKC, zero-width and bidi controls removed, no-break
     and other Unicode spaces as " ", every Unicode decimal digit as its ASCII digit,
-    confusable "@" and "." (full-width, ideographic) as ASCII. Case is kept. ASCII text
-    is returned as is (an identity view, no copy of the characters)."""
+    confusable "@" and "." (full-width, ideographic) as ASCII. Case is kept. A text the
+    normalisation leaves as it is (every ASCII text) is returned as is: an identity
+    view, no copy of the characters. ASCII runs are copied whole; only the other
+    characters are looked at one by one (each character's reading is cached)."""
     if text.isascii():
         return View("normalised", text, range(len(text)), range(1, len(text) + 1))
+    runs = [m.span() for m in _NON_ASCII.finditer(text)]
+    if all(_normal_char(ch) == ch for a, b in runs for ch in text[a:b]):
+        return View("normalised", text, range(len(text)), range(1, len(text) + 1))
     b = _Builder()
-    for i, ch in enumerate(text):
-        if ch.isascii():
-            b.chars.append(ch)
-            b.starts.append(i)
-            b.ends.append(i + 1)
-        else:
-            b.add(_normal_char(ch), i, i + 1)
+    pos = 0
+    for start, end in runs:
+        if start > pos:
+            b.chars.append(text[pos:start])
+            b.starts.extend(range(pos, start))
+            b.ends.extend(range(pos + 1, start + 1))
+        for i in range(start, end):
+            b.add(_normal_char(text[i]), i, i + 1)
+        pos = end
+    if pos < len(text):
+        b.chars.append(text[pos:])
+        b.starts.extend(range(pos, len(text)))
+        b.ends.extend(range(pos + 1, len(text) + 1))
     return b.build("normalised")
 
 

@@ -109,36 +109,51 @@ def _embedded(original: str, pos: int) -> bool:
     return bool(_embedding(original)[pos])
 
 
+_EMBEDDING_CHARS = re.compile("[\"“”'‘’\\[({\\])}>-]")
+
+
 @lru_cache(maxsize=8)
 def _embedding(original: str) -> bytes:
     """For each position of ``original`` (and its end), 1 when it lies inside quoted or
-    bracketed text (see ``_embedded``); one pass, cached per text."""
+    bracketed text (see ``_embedded``); one pass, cached per text. Only quotes,
+    brackets and the characters of "<!--" / "-->" change the state, so the text is
+    walked from one of them to the next."""
     double = curly = single = False
     depth = 0
     flags = bytearray(len(original) + 1)
     last_open = last_close = -1
-    for k, ch in enumerate(original):
-        comment = last_open > last_close
-        flags[k] = double or curly or single or depth > 0 or comment
-        before = original[k - 1] if k else " "
-        after = original[k + 1] if k + 1 < len(original) else " "
+    state = 0
+    filled = 0
+    for m in _EMBEDDING_CHARS.finditer(original):
+        k = m.start()
+        if state:
+            flags[filled:k + 1] = b"\x01" * (k + 1 - filled)
+        filled = k + 1
+        ch = original[k]
         if ch == '"':
             double = not double
         elif ch == "“":
             curly = True
         elif ch == "”":
             curly = False
-        elif ch in "'‘’" and not (before.isalnum() and after.isalnum()):
-            single = not single if (not before.isalnum() or single) else single
+        elif ch in "'‘’":
+            before = original[k - 1] if k else " "
+            after = original[k + 1] if k + 1 < len(original) else " "
+            if not (before.isalnum() and after.isalnum()):
+                single = not single if (not before.isalnum() or single) else single
         elif ch in "[({":
             depth += 1
-        elif ch in "])}" and depth:
-            depth -= 1
-        elif ch == "-" and k >= 3 and original[k - 3:k + 1] == "<!--":
-            last_open = k - 3
+        elif ch in "])}":
+            if depth:
+                depth -= 1
+        elif ch == "-":
+            if k >= 3 and original[k - 3:k + 1] == "<!--":
+                last_open = k - 3
         elif ch == ">" and k >= 2 and original[k - 2:k + 1] == "-->":
             last_close = k - 2
-    flags[len(original)] = double or curly or single or depth > 0 or last_open > last_close
+        state = int(double or curly or single or depth > 0 or last_open > last_close)
+    if state:
+        flags[filled:] = b"\x01" * (len(flags) - filled)
     return bytes(flags)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin.pii.addresses import find_addresses
@@ -34,7 +35,7 @@ from procflow.processors.builtin.pii.checks import (
     shannon_entropy,
     ssn_valid,
 )
-from procflow.processors.builtin.pii.dates import find_birth_dates
+from procflow.processors.builtin.pii.dates import find_birth_dates, word_matches, word_starts
 from procflow.processors.builtin.pii.names import find_names
 from procflow.processors.builtin.pii.secrets import find_api_keys
 
@@ -53,6 +54,39 @@ def context_before(text: str, start: int, width: int = 32) -> str:
     """Up to ``width`` characters before ``start`` on the same line, lower-cased."""
     window = text[max(0, start - width):start]
     return window.rsplit("\n", 1)[-1].lower()
+
+
+# -- cheap necessary conditions ---------------------------------------------------------
+#
+# Most texts hold no PII, and each finder's patterns are a pass over the whole text. A
+# finder first checks, with ``in`` and ``str.count`` (C speed), what its patterns cannot
+# match without (an "@", a "+", enough digits, one of its context words...) and stops
+# there when it is missing: the same detections, most passes skipped. The word checks
+# are made on ASCII texts only (a case-insensitive pattern also matches a few non-ASCII
+# letters, such as the Kelvin sign for "k", that ``str.lower`` does not map).
+
+_DIGITS = "0123456789"
+
+
+@lru_cache(maxsize=8)
+def _digit_count(text: str) -> int:
+    """How many digits ``text`` holds, at least (a non-ASCII text, which may hold other
+    decimal digits, counts as many)."""
+    if not text.isascii():
+        return len(text)
+    return sum(map(text.count, _DIGITS)) if any(d in text for d in _DIGITS) else 0
+
+
+@lru_cache(maxsize=8)
+def _lower_ascii(text: str) -> str | None:
+    """``text`` lower-cased when it is ASCII (where word checks are exact), else ``None``."""
+    return text.lower() if text.isascii() else None
+
+
+def _may_hold(text: str, words: tuple[str, ...]) -> bool:
+    """False only when ``text`` is ASCII and holds none of ``words`` (lower case)."""
+    lower = _lower_ascii(text)
+    return lower is None or any(word in lower for word in words)
 
 
 def _introduced_as_other_id(text: str, start: int) -> bool:
@@ -75,22 +109,57 @@ _EMAIL = re.compile(
     r"(?<![\w.%+-])(?<!\w')[\w%+-]+(?:['.][\w%+-]+)*@(?:[^\W_](?:[\w-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w@-])")
 
 
+_LOCAL_CHARS = frozenset("%+-'.")
+
+
+def _email_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_EMAIL.finditer(text)``, found from the "@" signs instead of at every position.
+
+    A match holds exactly one "@", and starts in the run of local-part characters
+    ([\\w%+'.-]) just before it: at the run's start, or just after a "'" (elsewhere
+    in the run its look-behind fails). Those few starts are tried in order, and the
+    "@" signs left to right, never inside the previous match: the same matches.
+    """
+    end = 0
+    at = text.find("@")
+    while at >= 0:
+        if at >= end:
+            run = at
+            while run > 0 and (text[run - 1].isalnum() or text[run - 1] == "_"
+                               or text[run - 1] in _LOCAL_CHARS):
+                run -= 1
+            for start in range(max(run, end), at):
+                if start != run and text[start - 1] != "'":
+                    continue
+                m = _EMAIL.match(text, start)
+                if m is not None:
+                    yield m
+                    end = m.end()
+                    break
+        at = text.find("@", at + 1)
+
+
 def _emails(text: str) -> Iterator[PIIDetection]:
-    for m in _EMAIL.finditer(text):
+    for m in _email_matches(text):
         yield PIIDetection("email", m.start(), m.end(), m.group(), 0.95)
 
 
 # -- phone -------------------------------------------------------------------------
 
-_PHONE_INTL = re.compile(r"(?<![\w+])\+[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
+# The patterns start with the first character they consume, the look-behind after it
+# ("\+(?<![\w+]\+)" rather than "(?<![\w+])\+"): the same matches, but ``re`` can then
+# skip ahead to that character instead of trying the look-behind at every position.
+_PHONE_INTL = re.compile(r"\+(?<![\w+]\+)[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
 _PHONE_NANP = re.compile(
-    r"(?<![\w+$#/.-])(?:1[ .-]?)?(?:\([2-9]\d{2}\)[ .-]?|[2-9]\d{2}[ .-])\d{3}[ .-]\d{4}"
-    r"(?!\d)")
+    r"(?:1(?<![\w+$#/.-]1)[ .-]?(?:\([2-9]\d{2}\)[ .-]?|[2-9]\d{2}[ .-])"
+    r"|\((?<![\w+$#/.-]\()[2-9]\d{2}\)[ .-]?|[2-9](?<![\w+$#/.-][2-9])\d{2}[ .-])"
+    r"\d{3}[ .-]\d{4}(?!\d)")
 _PHONE_EXIT = re.compile(  # "00" / "011" international dialling prefixes instead of "+"
-    r"(?<![\w+$#/.-])(?:00|011)[ .-]?[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
+    r"0(?<![\w+$#/.-]0)(?:0|11)[ .-]?[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
 _PHONE_EXTENSION = re.compile(r"(?i)[ \t]*(?:x|ext\.?|extension)[ \t]*\d{1,6}\b")
 _PHONE_TRUNK = re.compile(
-    r"(?<![\w+$#/.-])(?:\(0[1-9]\d{0,3}\)|0[1-9]\d{0,3})(?:[ /-]\d{2,8}){1,4}(?!\d)")
+    r"(?:\((?<![\w+$#/.-]\()0[1-9]\d{0,3}\)|0(?<![\w+$#/.-]0)[1-9]\d{0,3})(?:[ /-]\d{2,8}){1,4}"
+    r"(?!\d)")
 _PHONE_WORD = re.compile(
     r"(?i)(?:\b(?:call(?:s|ed|ing)?|phone[ds]?|tel|telephone|mobile|mob|cell|cellphone|"
     r"whatsapp|sms|text(?:ed|ing)?|fax|"
@@ -109,19 +178,32 @@ def _phone_shape_ok(value: str, low: int, high: int) -> bool:
     return value.count("(") <= 1
 
 
+_PHONE_STARTS = word_starts("call", "phone", "tel", "mob", "cell", "whatsapp", "sms", "text",
+                            "fax", "hotline", "ring", "contact", "handy", "portable")
+"""In an ASCII text (lower-cased), every ``_PHONE_WORD`` match starts where one of these
+does (see ``dates.word_matches``)."""
+
+
 def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
-    for m in _PHONE_INTL.finditer(text):
-        if _phone_shape_ok(m.group(), 8, 15):
-            yield m.start(), m.end(), 0.85
-    for m in _PHONE_EXIT.finditer(text):
-        if _phone_shape_ok(m.group(), 10, 17) and any(ch in m.group() for ch in " .-("):
+    digits = _digit_count(text)
+    if digits < 2:
+        return  # every phone pattern needs at least two digits
+    if "+" in text:
+        for m in _PHONE_INTL.finditer(text):
+            if _phone_shape_ok(m.group(), 8, 15):
+                yield m.start(), m.end(), 0.85
+    if "00" in text or "011" in text:
+        for m in _PHONE_EXIT.finditer(text):
+            if _phone_shape_ok(m.group(), 10, 17) and any(ch in m.group() for ch in " .-("):
+                yield m.start(), m.end(), 0.8
+    if digits >= 10:
+        for m in _PHONE_NANP.finditer(text):
             yield m.start(), m.end(), 0.8
-    for m in _PHONE_NANP.finditer(text):
-        yield m.start(), m.end(), 0.8
-    for m in _PHONE_TRUNK.finditer(text):
-        if _phone_shape_ok(m.group(), 9, 12):
-            yield m.start(), m.end(), 0.7
-    for word in _PHONE_WORD.finditer(text):
+    if "0" in text and digits >= 3:
+        for m in _PHONE_TRUNK.finditer(text):
+            if _phone_shape_ok(m.group(), 9, 12):
+                yield m.start(), m.end(), 0.7
+    for word in word_matches(_PHONE_WORD, _PHONE_STARTS, text, "éÉ電手致电"):
         window_end = min(len(text), word.end() + 24)
         number = _PHONE_CONTEXT_NUMBER.search(text, word.end(), window_end + 20)
         if number is None or number.start() > window_end:
@@ -150,7 +232,7 @@ def _phones(text: str) -> Iterator[PIIDetection]:
 
 # -- payment cards -----------------------------------------------------------------
 
-_CARD = re.compile(r"(?<![\w.+-])\d(?:[ -]?\d){12,18}(?![\w])(?![.-]?\d)")
+_CARD = re.compile(r"\d(?<![\w.+-]\d)(?:[ -]?\d){12,18}(?![\w])(?![.-]?\d)")
 _CARD_WORD = re.compile(r"(?i)\b(?:card|visa|mastercard|amex|american express|discover|jcb|"
                         r"diners|unionpay|maestro|credit|debit|cc|pan)\b")
 
@@ -180,6 +262,8 @@ def _card_in(value: str) -> tuple[int, int] | None:
 
 
 def _cards(text: str) -> Iterator[PIIDetection]:
+    if _digit_count(text) < 13:
+        return
     for m in _CARD.finditer(text):
         span = _card_in(m.group())
         if span is None:
@@ -193,16 +277,21 @@ def _cards(text: str) -> Iterator[PIIDetection]:
 
 # -- SSN ---------------------------------------------------------------------------
 
-_SSN = re.compile(r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w])(?!-\d)")
+_SSN = re.compile(r"\d(?<![\w-]\d)\d{2}-\d{2}-\d{4}(?![\w])(?!-\d)")
 _SSN_WORD = re.compile(r"(?i)\b(?:ssn|ss#|social security(?: number| no\.?| #)?|"
                        r"social insurance)(?![\w])[^\d\n]{0,16}?(\d{3}[- ]?\d{2}[- ]?\d{4})"
                        r"(?![\w])(?![.-]?\d)")
 
 
 def _ssns(text: str) -> Iterator[PIIDetection]:
-    for m in _SSN_WORD.finditer(text):
-        if ssn_valid(m.group(1)):
-            yield PIIDetection("ssn", m.start(1), m.end(1), m.group(1), 0.95)
+    if _digit_count(text) < 9:
+        return
+    if _may_hold(text, ("ssn", "ss#", "social")):
+        for m in _SSN_WORD.finditer(text):
+            if ssn_valid(m.group(1)):
+                yield PIIDetection("ssn", m.start(1), m.end(1), m.group(1), 0.95)
+    if text.count("-") < 2:
+        return
     for m in _SSN.finditer(text):
         if ssn_valid(m.group()) and not _introduced_as_other_id(text, m.start()):
             yield PIIDetection("ssn", m.start(), m.end(), m.group(), 0.85)
@@ -210,7 +299,7 @@ def _ssns(text: str) -> Iterator[PIIDetection]:
 
 # -- IP addresses ------------------------------------------------------------------
 
-_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w])(?!\.\d)(?!-[A-Za-z])")
+_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w])(?!\.\d)(?!-[A-Za-z])")
 _IPV6 = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?"
     r"(?![\w:])(?!\.\w)")
@@ -220,9 +309,12 @@ _VERSION_WORD = re.compile(r"(?i)\b(?:version|ver|v|release|build|firmware|chrom
 
 
 def _ips(text: str) -> Iterator[PIIDetection]:
-    for m in _IPV4.finditer(text):
-        if ip_valid(m.group()) and not _VERSION_WORD.search(context_before(text, m.start())):
-            yield PIIDetection("ip-address", m.start(), m.end(), m.group(), 0.9)
+    if text.count(".") >= 3 and _digit_count(text) >= 4:
+        for m in _IPV4.finditer(text):
+            if ip_valid(m.group()) and not _VERSION_WORD.search(context_before(text, m.start())):
+                yield PIIDetection("ip-address", m.start(), m.end(), m.group(), 0.9)
+    if text.count(":") < 2:
+        return
     for m in _IPV6.finditer(text):
         value = m.group()
         if value.count(":") >= 2 and any(ch not in ":" for ch in value) and ip_valid(value):
@@ -252,6 +344,8 @@ def _trim_url(url: str) -> str:
 
 
 def _urls(text: str) -> Iterator[PIIDetection]:
+    if "://" not in text and not _may_hold(text, ("www.",)):
+        return
     for m in _URL.finditer(text):
         value = _trim_url(m.group())
         host = re.sub(r"(?i)^(?:https?://)?", "", value).split("/", 1)[0]
@@ -259,11 +353,13 @@ def _urls(text: str) -> Iterator[PIIDetection]:
             yield PIIDetection("url", m.start(), m.start() + len(value), value, 0.9)
 
 
-_UUID = re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
-                   r"[0-9a-fA-F]{12}(?![\w-])")
+_UUID = re.compile(r"[0-9a-fA-F](?<![\w-][0-9a-fA-F])[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-"
+                   r"[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
 
 
 def _uuids(text: str) -> Iterator[PIIDetection]:
+    if text.count("-") < 4:
+        return
     for m in _UUID.finditer(text):
         value = m.group()
         rfc = value[14] in "12345678" and value[19].lower() in "89ab"
@@ -276,6 +372,8 @@ _IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?= ?[A-Z0-9])")
 
 
 def _ibans(text: str) -> Iterator[PIIDetection]:
+    if _digit_count(text) < 2:
+        return
     for m in _IBAN_START.finditer(text):
         length = IBAN_LENGTHS.get(m.group()[:2])
         if length is None:
@@ -296,18 +394,22 @@ def _ibans(text: str) -> Iterator[PIIDetection]:
 
 # -- crypto wallets ----------------------------------------------------------------
 
-_BTC_LEGACY = re.compile(r"(?<![A-Za-z0-9])[13][1-9A-HJ-NP-Za-km-z]{25,34}(?![A-Za-z0-9])")
-_BTC_BECH32 = re.compile(r"(?<![A-Za-z0-9])bc1[02-9ac-hj-np-z]{8,87}(?![A-Za-z0-9])")
-_ETH = re.compile(r"(?<![A-Za-z0-9])0x[0-9a-fA-F]{40}(?![A-Za-z0-9])")
+_BTC_LEGACY = re.compile(r"[13](?<![A-Za-z0-9][13])[1-9A-HJ-NP-Za-km-z]{25,34}(?![A-Za-z0-9])")
+_BTC_BECH32 = re.compile(r"b(?<![A-Za-z0-9]b)c1[02-9ac-hj-np-z]{8,87}(?![A-Za-z0-9])")
+_ETH = re.compile(r"0(?<![A-Za-z0-9]0)x[0-9a-fA-F]{40}(?![A-Za-z0-9])")
 
 
 def _wallets(text: str) -> Iterator[PIIDetection]:
-    for m in _BTC_LEGACY.finditer(text):
-        if base58check_valid(m.group()):
-            yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
-    for m in _BTC_BECH32.finditer(text):
-        if bech32_valid(m.group()):
-            yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
+    if "1" in text or "3" in text:
+        for m in _BTC_LEGACY.finditer(text):
+            if base58check_valid(m.group()):
+                yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
+    if "bc1" in text:
+        for m in _BTC_BECH32.finditer(text):
+            if bech32_valid(m.group()):
+                yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
+    if "0x" not in text:
+        return
     for m in _ETH.finditer(text):
         # Without Keccak (not in hashlib) the EIP-55 checksum cannot be verified; a
         # 40-hex body of mixed digits and letters is still a strong shape.

@@ -1,0 +1,140 @@
+"""The guards' fast paths find exactly what the plain scans find.
+
+Each shortcut (a pattern that consumes its first character before its look-behind, the
+e-mail scan from the "@" signs, context words found by a literal scan, the lazily made
+spans of the squashed view, the quote/bracket map walked from one quote to the next)
+is checked against the straightforward version on generated texts."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from procflow.processors.builtin._text import View, fold, join_split, leet, normalise, squash
+from procflow.processors.builtin.injection.scan import _embedding
+from procflow.processors.builtin.pii import rules
+from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD, word_matches
+
+# the patterns as they were written before (look-behind first)
+_PLAIN = {
+    "_PHONE_INTL": r"(?<![\w+])\+[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)",
+    "_PHONE_NANP": r"(?<![\w+$#/.-])(?:1[ .-]?)?(?:\([2-9]\d{2}\)[ .-]?|[2-9]\d{2}[ .-])\d{3}"
+                   r"[ .-]\d{4}(?!\d)",
+    "_PHONE_EXIT": r"(?<![\w+$#/.-])(?:00|011)[ .-]?[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|"
+                   r"\d{1,5})){1,6}(?!\d)",
+    "_PHONE_TRUNK": r"(?<![\w+$#/.-])(?:\(0[1-9]\d{0,3}\)|0[1-9]\d{0,3})(?:[ /-]\d{2,8}){1,4}"
+                    r"(?!\d)",
+    "_CARD": r"(?<![\w.+-])\d(?:[ -]?\d){12,18}(?![\w])(?![.-]?\d)",
+    "_SSN": r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w])(?!-\d)",
+    "_IPV4": r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w])(?!\.\d)(?!-[A-Za-z])",
+    "_UUID": r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+             r"[0-9a-fA-F]{12}(?![\w-])",
+    "_BTC_LEGACY": r"(?<![A-Za-z0-9])[13][1-9A-HJ-NP-Za-km-z]{25,34}(?![A-Za-z0-9])",
+    "_BTC_BECH32": r"(?<![A-Za-z0-9])bc1[02-9ac-hj-np-z]{8,87}(?![A-Za-z0-9])",
+    "_ETH": r"(?<![A-Za-z0-9])0x[0-9a-fA-F]{40}(?![A-Za-z0-9])",
+}
+
+_NUMBERS = st.lists(st.sampled_from(
+    ["0", "1", "2", "3", "00", "011", "555", "0x", "bc1q", "a1b2", "ff", " ", "-", ".", "(",
+     ")", "+", "/", "$", "#", "_", "a", "\n", "1234", "0123", "4111"]), max_size=30).map("".join)
+
+_WORDS = st.lists(st.sampled_from(
+    ["call", "Called", "phone", "TEL", "telephone", "text", "string", "ring", "contact number",
+     "born", "DOB", "d.o.b", "xd.o.born", "date of birth", "birthday", "b-day", "Geboren",
+     "nato", "data di nascita", "fecha de nacimiento", "CUMPLEAÑOS", "née", "téléphone",
+     "電話", "出生", "\u212a", "ſms", "ı", "İ", " ", "-", ".", "_", "x", "1", "—", "é", "\n"]),
+    max_size=12).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_NUMBERS)
+def test_first_character_patterns_match_like_the_look_behind_first_ones(text: str) -> None:
+    for name, source in _PLAIN.items():
+        fast = getattr(rules, name)
+        assert ([m.span() for m in fast.finditer(text)]
+                == [m.span() for m in re.finditer(source, text)]), name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b1", "_", "%", "+", "-", "'", ".", " ", "@", "@@",
+                                 "x.io", "é", "\n", "co"]), max_size=20).map("".join))
+def test_emails_from_the_at_signs_are_the_emails_of_a_full_scan(text: str) -> None:
+    assert ([m.span() for m in rules._email_matches(text)]
+            == [m.span() for m in rules._EMAIL.finditer(text)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(_WORDS)
+def test_context_words_from_a_literal_scan_are_those_of_a_full_scan(text: str) -> None:
+    for pattern, starts, rare in ((rules._PHONE_WORD, rules._PHONE_STARTS, "éÉ電手致电"),
+                                  (_BIRTH_WORD, _BIRTH_STARTS, "éÉñÑ出生誕")):
+        assert ([m.span() for m in word_matches(pattern, starts, text, rare)]
+                == [m.span() for m in pattern.finditer(text)])
+
+
+def _embedding_char_by_char(original: str) -> bytes:
+    double = curly = single = False
+    depth = 0
+    flags = bytearray(len(original) + 1)
+    last_open = last_close = -1
+    for k, ch in enumerate(original):
+        flags[k] = double or curly or single or depth > 0 or last_open > last_close
+        before = original[k - 1] if k else " "
+        after = original[k + 1] if k + 1 < len(original) else " "
+        if ch == '"':
+            double = not double
+        elif ch == "“":
+            curly = True
+        elif ch == "”":
+            curly = False
+        elif ch in "'‘’" and not (before.isalnum() and after.isalnum()):
+            single = not single if (not before.isalnum() or single) else single
+        elif ch in "[({":
+            depth += 1
+        elif ch in "])}" and depth:
+            depth -= 1
+        elif ch == "-" and k >= 3 and original[k - 3:k + 1] == "<!--":
+            last_open = k - 3
+        elif ch == ">" and k >= 2 and original[k - 2:k + 1] == "-->":
+            last_close = k - 2
+    flags[len(original)] = double or curly or single or depth > 0 or last_open > last_close
+    return bytes(flags)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab '\"“”‘’[](){}<!->x", max_size=40))
+def test_quote_map_walked_between_quotes_matches_a_char_by_char_walk(text: str) -> None:
+    assert _embedding.__wrapped__(text) == _embedding_char_by_char(text)  # type: ignore[attr-defined]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab1 -.@$!é\u00a0\u200b", max_size=40))
+def test_squashed_view_spans_are_those_of_its_letters(text: str) -> None:
+    base = join_split(fold(text))
+    view = squash(base)
+    letters = [k for k, ch in enumerate(base.text) if "a" <= ch <= "z"]
+    assert view.text == "".join(base.text[k] for k in letters)
+    assert list(view.starts) == [base.starts[k] for k in letters]
+    assert list(view.ends) == [base.ends[k] for k in letters]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab1 0@$!|+-", max_size=30))
+def test_leet_view_rewrites_only_words_with_digits_or_symbols(text: str) -> None:
+    view = leet(fold(text))
+    for token in re.findall(r"[a-z0-9@$!|+]+", fold(text).text):
+        if not re.search(r"[0-9@$!|+]", token):
+            assert token in view.text
+
+
+def test_normalise_returns_the_text_itself_when_nothing_changes() -> None:
+    text = "Call me — “now”, ok? ✓"
+    view = normalise(text)
+    assert view.text is text
+    changed = normalise("card 4111\u00a01111\u200b1111 1111")
+    assert isinstance(changed, View)
+    assert changed.text == "card 4111 11111111 1111"
+    start = changed.text.index("11111111")
+    assert changed.span(start, start + 8) == (10, 19)  # the zero-width space is inside
