@@ -44,6 +44,7 @@ from procflow.processors.base import Processor
 from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire, Usage
 from procflow.runtime.executors import Executor
 from procflow.runtime.results import WorkflowResult
+from procflow.runtime.run import Run
 from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
 from procflow.storage.base import Storage
@@ -415,21 +416,7 @@ class Agent(Generic[OutputT]):
                 another process resumed it first.
         """
         wf_run = await self.workflow.get_run(run_id, storage=getattr(executor, "storage", None))
-        stored = wf_run.last_result
-        if stored is None or stored.status != "suspended":
-            from procflow.errors import RunNotSuspendedError
-
-            raise RunNotSuspendedError(
-                f"agent '{self.id}': run '{run_id}' is not suspended (status "
-                f"{wf_run.status!r}); only a suspended run can be resumed",
-                workflow_id=self.workflow.id, run_id=run_id)
-        payload = _suspend_payload(stored)
-        calls = {c["tool_call_id"] for c in payload.get("suspended") or []}
-        unknown = sorted((set(approve) | set(deny)) - calls)
-        if unknown:
-            raise RunStateError(
-                f"agent '{self.id}': run '{run_id}' is not waiting on tool call(s) {unknown}; "
-                f"it waits on {sorted(calls)}", workflow_id=self.workflow.id, run_id=run_id)
+        payload = self._waiting(wf_run, approve, deny)
         return await wf_run.resume_submit(resume_data={
             "approve": list(approve), "deny": list(deny), "resume_data": resume_data,
             "done": payload.get("done") or {}}, executor=executor)
@@ -471,11 +458,16 @@ class Agent(Generic[OutputT]):
             live_deps.pop(wf_run.run_id, None)
         return await self._output(deps, state, result, wf_run.run_id, emit, streaming)
 
-    async def _resume(self, run_id: str, approve: Sequence[str], deny: Sequence[str],
-                      resume_data: Any, options: dict[str, Any], emit: Emit, *,
-                      streaming: bool = True) -> FullOutput[Any]:
-        wf_run = await self.workflow.get_run(run_id)
-        stored = wf_run.last_result
+    def _waiting(self, wf_run: Run[Any], approve: Sequence[str], deny: Sequence[str],
+                 ) -> dict[str, Any]:
+        """The suspended run's payload, checked: it is suspended, and ``approve``/``deny``
+        name only calls it waits on.
+
+        Raises:
+            RunNotSuspendedError: The run is not suspended.
+            RunStateError: A call it does not wait on is named.
+        """
+        run_id, stored = wf_run.run_id, wf_run.last_result
         if stored is None or stored.status != "suspended":
             from procflow.errors import RunNotSuspendedError
 
@@ -490,6 +482,13 @@ class Agent(Generic[OutputT]):
             raise RunStateError(
                 f"agent '{self.id}': run '{run_id}' is not waiting on tool call(s) {unknown}; "
                 f"it waits on {sorted(calls)}", workflow_id=self.workflow.id, run_id=run_id)
+        return payload
+
+    async def _resume(self, run_id: str, approve: Sequence[str], deny: Sequence[str],
+                      resume_data: Any, options: dict[str, Any], emit: Emit, *,
+                      streaming: bool = True) -> FullOutput[Any]:
+        wf_run = await self.workflow.get_run(run_id)
+        payload = self._waiting(wf_run, approve, deny)
         deps, _ = self._prepare([], options, emit)
         deps.streaming = streaming
         if streaming:
