@@ -16,6 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from procflow.agent.structured import OutputT
 from procflow.messages import Chunk, Message, Part
 from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire, Usage
+from procflow.runtime.stream import close_task_group
 
 if TYPE_CHECKING:
     from procflow.agent.state import Emit
@@ -334,12 +335,7 @@ class ModelOutput(Generic[OutputT]):
         assert self._tg is not None and self._receive is not None
         self._receive.close()  # leaving early stops delivery; the run finishes on its own
         self._read = True
-        try:
-            await self._tg.__aexit__(exc_type, exc, tb)
-        except BaseExceptionGroup as group:
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
+        await close_task_group(self._tg, exc_type, exc, tb)
 
 
 class _Reading:

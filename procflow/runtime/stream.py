@@ -13,7 +13,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from procflow.runtime.events import WorkflowEvent
 from procflow.runtime.results import WorkflowResult
 
-__all__ = ["RunStream"]
+__all__ = ["RunStream", "close_task_group"]
 
 Starter = Callable[[MemoryObjectSendStream[WorkflowEvent]], Awaitable[WorkflowResult]]
 
@@ -64,12 +64,7 @@ class RunStream:
                         exc: BaseException | None, tb: TracebackType | None) -> bool | None:
         assert self._tg is not None and self._recv is not None
         self._recv.close()  # an early exit stops delivery; the run itself carries on
-        try:
-            await self._tg.__aexit__(exc_type, exc, tb)
-        except BaseExceptionGroup as group:
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
+        await close_task_group(self._tg, exc_type, exc, tb)
         if self._error is not None and exc is None:
             raise self._error
         return None
@@ -88,3 +83,15 @@ class RunStream:
     async def collect(self) -> list[Any]:
         """Run to the end and return every event."""
         return [event async for event in self]
+
+
+async def close_task_group(tg: TaskGroup, exc_type: type[BaseException] | None,
+                           exc: BaseException | None, tb: TracebackType | None) -> None:
+    """Exit ``tg`` (entered by hand in an ``__aenter__``), raising a lone error of its
+    tasks as itself rather than inside an exception group."""
+    try:
+        await tg.__aexit__(exc_type, exc, tb)
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
