@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 
 from procflow.context import RequestContext
-from procflow.errors import RunNotFoundError
 from procflow.records import StepResult
 from procflow.runtime._run_exec import _Executing
 from procflow.runtime._run_state import _as_context, _earlier_spans, _find_unit
@@ -65,12 +64,7 @@ class _Remote(_Executing[OutputT]):
         self._check_idle("run_submitted")
         await self._take_lease(parked=True)
         try:
-            loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
-            if loaded is None:
-                raise RunNotFoundError(
-                    f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
-                    workflow_id=self.workflow.id, run_id=self.run_id)
-            self._restore(*loaded)
+            await self._reload()
             if self.status == "running" and not self._spans:  # continued: extend its trace
                 self._spans = await _earlier_spans(self.storage, self.run_id)
         except BaseException:
@@ -107,12 +101,7 @@ class _Remote(_Executing[OutputT]):
                          owner=self.lease_owner, ttl=self.lease_ttl)
         await lease.take()
         try:
-            loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
-            if loaded is None:
-                raise RunNotFoundError(
-                    f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
-                    workflow_id=self.workflow.id, run_id=self.run_id)
-            self._restore(*loaded)
+            await self._reload()
             ex = self._execution(None, frozenset(), None)
             return await run_job(ex, unit, job)
         finally:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic
 import anyio
 
 from procflow.context import RequestContext
-from procflow.errors import RunStateError, SnapshotCorruptedError
+from procflow.errors import RunNotFoundError, RunStateError, SnapshotCorruptedError
 from procflow.messages import new_secret_id
 from procflow.records import RunSnapshot, RunStatus, Span, SpanEntry, StepResult
 from procflow.runtime.defaults import resolve_storage
@@ -82,6 +82,20 @@ class RunBase(Generic[OutputT]):
         """Where distributed fan-outs send their jobs (set by workers)."""
         self.mark_steps = False
         """Store each step as started before it runs (set by workers)."""
+
+    async def _reload(self) -> None:
+        """Take the stored run as this one's.
+
+        Raises:
+            RunNotFoundError: The run is not stored.
+        """
+        loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+        if loaded is None:
+            raise RunNotFoundError(
+                f"workflow '{self.workflow.id}' has no stored run '{self.run_id}' in "
+                f"{type(self.storage).__name__}; check the run id and the storage",
+                workflow_id=self.workflow.id, run_id=self.run_id)
+        self._restore(*loaded)
 
     def _restore(self, snap: RunSnapshot, steps: dict[str, StepResult]) -> None:
         """Take the stored header and step results as this run's."""

@@ -308,12 +308,7 @@ class Run(_Remote[OutputT]):
             RunNotFoundError: The run is not stored.
         """
         self._check_idle("refresh")
-        loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
-        if loaded is None:
-            raise RunNotFoundError(
-                f"workflow '{self.workflow.id}' has no stored run '{self.run_id}'",
-                workflow_id=self.workflow.id, run_id=self.run_id)
-        self._restore(*loaded)
+        await self._reload()
 
     async def cancel(self) -> None:
         """Cancel the run: a running execution stops (no task is left behind) and the
