@@ -14,8 +14,16 @@ from typing import NoReturn
 from uuid import uuid4
 
 import pytest
+from hypothesis import settings
 
 __all__ = ["anyio_backend", "postgres_dsn", "postgres_schema", "redis_prefix", "redis_url"]
+
+# CI runs the property tests on fixed seeds (``.ci/run`` sets the profile), so a landing
+# never depends on which examples a run happened to draw; run locally, they draw anew
+# each time and keep finding new cases.
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("PROCFLOW_HYPOTHESIS_PROFILE"):
+    settings.load_profile(os.environ["PROCFLOW_HYPOTHESIS_PROFILE"])
 
 _DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 _DEFAULT_POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
