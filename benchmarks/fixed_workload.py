@@ -79,27 +79,9 @@ async def main() -> Any:
 
 def _noop(id: str) -> Any:
     """A processor with the five hooks of ``benchmarks/agent.py``'s, doing nothing."""
-    from procflow.processors import Processor
+    from agent import Noop  # benchmarks/agent.py, beside this script
 
-    class Noop(Processor):
-        async def process_input(self, args: Any) -> None:
-            return None
-
-        async def process_input_step(self, args: Any) -> None:
-            return None
-
-        async def process_output_stream(self, args: Any) -> Any:
-            return args.part
-
-        async def process_output_step(self, args: Any) -> None:
-            return None
-
-        async def process_output_result(self, args: Any) -> None:
-            return None
-
-    noop = Noop()
-    noop.id = id
-    return noop
+    return Noop(id)
 
 
 anyio.run(main)
