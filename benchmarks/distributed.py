@@ -45,6 +45,30 @@ FLOWS = textwrap.dedent('''
 ''')
 
 
+_WATCHED: dict[str, set[int]] = {"redis": set(), "workers": set()}
+"""Process groups whose CPU time is measured: the Redis server's, the workers'."""
+
+
+def _cpu_seconds() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by the processes of each watched group
+    (read from /proc; a process that exited no longer counts)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    totals = dict.fromkeys(_WATCHED, 0.0)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        group = int(fields[2])
+        for name, groups in _WATCHED.items():
+            if group in groups:
+                totals[name] += (int(fields[11]) + int(fields[12])) / tick
+    return totals
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -59,11 +83,14 @@ def redis_server() -> Iterator[str]:
         sys.exit("redis-server is not installed")
     port = _free_port()
     proc = subprocess.Popen([binary, "--port", str(port), "--save", "", "--appendonly", "no"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    _WATCHED["redis"].add(proc.pid)
     try:
         time.sleep(0.3)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
+        _WATCHED["redis"].discard(proc.pid)
         proc.terminate()
         proc.wait(timeout=10)
 
@@ -76,10 +103,12 @@ def workers(url: str, directory: Path, n: int, threads: int) -> Iterator[None]:
          f"{directory}/flows.py:fan", "--redis", url, "--processes", "1",
          "--threads", str(threads)], env=env, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(n)]
+    _WATCHED["workers"].update(proc.pid for proc in procs)
     try:
         time.sleep(4)  # imports and broker start-up
         yield
     finally:
+        _WATCHED["workers"].difference_update(proc.pid for proc in procs)
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
         for proc in procs:
@@ -118,13 +147,51 @@ async def latency(flows: Any, executor: Any, runs: int) -> tuple[float, float]:
     return _percentile(times, 0.5), _percentile(times, 0.99)
 
 
-async def fan_seconds(flows: Any, executor: Any, items: int) -> float:
+def _commands(url: str) -> dict[str, int]:
+    """Commands the Redis server has run so far, by name (``INFO commandstats``)."""
+    import redis
+
+    with redis.Redis.from_url(url) as client:
+        stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+
+
+async def fan_seconds(flows: Any, executor: Any, url: str, items: int,
+                      ) -> tuple[float, dict[str, int], dict[str, float]]:
+    """Seconds from submit to result of a distributed foreach of ``items`` items, the
+    Redis commands run meanwhile (by every process), by name, and the CPU seconds the
+    Redis server and the workers used."""
+    before = _commands(url)
+    cpu = _cpu_seconds()
     started = time.perf_counter()
     run = flows.fan.create_run(storage=executor.storage)
     await run.submit(list(range(items)), executor=executor)
     result = await run.result(timeout=300)
     assert result.status == "success", result.error
-    return time.perf_counter() - started
+    assert result.result == list(range(items)), result.result
+    seconds = time.perf_counter() - started
+    after = _commands(url)
+    cpu = {name: used - cpu[name] for name, used in _cpu_seconds().items()}
+    return seconds, {name: n - before.get(name, 0) for name, n in after.items()
+                     if n > before.get(name, 0)}, cpu
+
+
+async def per_item(flows: Any, executor: Any, url: str, items: int) -> None:
+    """Framework cost per distributed foreach item: (N items - 1 item) / (N - 1)."""
+    one, one_commands, one_cpu = await fan_seconds(flows, executor, url, 1)
+    many, many_commands, many_cpu = await fan_seconds(flows, executor, url, items)
+    per = (many - one) / (items - 1)
+    cpu = {name: (used - one_cpu[name]) / (items - 1) for name, used in many_cpu.items()}
+    extra = {name: (n - one_commands.get(name, 0)) / (items - 1)
+             for name, n in many_commands.items()}
+    total = sum(extra.values())
+    top = ", ".join(f"{name} {n:.1f}" for name, n in
+                    sorted(extra.items(), key=lambda kv: -kv[1]) if n >= 0.05)
+    print(f"distributed foreach: {per * 1000:.2f} ms per item "
+          f"({items} items, 1 worker; target < 2 ms); CPU per item: workers "
+          f"{cpu['workers'] * 1000:.2f} ms, Redis {cpu['redis'] * 1000:.2f} ms")
+    print(f"  Redis commands per item: {total:.1f} ({top}; idle polls and heartbeats "
+          "of every process included)")
 
 
 async def local_throughput(flows: Any, url: str, runs: int) -> float:
@@ -144,7 +211,7 @@ async def local_throughput(flows: Any, url: str, runs: int) -> float:
         return runs / (time.perf_counter() - started)
 
 
-async def main(quick: bool, threads: int) -> None:
+async def main(quick: bool, threads: int, fan_only: bool) -> None:
     from procflow.workers import DramatiqExecutor
 
     runs, samples, items = (50, 20, 50) if quick else (400, 200, 400)
@@ -154,6 +221,13 @@ async def main(quick: bool, threads: int) -> None:
         sys.path.insert(0, tmp)
         import flows
 
+        if fan_only:
+            with workers(url, directory, 1, threads):
+                async with DramatiqExecutor(url) as executor:
+                    await fan_seconds(flows, executor, url, 20)  # warm-up
+                    for _ in range(3):
+                        await per_item(flows, executor, url, items)
+            return
         local = await local_throughput(flows, url, runs)
         print(f"LocalExecutor, one process: {local:8.1f} runs/s (10 steps, RedisStorage)")
         for n in (1, 2):
@@ -166,16 +240,14 @@ async def main(quick: bool, threads: int) -> None:
                         p50, p99 = await latency(flows, executor, samples)
                         print(f"submit-to-result, one run at a time: p50 {p50 * 1000:.1f} ms "
                               f"p99 {p99 * 1000:.1f} ms (target p50 < 20 ms)")
-                        one = await fan_seconds(flows, executor, 1)
-                        many = await fan_seconds(flows, executor, items)
-                        per_item = (many - one) / (items - 1)
-                        print(f"distributed foreach: {per_item * 1000:.2f} ms per item "
-                              f"({items} items, 1 worker; target < 2 ms)")
+                        await per_item(flows, executor, url, items)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker process")
+    parser.add_argument("--fan-only", action="store_true",
+                        help="only the distributed foreach, three times")
     options = parser.parse_args()
-    anyio.run(main, options.quick, options.threads)
+    anyio.run(main, options.quick, options.threads, options.fan_only)

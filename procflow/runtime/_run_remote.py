@@ -5,17 +5,17 @@ cancel it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
 
 from procflow.context import RequestContext
-from procflow.records import StepResult
+from procflow.records import RunSnapshot, StepResult
 from procflow.runtime._run_exec import _Executing
 from procflow.runtime._run_state import _as_context, _earlier_spans, _find_unit
-from procflow.runtime.distributed import Job, run_job
-from procflow.runtime.execution import OutputT
+from procflow.runtime.distributed import Job, JobExecution, run_claimed_job, run_job
+from procflow.runtime.execution import OutputT, Unit
 from procflow.runtime.leases import RunLease
 from procflow.runtime.results import WorkflowResult
 
@@ -93,10 +93,7 @@ class _Remote(_Executing[OutputT]):
             WorkflowDefinitionError-like ``LookupError``: the job's step is not in the
                 workflow.
         """
-        unit = _find_unit(self.workflow, job.unit_path)
-        if unit is None:
-            raise LookupError(f"workflow '{self.workflow.id}' has no step at "
-                              f"'{job.unit_path}' (job {job.path} of run '{self.run_id}')")
+        unit = self.job_unit(job)
         lease = RunLease(self.storage, self.workflow.id, f"{self.run_id}#{job.path}",
                          owner=self.lease_owner, ttl=self.lease_ttl)
         await lease.take()
@@ -107,6 +104,43 @@ class _Remote(_Executing[OutputT]):
         finally:
             with anyio.CancelScope(shield=True):
                 await lease.drop()
+
+    async def run_claimed_job(
+            self, job: Job, snapshot: RunSnapshot, steps: dict[str, StepResult],
+            save_steps: Callable[[Mapping[str, StepResult]], Awaitable[None]],
+    ) -> dict[str, StepResult]:
+        """Run one job of this run's distributed fan-out that the caller claimed (it holds
+        the job's lease and loaded ``snapshot`` and the ``steps`` the job needs, not the
+        whole run). The run's header is not written; the job's inner rows (a nested
+        workflow's) go to ``save_steps`` as they finish.
+
+        Returns:
+            The rows left to store, the job's own result among them (the caller writes
+            them with the join).
+
+        Raises:
+            LookupError: The job's step is not in the workflow.
+        """
+        unit = self.job_unit(job)
+        self._restore(snapshot, steps)
+        ex = JobExecution(
+            job_path=job.path, save_steps=save_steps, wf=self.workflow, run_id=self.run_id,
+            input=self._input, records=self._records, state=self._state,
+            request_context=self._context, storage=self.storage, sync=True, send=None,
+            created_at=self._created_at)
+        return await run_claimed_job(ex, unit, job)
+
+    def job_unit(self, job: Job) -> Unit:
+        """The step (or nested workflow) a job of this run runs.
+
+        Raises:
+            LookupError: The job's step is not in the workflow.
+        """
+        unit = _find_unit(self.workflow, job.unit_path)
+        if unit is None:
+            raise LookupError(f"workflow '{self.workflow.id}' has no step at "
+                              f"'{job.unit_path}' (job {job.path} of run '{self.run_id}')")
+        return unit
 
     def request_cancel(self) -> None:
         """Cancel the run's execution in this process, now or as soon as it starts

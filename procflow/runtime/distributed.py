@@ -4,11 +4,17 @@ On a worker (an ``Execution`` with a ``Distributor``), a distributed fan-out doe
 run its items: it sends every item without a stored result as a ``Job`` to the pool and
 *parks* the run (``Parked``): the execution ends and hands the run's lease to the
 fan-out (``parked_owner``), which its jobs renew while they run, so the run stays
-"running", not stalled. Each job runs on some worker (``run_job``), stores its result under
-its own path (``"each[3]"``) and reports to the distributor's join; the last one sends
-the run on. The run continues from its snapshot: the fan-out finds every item's result
-stored and returns them in item order. No actor waits for another message, and a job
-lost with its worker is sent again alone (a stored result is never run again).
+"running", not stalled. Each job runs on some worker, stores its result under its own
+path (``"each[3]"``) and reports to the distributor's join; the last one sends the run
+on. The run continues from its snapshot: the fan-out finds every item's result stored
+and returns them in item order. No actor waits for another message, and a job lost with
+its worker is sent again alone (a stored result is never run again).
+
+A job never writes the run's header (the parked run owns it): on workers it claims its
+own lease and loads only what it needs (the header, the rows it may read, ``Job.reads``)
+in one step, runs in a ``JobExecution`` that writes only step rows, and leaves its own
+result to be written with the join, atomically (``run_claimed_job``). ``run_job`` is the
+same for any storage, on the whole stored run.
 
 Without a distributor (a local run), ``distribute=True`` runs the items in process.
 """
@@ -16,7 +22,7 @@ Without a distributor (a local run), ``distribute=True`` runs the items in proce
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,7 +32,8 @@ from procflow.records import StepResult
 from procflow.runtime.execution import Execution, Failed, Scope, Suspended, Unit
 from procflow.runtime.executor import run_unit
 
-__all__ = ["Distributor", "Job", "Parked", "fan_out", "run_job"]
+__all__ = ["Distributor", "Job", "JobExecution", "Parked", "fan_out", "run_claimed_job",
+           "run_job"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +44,14 @@ class Job:
         unit_path: Where its step is in the workflow ("enrich", "outer.enrich").
         path: Where its result is stored ("enrich[3]").
         data: Its input, JSON-ready (the step's input schema validates it again).
+        reads: The paths of the stored results it may read (``ctx.get_step_result``):
+            the run's results when it was sent, but the fan-out's own items.
     """
 
     unit_path: str
     path: str
     data: Any
+    reads: tuple[str, ...] = ()
 
 
 class Distributor(Protocol):
@@ -76,8 +86,9 @@ async def fan_out(ex: Execution, distributor: Distributor, units: Sequence[Unit]
     missing = [i for i, rec in enumerate(stored)
                if rec is None or rec.status not in ("success", "failed", "suspended")]
     if missing:
-        jobs = [Job(unit_paths[i], paths[i], to_jsonable_python(inputs[i], fallback=repr))
-                for i in missing]
+        reads = _reads(ex, paths)
+        jobs = [Job(unit_paths[i], paths[i], to_jsonable_python(inputs[i], fallback=repr),
+                    reads) for i in missing]
         await distributor.dispatch(ex.wf.id, ex.run_id, join, jobs, len(paths))
         ex.parked = join
         raise Parked(join)
@@ -96,6 +107,68 @@ async def fan_out(ex: Execution, distributor: Distributor, units: Sequence[Unit]
     if suspended:
         raise Suspended(suspended)
     return outputs
+
+
+def _reads(ex: Execution, paths: Sequence[str]) -> tuple[str, ...]:
+    """The stored successful results a job of this fan-out may read: every one but the
+    fan-out's own items and what is under them."""
+    items = set(paths)
+    return tuple(path for path, rec in ex.records.items()
+                 if rec.status == "success" and not _under(path, items))
+
+
+def _under(path: str, items: set[str]) -> bool:
+    """Whether ``path`` is one of ``items`` or a result inside one."""
+    if path in items:
+        return True
+    return any(path[:i] in items for i, c in enumerate(path) if c in ".[")
+
+
+class JobExecution(Execution):
+    """The execution of one job on a worker: its writes hold only step rows (never the
+    run's header), and its own result is kept for ``RedisStorage.finish_job``, which
+    writes it with the join."""
+
+    __slots__ = ("job_path", "save_steps")
+
+    def __init__(self, *, job_path: str,
+                 save_steps: Callable[[Mapping[str, StepResult]], Awaitable[None]],
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_path = job_path
+        self.save_steps = save_steps
+
+    async def flush(self, status: Any, **_: Any) -> None:
+        """Write the rows finished since the last write (a nested workflow's steps),
+        except the job's own."""
+        own = self.dirty.pop(self.job_path, None)
+        dirty = self.dirty
+        self.dirty = {} if own is None else {self.job_path: own}
+        if not dirty:
+            return
+        try:
+            await self.save_steps(dirty)
+        except BaseException:
+            self.dirty = {**dirty, **self.dirty}  # not written: kept for a retry
+            raise
+        for result in dirty.values():
+            result.encoded = None
+
+
+async def run_claimed_job(ex: JobExecution, unit: Unit, job: Job) -> dict[str, StepResult]:
+    """Run a claimed job (its result not stored: ``RedisStorage.claim_job``).
+
+    Returns:
+        The rows not written yet, the job's own result among them: the caller stores
+        them with the join.
+    """
+    scope = Scope(ex.wf, job.unit_path.rpartition(".")[0] + "." if "." in job.unit_path
+                  else "", ex.input, base=ex.top.state)
+    with contextlib.suppress(Failed, Suspended):  # recorded under the job's path
+        await run_unit(ex, unit, job.data, scope, path=job.path, keep=True)
+    if job.path not in ex.dirty:
+        raise RuntimeError(f"job {job.path} of run '{ex.run_id}' ended without a result")
+    return ex.dirty
 
 
 async def run_job(ex: Execution, unit: Unit, job: Job) -> StepResult:

@@ -15,8 +15,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, final
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
 
@@ -197,7 +197,7 @@ class RunLease:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return None
-        return Heartbeat(loop, self, on_lost)
+        return Heartbeat(loop, self.ttl / 3, lambda: self.keep(on_lost, wait_first=False))
 
     def lost_error(self) -> RunStateError:
         """The error of a run that lost its lease."""
@@ -210,25 +210,30 @@ class RunLease:
 
 @final
 class Heartbeat:
-    """``RunLease.keep`` started by a timer of the asyncio loop (see ``heartbeat``).
+    """A renewal loop started by a timer of the asyncio loop (see ``RunLease.heartbeat``).
 
     The one use of asyncio itself in the library: anyio has no timer, and a task beside
     every run (the heartbeat in a task group) costs more than a short run's steps. On
     trio the heartbeat is such a task.
+
+    Args:
+        loop: The running asyncio loop.
+        delay: Seconds before ``keep`` starts (as a task).
+        keep: Makes the renewal loop (it runs until cancelled).
     """
 
     __slots__ = ("_handle", "_task")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, lease: RunLease,
-                 on_lost: Callable[[], None]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, delay: float,
+                 keep: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._task: asyncio.Task[None] | None = None
         self._handle: asyncio.TimerHandle | None = loop.call_later(
-            lease.ttl / 3, self._start, loop, lease, on_lost)
+            delay, self._start, loop, keep)
 
-    def _start(self, loop: asyncio.AbstractEventLoop, lease: RunLease,
-               on_lost: Callable[[], None]) -> None:
+    def _start(self, loop: asyncio.AbstractEventLoop,
+               keep: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._handle = None
-        self._task = loop.create_task(lease.keep(on_lost, wait_first=False))
+        self._task = loop.create_task(keep())
 
     async def stop(self) -> None:
         """Stop renewing (the timer, or the task it started, which is awaited)."""
@@ -243,4 +248,4 @@ class Heartbeat:
         with anyio.CancelScope(shield=True):
             await asyncio.wait((task,))
         if not task.cancelled() and task.exception() is not None:
-            _log.warning("the lease heartbeat of a run failed", exc_info=task.exception())
+            _log.warning("a lease heartbeat failed", exc_info=task.exception())

@@ -52,6 +52,7 @@ __all__ = [
     "dump_run",
     "dump_snapshot",
     "dump_step",
+    "dump_steps",
     "dump_trace",
     "encode_snapshot",
     "encode_step",
@@ -273,6 +274,24 @@ def dump_run(snapshot: RunSnapshot, steps: Mapping[str, StepResult],
     rows.extend((BLOB_PREFIX + digest, _blob_row(content))
                 for digest, content in blobs.items())
     return header, rows
+
+
+def dump_steps(steps: Mapping[str, StepResult]) -> list[tuple[str, str]]:
+    """Encode step results without their run's header (a distributed job writes only
+    its own rows): ``dump_run``'s rows, blobs included.
+
+    Raises:
+        UnstorableValueError: A value cannot be stored.
+    """
+    rows: list[tuple[str, str]] = []
+    blobs: dict[str, str | bytes] = {}
+    for path, result in steps.items():
+        text, found = result.encoded if result.encoded is not None else encode_step(result)
+        rows.append((path, text))
+        blobs.update(found)
+    rows.extend((BLOB_PREFIX + digest, _blob_row(content))
+                for digest, content in blobs.items())
+    return rows
 
 
 def _blob_row(content: str | bytes) -> str:

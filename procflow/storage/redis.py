@@ -11,12 +11,15 @@ Key layout (ids are escaped so that ``:`` in an id cannot make two keys collide)
     {prefix}:traces                         zset    every trace, scored by started_at
     {prefix}:wftraces:{workflow_id}         zset    the workflow's traces, scored alike
     {prefix}:lease:{workflow_id}:{run_id}   string  the lease holder's id, expiring (PX)
+    {prefix}:lease:{workflow_id}:{run_id}#{path}     the lease of one distributed job
+    {prefix}:join:{workflow_id}:{run_id}:{join}  set  the finished jobs of a fan-out
 
 Run index members are the JSON array ``[workflow_id, run_id]``; trace index members are
 the run id. ``list_traces`` reads only the small header documents. Writes are MULTI/EXEC
 transactions; ``claim_run`` and ``save_trace`` are optimistic WATCH transactions; a lease
 is taken and released by Lua scripts (atomic on the server) and expires by Redis's own
-clock. This
+clock. A distributed job (``claim_job``, ``finish_job``) is claimed and finished by
+one script each: it never writes the run's header, only its own step rows. This
 module imports ``redis``; ``procflow.storage`` only imports it when ``RedisStorage`` is
 first used.
 """
@@ -26,8 +29,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, final
 
 import redis.asyncio as aioredis
@@ -40,6 +44,7 @@ from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
     dump_run,
+    dump_steps,
     dump_trace,
     listed_snapshot,
     load_run,
@@ -47,7 +52,7 @@ from procflow.storage.codec import (
     load_trace_json,
 )
 
-__all__ = ["RedisStorage"]
+__all__ = ["JobClaim", "RedisStorage"]
 
 _K = TypeVar("_K")
 
@@ -68,6 +73,120 @@ _RELEASE: Final = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+# A distributed job's claim. KEYS: the run header, the step rows, the job's lease, the
+# run's lease. ARGV: the job's path, the claiming owner, the ttl in ms, the holder it may
+# be stolen from ("" for none), the parked run's lease owner, the HSCAN pattern of the
+# job's inner rows ("" for none: a step), then the paths of the rows the job may read.
+# A job whose row is stored finished is "done" (it is never run again); a run not
+# stored is "missing"; a job leased by another owner is "busy" (with that owner).
+# Otherwise the job's lease is taken, the parked run's renewed, and the reply is
+# "ready", the header, then path/row pairs: the rows asked for, the job's inner rows
+# and the blobs they reference (large values, "$blob:<sha256>").
+_CLAIM_JOB: Final = """
+local row = redis.call('HGET', KEYS[2], ARGV[1])
+if row then
+  local ok, doc = pcall(cjson.decode, row)
+  if ok and type(doc) == 'table' and (doc['status'] == 'success' or
+      doc['status'] == 'failed' or doc['status'] == 'suspended') then
+    return {'done'}
+  end
+end
+local header = redis.call('GET', KEYS[1])
+if not header then return {'missing'} end
+local held = redis.call('GET', KEYS[3])
+if held and held ~= ARGV[2] and held ~= ARGV[4] then return {'busy', held} end
+redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
+local run = redis.call('GET', KEYS[4])
+if not run or run == ARGV[5] then redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[3]) end
+local out = {'ready', header}
+local texts = {header}
+local function add(path, text)
+  out[#out + 1] = path
+  out[#out + 1] = text
+  texts[#texts + 1] = text
+end
+if row then add(ARGV[1], row) end
+local n = #ARGV
+for first = 7, n, 1000 do
+  local last = math.min(first + 999, n)
+  local values = redis.call('HMGET', KEYS[2], unpack(ARGV, first, last))
+  for i = 1, last - first + 1 do
+    if values[i] then add(ARGV[first + i - 1], values[i]) end
+  end
+end
+if ARGV[6] ~= '' then
+  local cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', KEYS[2], cursor, 'MATCH', ARGV[6], 'COUNT', 1000)
+    cursor = page[1]
+    for i = 1, #page[2], 2 do add(page[2][i], page[2][i + 1]) end
+  until cursor == '0'
+end
+local seen = {}
+for _, text in ipairs(texts) do
+  for digest in string.gmatch(text, '"sha256":"(%x+)"') do
+    if not seen[digest] then
+      seen[digest] = true
+      local blob = redis.call('HGET', KEYS[2], '$blob:' .. digest)
+      if blob then add('$blob:' .. digest, blob) end
+    end
+  end
+end
+return out
+"""
+
+# Renew a running job's lease and its parked run's. KEYS: the job's lease, the run's.
+# ARGV: the job's owner, the ttl in ms, the parked run's lease owner.
+_RENEW_JOB: Final = """
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local run = redis.call('GET', KEYS[2])
+if not run or run == ARGV[3] then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2]) end
+return 1
+"""
+
+# Finish a job: store its rows, add it to its fan-out's finished set and release its
+# lease, atomically. KEYS: the step rows, the join set, the job's lease. ARGV: the job's
+# path, its owner ("" when it was found done: nothing to store), the join set's ttl in
+# seconds, then path/row pairs. Returns how many jobs of the fan-out are finished, or -1
+# (nothing stored) if another owner took the job's lease.
+_FINISH_JOB: Final = """
+if ARGV[2] ~= '' then
+  local held = redis.call('GET', KEYS[3])
+  if held and held ~= ARGV[2] then return -1 end
+  if held then redis.call('DEL', KEYS[3]) end
+end
+local n = #ARGV
+for first = 4, n, 1000 do
+  redis.call('HSET', KEYS[1], unpack(ARGV, first, math.min(first + 999, n)))
+end
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return redis.call('SCARD', KEYS[2])
+"""
+
+_JOIN_TTL: Final = 7 * 24 * 3600
+"""Seconds a fan-out's finished set is kept after its last job."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobClaim:
+    """What ``RedisStorage.claim_job`` found.
+
+    Attributes:
+        done: The job's result is stored finished: it must not run again.
+        holder: Another owner holds the job's lease (nothing was taken).
+        snapshot: The run's header (when the job was claimed).
+        steps: The stored rows the job needs: the ones asked for, its own inner rows.
+    """
+
+    done: bool = False
+    holder: str | None = None
+    snapshot: RunSnapshot | None = None
+    steps: dict[str, StepResult] = field(default_factory=dict)
+
 
 
 @final
@@ -92,6 +211,9 @@ class RedisStorage(AsyncResource):
         self._prefix = prefix
         self._redis = RedisConnection(url, client=client, name="Redis storage")
         self._client = self._redis.client
+        self._claim_job = self._client.register_script(_CLAIM_JOB)
+        self._renew_job = self._client.register_script(_RENEW_JOB)
+        self._finish_job = self._client.register_script(_FINISH_JOB)
 
     @property
     def prefix(self) -> str:
@@ -122,6 +244,10 @@ class RedisStorage(AsyncResource):
 
     def _lease_key(self, workflow_id: str, run_id: str) -> str:
         return f"{self._prefix}:lease:{escape_key(workflow_id)}:{escape_key(run_id)}"
+
+    def _join_key(self, workflow_id: str, run_id: str, join: str) -> str:
+        return (f"{self._prefix}:join:{escape_key(workflow_id)}:{escape_key(run_id)}:"
+                f"{escape_key(join)}")
 
     def _trace_key(self, run_id: str) -> str:
         return f"{self._prefix}:trace:{escape_key(run_id)}"
@@ -353,6 +479,102 @@ class RedisStorage(AsyncResource):
                         break
         return traces
 
+    # ------------------------------------------------------------------ distributed jobs
+
+    async def claim_job(self, workflow_id: str, run_id: str, path: str, *, owner: str,
+                        ttl: float, parked_owner: str, reads: Sequence[str] = (),
+                        inner: bool = False, steal_from: str | None = None,
+                        ) -> JobClaim | None:
+        """Claim one job of a parked run's distributed fan-out, in one server-side script.
+
+        A job whose row is stored finished is ``done`` (never run again); one whose
+        lease another owner holds is returned with that ``holder``. Otherwise the job's
+        lease (``{run_id}#{path}``) is taken for ``ttl`` seconds, the parked run's lease
+        (held by ``parked_owner``, or free) is renewed, and the claim holds what the job
+        needs: the run's header and the rows at ``reads`` (and, with ``inner``, the
+        rows under the job's path: a nested workflow's steps), not the whole run.
+
+        Returns:
+            The claim, or ``None`` if the run is not stored.
+
+        Raises:
+            SnapshotCorruptedError: A stored value cannot be decoded.
+            StorageError: The server could not be reached.
+        """
+        milliseconds = max(1, round(lease_ttl(ttl) * 1000))
+        pattern = _glob_escape(path) + "[.[]*" if inner else ""
+        keys = [self._run_key(workflow_id, run_id), self._steps_key(workflow_id, run_id),
+                self._lease_key(workflow_id, f"{run_id}#{path}"),
+                self._lease_key(workflow_id, run_id)]
+        with self._redis.translate(f"claiming job {path!r} of run {run_id!r}"):
+            reply = await self._claim_job(keys=keys, args=[
+                path, owner, milliseconds, steal_from or "", parked_owner, pattern, *reads])
+        status = _text(reply[0])
+        if status == "done":
+            return JobClaim(done=True)
+        if status == "missing":
+            return None
+        if status == "busy":
+            return JobClaim(holder=_text(reply[1]))
+        rows = [(_field_name(reply[i], workflow_id=workflow_id, run_id=run_id), reply[i + 1])
+                for i in range(2, len(reply), 2)]
+        snapshot, steps = load_run(reply[1], rows, workflow_id=workflow_id, run_id=run_id)
+        return JobClaim(snapshot=snapshot, steps=steps)
+
+    async def renew_job(self, workflow_id: str, run_id: str, path: str, *, owner: str,
+                        ttl: float, parked_owner: str) -> bool:
+        """Renew a claimed job's lease and its parked run's (a heartbeat).
+
+        Returns:
+            ``False`` if another owner took the job's lease.
+        """
+        milliseconds = max(1, round(lease_ttl(ttl) * 1000))
+        keys = [self._lease_key(workflow_id, f"{run_id}#{path}"),
+                self._lease_key(workflow_id, run_id)]
+        with self._redis.translate(f"renewing the lease of job {path!r} of run {run_id!r}"):
+            renewed = await self._renew_job(keys=keys, args=[owner, milliseconds,
+                                                             parked_owner])
+        return bool(renewed)
+
+    async def save_steps(self, workflow_id: str, run_id: str,
+                         steps: Mapping[str, StepResult]) -> None:
+        """Write step results without the run's header (a job's inner steps)."""
+        fields: dict[FieldT, EncodableT] = dict(dump_steps(steps))
+        if not fields:
+            return
+        with self._redis.translate(f"saving steps of run {run_id!r}"):
+            await self._client.hset(self._steps_key(workflow_id, run_id), mapping=fields)
+
+    async def finish_job(self, workflow_id: str, run_id: str, path: str, *, join: str,
+                         owner: str | None, steps: Mapping[str, StepResult]) -> int:
+        """Store a job's results, count it finished in its fan-out ``join`` and release its
+        lease, atomically (one server-side script).
+
+        Args:
+            owner: The claim's owner; ``None`` for a job found done (``steps`` empty).
+            steps: The job's rows not stored yet (its own result among them).
+
+        Returns:
+            How many jobs of the fan-out are finished, or -1 if another owner took the
+            job's lease (nothing was stored: that owner finishes the job).
+
+        Raises:
+            UnstorableValueError: A value cannot be stored.
+            StorageError: The server could not be reached.
+        """
+        rows = [part for row in dump_steps(steps) for part in row]
+        keys = [self._steps_key(workflow_id, run_id), self._join_key(workflow_id, run_id, join),
+                self._lease_key(workflow_id, f"{run_id}#{path}")]
+        with self._redis.translate(f"finishing job {path!r} of run {run_id!r}"):
+            finished = await self._finish_job(keys=keys, args=[path, owner or "", _JOIN_TTL,
+                                                               *rows])
+        return int(finished)
+
+    async def release_job(self, workflow_id: str, run_id: str, path: str, *,
+                          owner: str) -> None:
+        """Release a claimed job's lease (it stopped unfinished: another may take it)."""
+        await self.release_lease(workflow_id, f"{run_id}#{path}", owner=owner)
+
     async def aclose(self) -> None:
         """Close the connection pool (unless the client was given by the caller)."""
         await self._redis.aclose()
@@ -415,6 +637,15 @@ def _head_workflow(head: object) -> str | None:
     except (ValueError, AttributeError):
         return None
     return workflow_id if isinstance(workflow_id, str) else None
+
+
+def _text(raw: object) -> str:
+    return raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` with the glob characters of a Redis pattern escaped."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 def _field_name(raw: bytes | str, *, workflow_id: str, run_id: str) -> str:

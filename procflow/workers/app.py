@@ -10,8 +10,9 @@ again a little later instead of blocking a thread.
 
 from __future__ import annotations
 
+import asyncio  # noqa: TID251 - the job heartbeat's timer (Dramatiq's AsyncIO loop)
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -23,7 +24,7 @@ from procflow.agent import Agent
 from procflow.errors import RunNotFoundError, RunStateError
 from procflow.runtime.distributed import Job
 from procflow.runtime.executors import SETTLED
-from procflow.runtime.leases import parked_owner
+from procflow.runtime.leases import Heartbeat, owner_is_dead, parked_owner
 from procflow.storage.redis import RedisStorage
 from procflow.workers.broker import (
     JOB_ACTOR,
@@ -31,7 +32,6 @@ from procflow.workers.broker import (
     cancel_key,
     enqueue,
     job_message,
-    join_key,
     make_broker,
     run_message,
     settled_channel,
@@ -41,6 +41,7 @@ from procflow.workers.settings import WorkerSettings
 from procflow.workflows.workflow import Workflow
 
 if TYPE_CHECKING:
+    from procflow.records import RunSnapshot, StepResult
     from procflow.runtime.run import Run
 
 __all__ = ["WorkerApp"]
@@ -48,7 +49,6 @@ __all__ = ["WorkerApp"]
 _log = logging.getLogger("procflow.workers")
 _BUSY_DELAY: Final = 0.25
 """Seconds before a run held by a live worker is tried again."""
-_JOIN_TTL: Final = 7 * 24 * 3600
 
 
 class WorkerApp:
@@ -148,41 +148,82 @@ class WorkerApp:
                     settled_channel(self.settings.prefix, run_id), result.status)
 
     async def job(self, workflow_id: str, run_id: str, join: str, total: int,
-                  unit_path: str, path: str, data: Any) -> None:
-        """Run one job of a distributed fan-out; the last one continues the run."""
+                  unit_path: str, path: str, data: Any, reads: Sequence[str] = ()) -> None:
+        """Run one job of a distributed fan-out; the last one continues the run.
+
+        One script claims the job (its lease, the parked run's renewed, and only what
+        the job reads: not the whole run), one stores its result with the join and
+        releases it. A job stored finished is not run again (its join is made again: a
+        worker lost between the two may not have sent the run on).
+        """
         run = self._run(workflow_id, run_id)
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._keep_parked, workflow_id, run_id, join)
-                try:
-                    await run.run_job(Job(unit_path, path, data))
-                finally:
-                    tg.cancel_scope.cancel()
-        except RunNotFoundError:
+        job = Job(unit_path, path, data, tuple(reads))
+        storage, owner, ttl = self.storage, run.lease_owner, self.settings.lease_ttl
+        parked = parked_owner(join)
+        inner = run.job_unit(job).is_workflow
+        claim = await storage.claim_job(workflow_id, run_id, path, owner=owner, ttl=ttl,
+                                        parked_owner=parked, reads=job.reads, inner=inner)
+        if claim is not None and claim.holder is not None and owner_is_dead(claim.holder):
+            claim = await storage.claim_job(workflow_id, run_id, path, owner=owner, ttl=ttl,
+                                            parked_owner=parked, reads=job.reads,
+                                            inner=inner, steal_from=claim.holder)
+        if claim is None:
             _dropped(workflow_id, run_id)
             return
-        except RunStateError:  # a duplicate of a job a live worker runs
+        if claim.holder is not None:  # a duplicate of a job a live worker runs
             await enqueue(self.broker, [job_message(self.settings, workflow_id, run_id, join,
-                                                    total, unit_path, path, data)],
+                                                    total, unit_path, path, data, reads)],
                           delay=_BUSY_DELAY)
             return
-        key = join_key(self.settings.prefix, workflow_id, run_id, join)
-        with self.redis.translate("joining a fan-out"):
-            async with self.redis.client.pipeline(transaction=True) as pipe:
-                pipe.sadd(key, path)
-                pipe.scard(key)
-                pipe.expire(key, _JOIN_TTL)
-                _, finished, _ = await pipe.execute()
+        if claim.done:
+            finished = await storage.finish_job(workflow_id, run_id, path, join=join,
+                                                owner=None, steps={})
+        else:
+            assert claim.snapshot is not None  # a claimed job has its run's header
+            finished = await self._run_claimed(run, job, claim.snapshot, claim.steps, join)
+        if finished < 0:
+            _log.warning("job %s of run %s lost its lease to another worker; that worker "
+                         "finishes it", path, run_id)
+            return
         if finished >= total:
             await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id)])
 
-    async def _keep_parked(self, workflow_id: str, run_id: str, join: str) -> None:
-        """Renew the parked run's lease while a job of its fan-out runs (refused, and
-        harmless, once the run continues elsewhere)."""
-        owner, ttl = parked_owner(join), self.settings.lease_ttl
-        while True:
-            await self.storage.acquire_lease(workflow_id, run_id, owner=owner, ttl=ttl)
-            await anyio.sleep(ttl / 3)
+    async def _run_claimed(self, run: Run, job: Job, snapshot: RunSnapshot,
+                           steps: dict[str, StepResult], join: str) -> int:
+        """Run a claimed job and store its result with the join (its lease and the parked
+        run's renewed meanwhile); released unfinished if it stops on an error."""
+        storage, wf_id, run_id = self.storage, run.workflow.id, run.run_id
+        owner, ttl, parked = run.lease_owner, self.settings.lease_ttl, parked_owner(join)
+
+        async def renew() -> None:
+            while True:
+                try:
+                    if not await storage.renew_job(wf_id, run_id, job.path, owner=owner,
+                                                   ttl=ttl, parked_owner=parked):
+                        return  # taken over: finish_job will store nothing
+                except Exception:  # a hiccup: try again while the lease still runs
+                    _log.warning("could not renew the lease of job %s of run %s", job.path,
+                                 run_id, exc_info=True)
+                await anyio.sleep(ttl / 3)
+
+        async def save(rows: Mapping[str, StepResult]) -> None:
+            await storage.save_steps(wf_id, run_id, rows)
+
+        beat = Heartbeat(asyncio.get_running_loop(), ttl / 3, renew)
+        try:
+            rows = await run.run_claimed_job(job, snapshot, steps, save)
+            return await storage.finish_job(wf_id, run_id, job.path, join=join,
+                                            owner=owner, steps=rows)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await storage.release_job(wf_id, run_id, job.path, owner=owner)
+                except Exception:  # the lease expires anyway
+                    _log.warning("could not release the lease of job %s of run %s",
+                                 job.path, run_id, exc_info=True)
+            raise
+        finally:
+            await beat.stop()
 
     # -- Distributor ------------------------------------------------------------------
 
@@ -191,7 +232,7 @@ class WorkerApp:
         """Send a parked run's unfinished jobs to the pool."""
         await enqueue(self.broker, [
             job_message(self.settings, workflow_id, run_id, join, total, job.unit_path,
-                        job.path, job.data) for job in jobs])
+                        job.path, job.data, job.reads) for job in jobs])
 
     # -- cancellation -----------------------------------------------------------------
 

@@ -4,16 +4,17 @@ Two actors make up the protocol, both on ``WorkerSettings.queue``:
 
 - ``procflow_run(workflow_id, run_id[, step, resume_data])``: execute (start, continue,
   resume or finish) a stored run;
-- ``procflow_job(workflow_id, run_id, join, total, unit_path, path, data)``: run one
-  item or branch of a distributed fan-out.
+- ``procflow_job(workflow_id, run_id, join, total, unit_path, path, data[, reads])``:
+  run one item or branch of a distributed fan-out (``reads``: the paths of the stored
+  results it may read).
 
 Messages carry ids only (and a job's JSON input): the run's state is in ``RedisStorage``,
-the source of truth, so a message delivered twice does no harm. Beside the queues,
-workers use three kinds of keys under the storage prefix::
+the source of truth, so a message delivered twice does no harm. Beside the queues and
+``RedisStorage``'s keys (a fan-out's finished jobs among them), workers use two kinds
+of keys under the storage prefix::
 
-    {prefix}:settled:{run_id}                      channel  published when a run settles
-    {prefix}:cancel:{run_id}                       string   + channel: cancel requested
-    {prefix}:join:{workflow_id}:{run_id}:{join}    set      the finished jobs of a fan-out
+    {prefix}:settled:{run_id}    channel  published when a run settles
+    {prefix}:cancel:{run_id}     string   + channel: cancel requested
 
 This module imports ``dramatiq``.
 """
@@ -47,7 +48,6 @@ __all__ = [
     "cancel_key",
     "enqueue",
     "job_message",
-    "join_key",
     "make_broker",
     "run_message",
     "settled_channel",
@@ -86,11 +86,15 @@ def run_message(settings: WorkerSettings, workflow_id: str, run_id: str,
 
 
 def job_message(settings: WorkerSettings, workflow_id: str, run_id: str, join: str,
-                total: int, unit_path: str, path: str, data: Any) -> dramatiq.Message[Any]:
-    """The message that has a worker run one job of a distributed fan-out."""
+                total: int, unit_path: str, path: str, data: Any,
+                reads: Sequence[str] = ()) -> dramatiq.Message[Any]:
+    """The message that has a worker run one job of a distributed fan-out (``reads``:
+    the stored results it may read, ``Job.reads``)."""
+    args: tuple[Any, ...] = (workflow_id, run_id, join, total, unit_path, path, data)
+    if reads:
+        args = (*args, list(reads))
     return dramatiq.Message(queue_name=settings.queue, actor_name=JOB_ACTOR,
-                            args=(workflow_id, run_id, join, total, unit_path, path, data),
-                            kwargs={}, options={})
+                            args=args, kwargs={}, options={})
 
 
 async def enqueue(broker: dramatiq.Broker, messages: Sequence[dramatiq.Message[Any]], *,
@@ -117,8 +121,3 @@ def settled_channel(prefix: str, run_id: str) -> str:
 def cancel_key(prefix: str, run_id: str) -> str:
     """The key (and channel) of a cancellation request for ``run_id``."""
     return f"{prefix}:cancel:{escape_key(run_id)}"
-
-
-def join_key(prefix: str, workflow_id: str, run_id: str, join: str) -> str:
-    """The set of the finished jobs of fan-out ``join`` of a run."""
-    return f"{prefix}:join:{escape_key(workflow_id)}:{escape_key(run_id)}:{escape_key(join)}"
