@@ -1,0 +1,278 @@
+"""Distributed fan-out jobs on one worker, in process: ``WorkerApp.job`` called directly
+(as Dramatiq would deliver it) on a real Redis server, the messages it sends read back
+from the broker's queues.
+
+A job never writes its run's header and loads only what it reads; its result is stored
+with the join in one script; a job stored finished is never run again, even when it is
+delivered again before its worker could send the run on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import anyio
+import pytest
+import redis.asyncio as aioredis
+
+pytest.importorskip("dramatiq")
+
+from procflow import create_step, create_workflow
+from procflow.records import StepResult
+from procflow.runtime.distributed import Job
+from procflow.runtime.step_context import StepContext
+from procflow.storage.codec import BLOB_SIZE
+from procflow.workers import WorkerSettings
+from procflow.workers.app import WorkerApp
+from procflow.workflows.workflow import Workflow
+
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+
+BIG = BLOB_SIZE + 1
+
+
+class Recorder:
+    """A ``Distributor`` keeping the jobs a parked run sends (the test delivers them)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, list[Job]]] = []
+
+    async def dispatch(self, workflow_id: str, run_id: str, join: str, jobs: Sequence[Job],
+                       total: int) -> None:
+        self.sent.append((join, total, list(jobs)))
+
+
+class Flows:
+    """The test's workflows and what their steps ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.hold = True
+
+        async def base(ctx: StepContext) -> list[str]:
+            return ["a", "b" * BIG, "c"]  # a large value: stored as a blob
+
+        async def item(ctx: StepContext) -> dict[str, Any]:
+            self.ran.append(f"item:{ctx.input_data[:1]}")
+            return {"item": ctx.input_data[:1], "size": len(ctx.input_data),
+                    "base": len(ctx.get_step_result("base") or []),
+                    "init": len(ctx.get_init_data())}
+
+        self.fan: Workflow = (create_workflow(id="jobs-fan")
+                              .then(create_step(id="base", execute=base))
+                              .foreach(create_step(id="item", execute=item), distribute=True)
+                              .commit())
+
+        async def first(ctx: StepContext) -> int:
+            self.ran.append(f"first:{ctx.input_data}")
+            return int(ctx.input_data) + 1
+
+        async def second(ctx: StepContext) -> int:
+            self.ran.append(f"second:{ctx.input_data}")
+            if ctx.input_data == 2 and self.hold:  # item 1: waits until cancelled
+                await anyio.sleep(30)
+            return int(ctx.input_data) * 10
+
+        inner = (create_workflow(id="inner").then(create_step(id="first", execute=first))
+                 .then(create_step(id="second", execute=second)).commit())
+        self.nested: Workflow = create_workflow(id="jobs-nested").foreach(
+            inner, distribute=True).commit()
+
+
+@pytest.fixture
+def flows() -> Flows:
+    return Flows()
+
+
+@pytest.fixture
+def app(flows: Flows, redis_url: str, redis_prefix: str) -> Iterator[WorkerApp]:
+    settings = WorkerSettings(redis_url=redis_url, prefix=redis_prefix,
+                              namespace=f"{redis_prefix}:dramatiq", lease_ttl=3)
+    worker = WorkerApp([flows.fan, flows.nested], settings)
+    try:
+        yield worker
+    finally:
+        worker.broker.close()
+
+
+@pytest.fixture
+async def raw(app: WorkerApp, redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+        await app.storage.aclose()
+
+
+async def _parked(app: WorkerApp, wf: Workflow, input_data: Any,
+                  ) -> tuple[str, str, int, list[Job]]:
+    """Submit a run and execute it up to its fan-out: (run id, join, total, jobs)."""
+    recorder = Recorder()
+    run = wf.create_run(storage=app.storage)
+    await run.prepare(input_data)
+    run.distributor = recorder
+    parked = await run.run_submitted()
+    assert parked.status == "running"
+    ((join, total, jobs),) = recorder.sent
+    return run.run_id, join, total, jobs
+
+
+async def _deliver(app: WorkerApp, wf: Workflow, run_id: str, join: str, total: int,
+                   job: Job) -> None:
+    await app.job(wf.id, run_id, join, total, job.unit_path, job.path, job.data,
+                  list(job.reads))
+
+
+async def _sent(raw: aioredis.Redis, app: WorkerApp, *, delayed: bool = False,
+                ) -> list[tuple[str, list[Any]]]:
+    """The messages waiting in the worker's queue (or its delay queue): (actor, args)."""
+    queue = app.settings.queue + (".DQ" if delayed else "")
+    stored = await raw.hgetall(f"{app.settings.namespace}:{queue}.msgs")
+    messages = [json.loads(text) for text in stored.values()]
+    return [(m["actor_name"], m["args"]) for m in messages]
+
+
+async def _continue(app: WorkerApp, wf: Workflow, run_id: str) -> Any:
+    run = wf.create_run(run_id, storage=app.storage)
+    run.distributor = Recorder()
+    return await run.run_submitted()
+
+
+async def test_jobs_write_only_their_rows_read_earlier_results_and_join_in_order(
+        app: WorkerApp, flows: Flows, raw: aioredis.Redis) -> None:
+    run_id, join, total, jobs = await _parked(app, flows.fan, "i" * BIG)
+    header_key = f"{app.settings.prefix}:run:jobs-fan:{run_id}"
+    header = await raw.get(header_key)
+
+    for job in reversed(jobs):  # out of order
+        assert await _sent(raw, app) == []  # the run is sent on by the last job only
+        await _deliver(app, flows.fan, run_id, join, total, job)
+
+    assert await raw.get(header_key) == header  # no job wrote the run's header
+    assert jobs[0].reads == ("base",)
+    assert await _sent(raw, app) == [("procflow_run", ["jobs-fan", run_id])]
+    result = await _continue(app, flows.fan, run_id)
+    assert result.status == "success"
+    assert result.result == [{"item": c, "size": n, "base": 3, "init": BIG}
+                             for c, n in (("a", 1), ("b", BIG), ("c", 1))]
+    assert sorted(flows.ran) == ["item:a", "item:b", "item:c"]
+
+
+async def test_a_job_delivered_again_after_its_result_was_stored_is_not_run_again(
+        app: WorkerApp, flows: Flows, raw: aioredis.Redis) -> None:
+    run_id, join, total, jobs = await _parked(app, flows.fan, "init")
+    for job in jobs[:-1]:
+        await _deliver(app, flows.fan, run_id, join, total, job)
+    # The last job's worker stores its result, then is lost before it sends the run on.
+    last = jobs[-1]
+    run = flows.fan.create_run(run_id, storage=app.storage)
+    claim = await app.storage.claim_job("jobs-fan", run_id, last.path, owner="lost",
+                                        ttl=3, parked_owner="parked:item",
+                                        reads=last.reads)
+    assert claim is not None and claim.snapshot is not None
+
+    async def save(rows: object) -> None:
+        raise AssertionError("a step job has no inner rows")
+
+    rows = await run.run_claimed_job(last, claim.snapshot, claim.steps, save)
+    assert await app.storage.finish_job("jobs-fan", run_id, last.path, join=join,
+                                        owner="lost", steps=rows) == total
+    assert await _sent(raw, app) == []
+    ran = list(flows.ran)
+
+    await _deliver(app, flows.fan, run_id, join, total, last)  # Dramatiq delivers it again
+    await _deliver(app, flows.fan, run_id, join, total, jobs[0])  # and a finished one
+
+    assert flows.ran == ran  # neither ran again
+    assert await _sent(raw, app) == [("procflow_run", ["jobs-fan", run_id])] * 2
+    result = await _continue(app, flows.fan, run_id)
+    assert [r["item"] for r in result.result] == ["a", "b", "c"]
+
+
+async def test_a_job_leased_by_a_live_worker_is_sent_again_later_and_a_dead_ones_taken_over(
+        app: WorkerApp, flows: Flows, raw: aioredis.Redis) -> None:
+    run_id, join, total, jobs = await _parked(app, flows.fan, "init")
+    alive = f"{socket.gethostname()}:{os.getpid()}:other"
+    claim = await app.storage.claim_job("jobs-fan", run_id, jobs[0].path, owner=alive,
+                                        ttl=30, parked_owner="parked:item")
+    assert claim is not None and claim.holder is None
+
+    await _deliver(app, flows.fan, run_id, join, total, jobs[0])
+
+    assert flows.ran == []
+    assert [actor for actor, _ in await _sent(raw, app, delayed=True)] == ["procflow_job"]
+
+    async with await anyio.open_process([sys.executable, "-c", "pass"]) as gone:
+        await gone.wait()  # reaped: its pid names no live process
+    dead = f"{socket.gethostname()}:{gone.pid}:lost"
+    claim = await app.storage.claim_job("jobs-fan", run_id, jobs[1].path, owner=dead,
+                                        ttl=30, parked_owner="parked:item")
+    assert claim is not None and claim.holder is None
+
+    await _deliver(app, flows.fan, run_id, join, total, jobs[1])
+
+    assert flows.ran == ["item:b"]
+
+
+async def test_a_job_whose_lease_was_taken_stores_nothing(app: WorkerApp, flows: Flows,
+                                                          raw: aioredis.Redis) -> None:
+    run_id, join, _, jobs = await _parked(app, flows.fan, "init")
+    storage = app.storage
+    claim = await storage.claim_job("jobs-fan", run_id, jobs[0].path, owner="slow", ttl=3,
+                                    parked_owner="parked:item")
+    assert claim is not None and claim.holder is None
+    # The slow owner's lease expired and another owner took the job.
+    await raw.set(f"{app.settings.prefix}:lease:jobs-fan:{run_id}#{jobs[0].path}", "new")
+
+    done = StepResult("success", "late")
+    assert await storage.finish_job("jobs-fan", run_id, jobs[0].path, join=join,
+                                    owner="slow", steps={jobs[0].path: done}) == -1
+    assert not await storage.renew_job("jobs-fan", run_id, jobs[0].path, owner="slow",
+                                       ttl=3, parked_owner="parked:item")
+    assert await raw.hget(f"{app.settings.prefix}:steps:jobs-fan:{run_id}",
+                          jobs[0].path) is None
+    assert await raw.scard(f"{app.settings.prefix}:join:jobs-fan:{run_id}:{join}") == 0
+
+
+async def test_a_claim_renews_the_parked_runs_lease_but_not_a_live_executions(
+        app: WorkerApp, flows: Flows, raw: aioredis.Redis) -> None:
+    run_id, join, _, jobs = await _parked(app, flows.fan, "init")
+    lease = f"{app.settings.prefix}:lease:jobs-fan:{run_id}"
+    assert await raw.get(lease) == f"parked:{join}"
+    await raw.pexpire(lease, 100)
+
+    await app.storage.claim_job("jobs-fan", run_id, jobs[0].path, owner="w1", ttl=3,
+                                parked_owner=f"parked:{join}")
+    assert await raw.pttl(lease) > 1000  # renewed for the job's ttl
+
+    await raw.set(lease, "continuing-worker", px=100_000)  # the run continues elsewhere
+    await app.storage.claim_job("jobs-fan", run_id, jobs[1].path, owner="w2", ttl=3,
+                                parked_owner=f"parked:{join}")
+    assert await raw.get(lease) == "continuing-worker"
+
+
+async def test_a_nested_job_cancelled_midway_resumes_without_rerunning_its_finished_steps(
+        app: WorkerApp, flows: Flows, raw: aioredis.Redis) -> None:
+    run_id, join, total, jobs = await _parked(app, flows.nested, [0, 1, 2])
+    await _deliver(app, flows.nested, run_id, join, total, jobs[0])
+    with anyio.move_on_after(1):  # the worker stops while item 1's second step runs
+        await _deliver(app, flows.nested, run_id, join, total, jobs[1])
+    stored = await raw.hkeys(f"{app.settings.prefix}:steps:jobs-nested:{run_id}")
+    assert "inner[1].first" in stored and "inner[1]" not in stored
+    assert await raw.get(f"{app.settings.prefix}:lease:jobs-nested:{run_id}#inner[1]") is None
+
+    flows.ran.remove("second:2")
+    flows.hold = False
+    await _deliver(app, flows.nested, run_id, join, total, jobs[2])
+    await _deliver(app, flows.nested, run_id, join, total, jobs[1])
+
+    assert sorted(flows.ran) == sorted(["first:0", "second:1", "first:1", "first:2",
+                                        "second:3", "second:2"])
+    result = await _continue(app, flows.nested, run_id)
+    assert (result.status, result.result) == ("success", [10, 20, 30])
