@@ -11,11 +11,12 @@ from typing import Any
 import anyio
 
 from procflow.context import RequestContext
+from procflow.errors import SnapshotCorruptedError
 from procflow.records import RunSnapshot, StepResult
 from procflow.runtime._run_exec import _Executing
 from procflow.runtime._run_state import _as_context, _earlier_spans, _find_unit
 from procflow.runtime.distributed import Job, JobExecution, run_claimed_job, run_job
-from procflow.runtime.execution import OutputT, Unit
+from procflow.runtime.execution import Deferred, OutputT, Unit
 from procflow.runtime.leases import RunLease
 from procflow.runtime.results import WorkflowResult
 
@@ -108,11 +109,16 @@ class _Remote(_Executing[OutputT]):
     async def run_claimed_job(
             self, job: Job, snapshot: RunSnapshot, steps: dict[str, StepResult],
             save_steps: Callable[[Mapping[str, StepResult]], Awaitable[None]],
+            load_input: Callable[[], Any],
     ) -> dict[str, StepResult]:
         """Run one job of this run's distributed fan-out that the caller claimed (it holds
         the job's lease and loaded ``snapshot`` and the ``steps`` the job needs, not the
         whole run). The run's header is not written; the job's inner rows (a nested
         workflow's) go to ``save_steps`` as they finish.
+
+        Args:
+            load_input: Decodes the run's input, left out of ``snapshot`` (called, and
+                the input checked, only if a step asks for it).
 
         Returns:
             The rows left to store, the job's own result among them (the caller writes
@@ -122,13 +128,31 @@ class _Remote(_Executing[OutputT]):
             LookupError: The job's step is not in the workflow.
         """
         unit = self.job_unit(job)
-        self._restore(snapshot, steps)
+        # What ``_restore`` takes of a stored run, but the input: a job runs no other step.
+        self._records = steps
+        self._state = dict(snapshot.state)
+        self._context = RequestContext.restored(snapshot.request_context)
+        self._created_at = snapshot.created_at
+        self._input = Deferred(lambda: self._checked_input(load_input()))
         ex = JobExecution(
             job_path=job.path, save_steps=save_steps, wf=self.workflow, run_id=self.run_id,
             input=self._input, records=self._records, state=self._state,
             request_context=self._context, storage=self.storage, sync=True, send=None,
             created_at=self._created_at)
         return await run_claimed_job(ex, unit, job)
+
+    def _checked_input(self, data: Any) -> Any:
+        """A stored input as the workflow's input schema makes it (see ``_restore``)."""
+        schema = self.workflow.input
+        if schema is None or data is None:
+            return data
+        try:
+            return schema.validate(data)
+        except Exception as exc:
+            raise SnapshotCorruptedError(
+                f"stored input of run '{self.run_id}' (workflow '{self.workflow.id}') no "
+                f"longer matches the workflow's input schema: {exc}",
+                workflow_id=self.workflow.id, run_id=self.run_id) from exc
 
     def job_unit(self, job: Job) -> Unit:
         """The step (or nested workflow) a job of this run runs.

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Check",
+    "Deferred",
     "Durability",
     "Execution",
     "Failed",
@@ -162,6 +163,24 @@ class Suspended(Exception):
     def __init__(self, paths: list[str]) -> None:
         super().__init__(paths)
         self.paths = paths
+
+
+class Deferred:
+    """A value made on first use: a distributed job's run input, which the job decodes
+    (and checks) only if a step asks for it (``ctx.get_init_data()``)."""
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make: Callable[[], Any] | None = make
+        self._value: Any = None
+
+    def get(self) -> Any:
+        """The value (made now if it was not yet)."""
+        if self._make is not None:
+            self._value = self._make()
+            self._make = None
+        return self._value
 
 
 class Scope:

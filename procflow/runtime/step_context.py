@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn
 
 from procflow.errors import TripWire
 from procflow.records import Usage
-from procflow.runtime.execution import InputT
+from procflow.runtime.execution import Deferred, InputT
 
 if TYPE_CHECKING:
     from procflow.context import RequestContext
@@ -104,7 +104,8 @@ class StepContext(Generic[InputT]):
 
     def get_init_data(self) -> Any:
         """The input the (innermost) workflow was started with."""
-        return self._scope.init_data
+        data = self._scope.init_data
+        return data.get() if type(data) is Deferred else data
 
     def get_step_result(self, step: Any) -> Any:
         """The output of an earlier, successful step of this workflow, else ``None``.

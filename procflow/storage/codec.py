@@ -20,7 +20,7 @@ plus its spans, which are JSON-ready already but are encoded just as defensively
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 import pydantic_core
@@ -57,6 +57,7 @@ __all__ = [
     "encode_snapshot",
     "encode_step",
     "listed_snapshot",
+    "load_job_run",
     "load_run",
     "load_snapshot_json",
     "load_step_json",
@@ -314,6 +315,28 @@ def load_run(header: str | bytes, rows: Iterable[tuple[str, str | bytes]], *,
         SnapshotCorruptedError: A part cannot be decoded (its message names the part:
             the snapshot, the result of step ``x``, or blob ``sha``).
     """
+    snapshot, steps, _ = _load_run(header, rows, workflow_id=workflow_id, run_id=run_id,
+                                   defer_input=False)
+    return snapshot, steps
+
+
+def load_job_run(header: str | bytes, rows: Iterable[tuple[str, str | bytes]], *,
+                 workflow_id: str, run_id: str,
+                 ) -> tuple[RunSnapshot, dict[str, StepResult], Callable[[], Any]]:
+    """``load_run`` for a distributed job, which rarely reads its run's input (a foreach's
+    input may hold every item): the snapshot's ``input`` is left undecoded (``None``) and
+    the returned function decodes it.
+
+    Raises:
+        SnapshotCorruptedError: A part cannot be decoded (the input: when the function is
+            called).
+    """
+    return _load_run(header, rows, workflow_id=workflow_id, run_id=run_id, defer_input=True)
+
+
+def _load_run(header: str | bytes, rows: Iterable[tuple[str, str | bytes]], *,
+              workflow_id: str, run_id: str, defer_input: bool,
+              ) -> tuple[RunSnapshot, dict[str, StepResult], Callable[[], Any]]:
     blobs: dict[str, str | bytes] = {}
     documents: list[tuple[str, str | bytes]] = []
     for path, text in rows:
@@ -323,12 +346,18 @@ def load_run(header: str | bytes, rows: Iterable[tuple[str, str | bytes]], *,
                                           run_id=run_id)
         else:
             documents.append((path, text))
-    snapshot = load_snapshot_json(header, workflow_id=workflow_id, run_id=run_id,
-                                  blobs=blobs)
+    stored = parse_snapshot_json(header, workflow_id=workflow_id, run_id=run_id)
+    snapshot = _snapshot(stored, blobs, workflow_id=workflow_id, run_id=run_id,
+                         with_input=not defer_input)
     steps = {path: load_step_json(text, workflow_id=workflow_id, run_id=run_id, path=path,
                                   blobs=blobs)
              for path, text in documents}
-    return snapshot, steps
+
+    def load_input() -> Any:
+        return _decoded("snapshot", stored.input, blobs, workflow_id=workflow_id,
+                        run_id=run_id)
+
+    return snapshot, steps, load_input
 
 
 def _blob_content(text: str | bytes, digest: str, *, workflow_id: str,
@@ -533,9 +562,15 @@ def load_snapshot_json(text: str | bytes, *, workflow_id: str, run_id: str,
             unknown status, an unsupported version, or belongs to another run.
     """
     stored = parse_snapshot_json(text, workflow_id=workflow_id, run_id=run_id)
-    values = _decoded("snapshot", [stored.input, stored.state, stored.result,
-                                   stored.tripwire, stored.request_context], blobs,
-                      workflow_id=workflow_id, run_id=run_id)
+    return _snapshot(stored, blobs, workflow_id=workflow_id, run_id=run_id)
+
+
+def _snapshot(stored: _StoredRun, blobs: Any, *, workflow_id: str, run_id: str,
+              with_input: bool = True) -> RunSnapshot:
+    """The header of a parsed document (``with_input=False``: its input left ``None``)."""
+    values = _decoded("snapshot", [stored.input if with_input else None, stored.state,
+                                   stored.result, stored.tripwire, stored.request_context],
+                      blobs, workflow_id=workflow_id, run_id=run_id)
     input_, state, result, tripwire, request_context = values
     if not isinstance(state, dict) or not isinstance(request_context, dict) or not (
             tripwire is None or isinstance(tripwire, dict)):

@@ -47,6 +47,7 @@ from procflow.storage.codec import (
     dump_steps,
     dump_trace,
     listed_snapshot,
+    load_job_run,
     load_run,
     load_snapshot_json,
     load_trace_json,
@@ -178,14 +179,17 @@ class JobClaim:
     Attributes:
         done: The job's result is stored finished: it must not run again.
         holder: Another owner holds the job's lease (nothing was taken).
-        snapshot: The run's header (when the job was claimed).
+        snapshot: The run's header (when the job was claimed), without its input.
         steps: The stored rows the job needs: the ones asked for, its own inner rows.
+        load_input: Decodes the run's input (a foreach's may hold every item: it is
+            decoded only if the job asks for it).
     """
 
     done: bool = False
     holder: str | None = None
     snapshot: RunSnapshot | None = None
     steps: dict[str, StepResult] = field(default_factory=dict)
+    load_input: Callable[[], Any] | None = None
 
 
 
@@ -518,8 +522,9 @@ class RedisStorage(AsyncResource):
             return JobClaim(holder=_text(reply[1]))
         rows = [(_field_name(reply[i], workflow_id=workflow_id, run_id=run_id), reply[i + 1])
                 for i in range(2, len(reply), 2)]
-        snapshot, steps = load_run(reply[1], rows, workflow_id=workflow_id, run_id=run_id)
-        return JobClaim(snapshot=snapshot, steps=steps)
+        snapshot, steps, load_input = load_job_run(reply[1], rows, workflow_id=workflow_id,
+                                                   run_id=run_id)
+        return JobClaim(snapshot=snapshot, steps=steps, load_input=load_input)
 
     async def renew_job(self, workflow_id: str, run_id: str, path: str, *, owner: str,
                         ttl: float, parked_owner: str) -> bool:

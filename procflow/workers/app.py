@@ -25,7 +25,7 @@ from procflow.errors import RunNotFoundError, RunStateError
 from procflow.runtime.distributed import Job
 from procflow.runtime.executors import SETTLED
 from procflow.runtime.leases import Heartbeat, owner_is_dead, parked_owner
-from procflow.storage.redis import RedisStorage
+from procflow.storage.redis import JobClaim, RedisStorage
 from procflow.workers.broker import (
     JOB_ACTOR,
     RUN_ACTOR,
@@ -41,7 +41,7 @@ from procflow.workers.settings import WorkerSettings
 from procflow.workflows.workflow import Workflow
 
 if TYPE_CHECKING:
-    from procflow.records import RunSnapshot, StepResult
+    from procflow.records import StepResult
     from procflow.runtime.run import Run
 
 __all__ = ["WorkerApp"]
@@ -179,8 +179,7 @@ class WorkerApp:
             finished = await storage.finish_job(workflow_id, run_id, path, join=join,
                                                 owner=None, steps={})
         else:
-            assert claim.snapshot is not None  # a claimed job has its run's header
-            finished = await self._run_claimed(run, job, claim.snapshot, claim.steps, join)
+            finished = await self._run_claimed(run, job, claim, join)
         if finished < 0:
             _log.warning("job %s of run %s lost its lease to another worker; that worker "
                          "finishes it", path, run_id)
@@ -188,8 +187,7 @@ class WorkerApp:
         if finished >= total:
             await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id)])
 
-    async def _run_claimed(self, run: Run, job: Job, snapshot: RunSnapshot,
-                           steps: dict[str, StepResult], join: str) -> int:
+    async def _run_claimed(self, run: Run, job: Job, claim: JobClaim, join: str) -> int:
         """Run a claimed job and store its result with the join (its lease and the parked
         run's renewed meanwhile); released unfinished if it stops on an error."""
         storage, wf_id, run_id = self.storage, run.workflow.id, run.run_id
@@ -211,7 +209,9 @@ class WorkerApp:
 
         beat = Heartbeat(asyncio.get_running_loop(), ttl / 3, renew)
         try:
-            rows = await run.run_claimed_job(job, snapshot, steps, save)
+            assert claim.snapshot is not None and claim.load_input is not None  # claimed
+            rows = await run.run_claimed_job(job, claim.snapshot, claim.steps, save,
+                                             claim.load_input)
             return await storage.finish_job(wf_id, run_id, job.path, join=join,
                                             owner=owner, steps=rows)
         except BaseException:

@@ -107,6 +107,9 @@ async def enqueue(broker: dramatiq.Broker, messages: Sequence[dramatiq.Message[A
     milliseconds = None if delay is None else max(1, round(delay * 1000))
 
     def send() -> None:
+        if isinstance(broker, WakingRedisBroker):  # one wake-up push for all
+            broker.enqueue_many(messages, delay=milliseconds)
+            return
         for message in messages:
             broker.enqueue(message, delay=milliseconds)
 

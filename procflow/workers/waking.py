@@ -17,6 +17,8 @@ This module imports ``dramatiq``.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Final
 
 import redis
@@ -41,14 +43,30 @@ class WakingRedisBroker(RedisBroker):
 
     def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
         """Send ``message`` (see ``RedisBroker.enqueue``), then wake a consumer."""
-        sent: Message[Any] = super().enqueue(message, delay=delay)
-        if delay is None:
-            key = wake_key(self.namespace, sent.queue_name)
-            with self.client.pipeline(transaction=False) as pipe:
-                pipe.lpush(key, 1)
-                pipe.ltrim(key, 0, _WAKE_CAP - 1)
-                pipe.execute()
+        return self.enqueue_many([message], delay=delay)[0]
+
+    def enqueue_many(self, messages: Sequence[Message[Any]], *,
+                     delay: int | None = None) -> list[Message[Any]]:
+        """Send ``messages`` one by one and wake as many consumers of their queues: one
+        push of tokens after the first message (an idle consumer starts at once), one
+        after the rest, not one per message."""
+        sent: list[Message[Any]] = []
+        for batch in (messages[:1], messages[1:]):
+            done = [super(WakingRedisBroker, self).enqueue(message, delay=delay)
+                    for message in batch]
+            if delay is None and done:
+                self._wake(Counter(message.queue_name for message in done))
+            sent.extend(done)
         return sent
+
+    def _wake(self, queues: Counter[str]) -> None:
+        """Push a token per message sent to each queue (at most ``_WAKE_CAP``)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for queue_name, count in queues.items():
+                key = wake_key(self.namespace, queue_name)
+                pipe.lpush(key, *[1] * min(count, _WAKE_CAP))
+                pipe.ltrim(key, 0, _WAKE_CAP - 1)
+            pipe.execute()
 
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Consumer:
         """A consumer of ``queue_name`` (waking on tokens unless it is a delay queue)."""

@@ -175,12 +175,12 @@ async def test_a_job_delivered_again_after_its_result_was_stored_is_not_run_agai
     claim = await app.storage.claim_job("jobs-fan", run_id, last.path, owner="lost",
                                         ttl=3, parked_owner="parked:item",
                                         reads=last.reads)
-    assert claim is not None and claim.snapshot is not None
+    assert claim is not None and claim.snapshot is not None and claim.load_input is not None
 
     async def save(rows: object) -> None:
         raise AssertionError("a step job has no inner rows")
 
-    rows = await run.run_claimed_job(last, claim.snapshot, claim.steps, save)
+    rows = await run.run_claimed_job(last, claim.snapshot, claim.steps, save, claim.load_input)
     assert await app.storage.finish_job("jobs-fan", run_id, last.path, join=join,
                                         owner="lost", steps=rows) == total
     assert await _sent(raw, app) == []
@@ -276,3 +276,18 @@ async def test_a_nested_job_cancelled_midway_resumes_without_rerunning_its_finis
                                         "second:3", "second:2"])
     result = await _continue(app, flows.nested, run_id)
     assert (result.status, result.result) == ("success", [10, 20, 30])
+
+
+async def test_a_batch_of_messages_is_sent_whole_and_wakes_as_many_consumers(
+        app: WorkerApp, raw: aioredis.Redis) -> None:
+    from procflow.workers.broker import enqueue, job_message
+    from procflow.workers.waking import wake_key
+
+    messages = [job_message(app.settings, "jobs-fan", "r1", "item", 300, "item",
+                            f"item[{i}]", i) for i in range(300)]
+    await enqueue(app.broker, messages)
+
+    sent = await _sent(raw, app)
+    assert sorted(args[5] for _, args in sent) == sorted(f"item[{i}]" for i in range(300))
+    # A token per message, at most 256: enough to wake every idle consumer.
+    assert await raw.llen(wake_key(app.settings.namespace, app.settings.queue)) == 256
