@@ -45,7 +45,7 @@ class Job:
         path: Where its result is stored ("enrich[3]").
         data: Its input, JSON-ready (the step's input schema validates it again).
         reads: The paths of the stored results it may read (``ctx.get_step_result``):
-            the run's results when it was sent, but the fan-out's own items.
+            the successful steps of its scope when it was sent.
     """
 
     unit_path: str
@@ -86,7 +86,7 @@ async def fan_out(ex: Execution, distributor: Distributor, units: Sequence[Unit]
     missing = [i for i, rec in enumerate(stored)
                if rec is None or rec.status not in ("success", "failed", "suspended")]
     if missing:
-        reads = _reads(ex, paths)
+        reads = _reads(ex, unit_paths[0])
         jobs = [Job(unit_paths[i], paths[i], to_jsonable_python(inputs[i], fallback=repr),
                     reads) for i in missing]
         await distributor.dispatch(ex.wf.id, ex.run_id, join, jobs, len(paths))
@@ -109,19 +109,20 @@ async def fan_out(ex: Execution, distributor: Distributor, units: Sequence[Unit]
     return outputs
 
 
-def _reads(ex: Execution, paths: Sequence[str]) -> tuple[str, ...]:
-    """The stored successful results a job of this fan-out may read: every one but the
-    fan-out's own items and what is under them."""
-    items = set(paths)
+def _reads(ex: Execution, unit_path: str) -> tuple[str, ...]:
+    """The stored results a job of the fan-out may read: ``ctx.get_step_result(id)`` in
+    the job's scope reads ``prefix + id``, and an id holds no "." or "[" (so neither the
+    fan-out's items nor anything nested is among them)."""
+    prefix = _scope_prefix(unit_path)
+    size = len(prefix)
     return tuple(path for path, rec in ex.records.items()
-                 if rec.status == "success" and not _under(path, items))
+                 if rec.status == "success" and path.startswith(prefix)
+                 and "." not in path[size:] and "[" not in path[size:])
 
 
-def _under(path: str, items: set[str]) -> bool:
-    """Whether ``path`` is one of ``items`` or a result inside one."""
-    if path in items:
-        return True
-    return any(path[:i] in items for i, c in enumerate(path) if c in ".[")
+def _scope_prefix(unit_path: str) -> str:
+    """The path prefix of the scope a job's step runs in ("outer." for "outer.enrich")."""
+    return unit_path.rpartition(".")[0] + "." if "." in unit_path else ""
 
 
 class JobExecution(Execution):
@@ -162,8 +163,7 @@ async def run_claimed_job(ex: JobExecution, unit: Unit, job: Job) -> dict[str, S
         The rows not written yet, the job's own result among them: the caller stores
         them with the join.
     """
-    scope = Scope(ex.wf, job.unit_path.rpartition(".")[0] + "." if "." in job.unit_path
-                  else "", ex.input, base=ex.top.state)
+    scope = Scope(ex.wf, _scope_prefix(job.unit_path), ex.input, base=ex.top.state)
     with contextlib.suppress(Failed, Suspended):  # recorded under the job's path
         await run_unit(ex, unit, job.data, scope, path=job.path, keep=True)
     if job.path not in ex.dirty:
@@ -180,8 +180,7 @@ async def run_job(ex: Execution, unit: Unit, job: Job) -> StepResult:
     rec = ex.records.get(job.path)
     if rec is not None and rec.status in ("success", "failed", "suspended"):
         return rec
-    scope = Scope(ex.wf, job.unit_path.rpartition(".")[0] + "." if "." in job.unit_path
-                  else "", ex.input, base=ex.top.state)
+    scope = Scope(ex.wf, _scope_prefix(job.unit_path), ex.input, base=ex.top.state)
     with contextlib.suppress(Failed, Suspended):  # recorded under the job's path
         await run_unit(ex, unit, job.data, scope, path=job.path, keep=True)
     await ex.flush("running")

@@ -67,6 +67,12 @@ class Flows:
                               .then(create_step(id="base", execute=base))
                               .foreach(create_step(id="item", execute=item), distribute=True)
                               .commit())
+        outer = (create_workflow(id="outer").then(create_step(id="base", execute=base))
+                 .foreach(create_step(id="item", execute=item), distribute=True).commit())
+        self.deep: Workflow = (create_workflow(id="jobs-deep")
+                               .then(create_step(id="base", execute=base))
+                               .then(create_step(id="pass", execute=lambda ctx: "init"))
+                               .then(outer).commit())
 
         async def first(ctx: StepContext) -> int:
             self.ran.append(f"first:{ctx.input_data}")
@@ -93,7 +99,7 @@ def flows() -> Flows:
 def app(flows: Flows, redis_url: str, redis_prefix: str) -> Iterator[WorkerApp]:
     settings = WorkerSettings(redis_url=redis_url, prefix=redis_prefix,
                               namespace=f"{redis_prefix}:dramatiq", lease_ttl=3)
-    worker = WorkerApp([flows.fan, flows.nested], settings)
+    worker = WorkerApp([flows.fan, flows.nested, flows.deep], settings)
     try:
         yield worker
     finally:
@@ -162,6 +168,21 @@ async def test_jobs_write_only_their_rows_read_earlier_results_and_join_in_order
     assert result.result == [{"item": c, "size": n, "base": 3, "init": BIG}
                              for c, n in (("a", 1), ("b", BIG), ("c", 1))]
     assert sorted(flows.ran) == ["item:a", "item:b", "item:c"]
+
+
+async def test_a_job_inside_a_nested_workflow_reads_the_results_of_its_own_scope(
+        app: WorkerApp, flows: Flows, raw: aioredis.Redis) -> None:
+    run_id, join, total, jobs = await _parked(app, flows.deep, "init")
+    assert (join, total) == ("outer.item", 3)
+    assert {job.reads for job in jobs} == {("outer.base",)}
+
+    for job in jobs:
+        await _deliver(app, flows.deep, run_id, join, total, job)
+
+    result = await _continue(app, flows.deep, run_id)
+    assert result.status == "success"
+    assert [r["base"] for r in result.result] == [3, 3, 3]
+    assert [r["init"] for r in result.result] == [4, 4, 4]  # len("init")
 
 
 async def test_a_job_delivered_again_after_its_result_was_stored_is_not_run_again(
