@@ -575,6 +575,11 @@ class RedisStorage(AsyncResource):
                                                                *rows])
         return int(finished)
 
+    async def finished_jobs(self, workflow_id: str, run_id: str, join: str) -> int:
+        """How many jobs of the fan-out ``join`` are finished (``finish_job``)."""
+        with self._redis.translate(f"counting the finished jobs of run {run_id!r}"):
+            return int(await self._client.scard(self._join_key(workflow_id, run_id, join)))
+
     async def release_job(self, workflow_id: str, run_id: str, path: str, *,
                           owner: str) -> None:
         """Release a claimed job's lease (it stopped unfinished: another may take it)."""

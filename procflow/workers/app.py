@@ -42,6 +42,7 @@ from procflow.workflows.workflow import Workflow
 
 if TYPE_CHECKING:
     from procflow.records import StepResult
+    from procflow.runtime.results import WorkflowResult
     from procflow.runtime.run import Run
 
 __all__ = ["WorkerApp"]
@@ -84,6 +85,8 @@ class WorkerApp:
         self._storage: RedisStorage | None = None
         self._redis: RedisConnection | None = None
         self._listener: CancelListener | None = None
+        self._parked: dict[str, tuple[str, int]] = {}
+        """Runs executing here that sent a fan-out's jobs: its join and size."""
 
     # -- per event loop resources (Dramatiq runs one loop thread per process) ---------
 
@@ -120,16 +123,20 @@ class WorkerApp:
     async def run(self, workflow_id: str, run_id: str, step: str | None = None,
                   resume_data: Any = None) -> None:
         """Execute a stored run (start, continue after a lost worker or a fan-out, or
-        resume ``step`` with ``resume_data``)."""
+        resume ``step`` with ``resume_data``). A run parked at a fan-out whose jobs all
+        finished before it was parked (their last one could not send it on: the run's
+        lease was still held here) continues here at once."""
         run = self._run(workflow_id, run_id)
-        run.mark_steps = True
-        run.distributor = self
         key = cancel_key(self.settings.prefix, run_id)
         try:
-            with (await self._cancels()).watch(key, run.request_cancel):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._cancel_if_flagged, run, key)
-                    result = await run.run_submitted(step, resume_data)
+            with (await self._cancels()).watch(key, lambda: run.request_cancel()):
+                result = await self._execute(run, key, step, resume_data)
+                while await self._joined_meanwhile(run, result):
+                    run = self._run(workflow_id, run_id)
+                    try:
+                        result = await self._execute(run, key, None, None)
+                    except RunStateError:  # another worker continues it (the last job's
+                        return  # message came after the lease was handed over)
         except RunNotFoundError:
             _dropped(workflow_id, run_id)
             return
@@ -142,10 +149,31 @@ class WorkerApp:
             await enqueue(self.broker, [run_message(self.settings, workflow_id, run_id,
                                                     resume)], delay=_BUSY_DELAY)
             return
+        finally:
+            self._parked.pop(run_id, None)
         if result.status in SETTLED:
             with self.redis.translate("publishing a settled run"):
                 await self.redis.client.publish(
                     settled_channel(self.settings.prefix, run_id), result.status)
+
+    async def _execute(self, run: Run, key: str, step: str | None,
+                       resume_data: Any) -> WorkflowResult:
+        """``run_submitted`` on a worker: steps marked started, fan-outs sent to the pool,
+        a cancel request made before it started honoured."""
+        run.mark_steps = True
+        run.distributor = self
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._cancel_if_flagged, run, key)
+            result = await run.run_submitted(step, resume_data)
+        return result
+
+    async def _joined_meanwhile(self, run: Run, result: WorkflowResult) -> bool:
+        """Whether ``run`` parked at a fan-out whose jobs are all finished already."""
+        parked = self._parked.pop(run.run_id, None)
+        if result.status != "running" or parked is None:
+            return False
+        join, total = parked
+        return await self.storage.finished_jobs(run.workflow.id, run.run_id, join) >= total
 
     async def job(self, workflow_id: str, run_id: str, join: str, total: int,
                   unit_path: str, path: str, data: Any, reads: Sequence[str] = ()) -> None:
@@ -230,6 +258,7 @@ class WorkerApp:
     async def dispatch(self, workflow_id: str, run_id: str, join: str, jobs: Sequence[Job],
                        total: int) -> None:
         """Send a parked run's unfinished jobs to the pool."""
+        self._parked[run_id] = (join, total)
         await enqueue(self.broker, [
             job_message(self.settings, workflow_id, run_id, join, total, job.unit_path,
                         job.path, job.data, job.reads) for job in jobs])

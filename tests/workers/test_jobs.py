@@ -95,15 +95,30 @@ def flows() -> Flows:
     return Flows()
 
 
-@pytest.fixture
-def app(flows: Flows, redis_url: str, redis_prefix: str) -> Iterator[WorkerApp]:
+class EagerWorker(WorkerApp):
+    """A worker whose sent jobs run at once, before the run that sent them is parked
+    (as when other workers are quicker than this one's end of the execution)."""
+
+    async def dispatch(self, workflow_id: str, run_id: str, join: str, jobs: Sequence[Job],
+                       total: int) -> None:
+        await super().dispatch(workflow_id, run_id, join, jobs, total)
+        for job in jobs:
+            await self.job(workflow_id, run_id, join, total, job.unit_path, job.path,
+                           job.data, list(job.reads))
+
+
+@pytest.fixture(params=[WorkerApp])
+def app(request: pytest.FixtureRequest, flows: Flows, redis_url: str,
+        redis_prefix: str) -> Iterator[WorkerApp]:
     settings = WorkerSettings(redis_url=redis_url, prefix=redis_prefix,
                               namespace=f"{redis_prefix}:dramatiq", lease_ttl=3)
-    worker = WorkerApp([flows.fan, flows.nested, flows.deep], settings)
+    worker = request.param([flows.fan, flows.nested, flows.deep], settings)
     try:
         yield worker
     finally:
         worker.broker.close()
+        if worker._listener is not None:
+            worker._listener.close()
 
 
 @pytest.fixture
@@ -114,6 +129,8 @@ async def raw(app: WorkerApp, redis_url: str) -> AsyncIterator[aioredis.Redis]:
     finally:
         await client.aclose()
         await app.storage.aclose()
+        if app._redis is not None:  # made by runs (cancel flags, settled notices)
+            await app._redis.aclose()
 
 
 async def _parked(app: WorkerApp, wf: Workflow, input_data: Any,
@@ -312,3 +329,22 @@ async def test_a_batch_of_messages_is_sent_whole_and_wakes_as_many_consumers(
     assert sorted(args[5] for _, args in sent) == sorted(f"item[{i}]" for i in range(300))
     # A token per message, at most 256: enough to wake every idle consumer.
     assert await raw.llen(wake_key(app.settings.namespace, app.settings.queue)) == 256
+
+
+@pytest.mark.parametrize("app", [EagerWorker], indirect=True)
+async def test_a_run_whose_jobs_finished_before_it_was_parked_continues_at_once(
+        app: WorkerApp, flows: Flows, raw: aioredis.Redis) -> None:
+    run = flows.fan.create_run(storage=app.storage)
+    await run.prepare("init")
+
+    await app.run("jobs-fan", run.run_id)  # parks, its jobs finish, it continues
+
+    stored = await flows.fan.get_run(run.run_id, storage=app.storage)
+    assert stored.status == "success"
+    assert [r["item"] for r in stored.last_result.result] == ["a", "b", "c"]
+    # The last job's message to send the run on came while the run still held its
+    # lease; delivered now, it finds the run settled and runs nothing again.
+    assert [args for actor, args in await _sent(raw, app) if actor == "procflow_run"] == [
+        ["jobs-fan", run.run_id]]
+    await app.run("jobs-fan", run.run_id)
+    assert sorted(flows.ran) == ["item:a", "item:b", "item:c"]
