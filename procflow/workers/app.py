@@ -162,9 +162,14 @@ class WorkerApp:
         a cancel request made before it started honoured."""
         run.mark_steps = True
         run.distributor = self
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._cancel_if_flagged, run, key)
-            result = await run.run_submitted(step, resume_data)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._cancel_if_flagged, run, key)
+                result = await run.run_submitted(step, resume_data)
+        except BaseExceptionGroup as group:  # the run's own error (RunStateError...) as is
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
         return result
 
     async def _joined_meanwhile(self, run: Run, result: WorkflowResult) -> bool:

@@ -348,3 +348,16 @@ async def test_a_run_whose_jobs_finished_before_it_was_parked_continues_at_once(
         ["jobs-fan", run.run_id]]
     await app.run("jobs-fan", run.run_id)
     assert sorted(flows.ran) == ["item:a", "item:b", "item:c"]
+
+
+async def test_a_run_delivered_while_a_live_worker_holds_it_is_sent_again_later(
+        app: WorkerApp, flows: Flows, raw: aioredis.Redis) -> None:
+    run = flows.fan.create_run(storage=app.storage)
+    await run.prepare("init")
+    holder = f"{socket.gethostname()}:{os.getpid()}:other"
+    assert await app.storage.acquire_lease("jobs-fan", run.run_id, owner=holder, ttl=30)
+
+    await app.run("jobs-fan", run.run_id)  # returns: no error for Dramatiq to retry
+
+    assert flows.ran == []
+    assert await _sent(raw, app, delayed=True) == [("procflow_run", ["jobs-fan", run.run_id])]
