@@ -13,8 +13,9 @@ its worker is sent again alone (a stored result is never run again).
 A job never writes the run's header (the parked run owns it): on workers it claims its
 own lease and loads only what it needs (the header, the rows it may read, ``Job.reads``)
 in one step, runs in a ``JobExecution`` that writes only step rows, and leaves its own
-result to be written with the join, atomically (``run_claimed_job``). ``run_job`` is the
-same for any storage, on the whole stored run.
+result to be written with the join, atomically (``run_claimed_job``). ``run_job`` runs
+a job with any storage (an ``InMemoryStorage`` in tests): on the whole stored run, its
+header written back with the job's result.
 
 Without a distributor (a local run), ``distribute=True`` runs the items in process.
 """
