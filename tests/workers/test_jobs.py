@@ -13,12 +13,13 @@ import json
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
 import pytest
 import redis.asyncio as aioredis
+from pydantic import BaseModel
 
 pytest.importorskip("dramatiq")
 
@@ -47,6 +48,11 @@ class Recorder:
         self.sent.append((join, total, list(jobs)))
 
 
+class Order(BaseModel):
+    name: str
+    items: list[int]
+
+
 class Flows:
     """The test's workflows and what their steps ran."""
 
@@ -69,6 +75,15 @@ class Flows:
                               .commit())
         outer = (create_workflow(id="outer").then(create_step(id="base", execute=base))
                  .foreach(create_step(id="item", execute=item), distribute=True).commit())
+        async def tagged(ctx: StepContext) -> str:
+            order = ctx.get_init_data()
+            assert isinstance(order, Order)  # the stored input, checked again
+            return f"{order.name}:{ctx.input_data}"
+
+        self.typed: Workflow = (create_workflow(id="jobs-typed", input_schema=Order)
+                                .map(lambda ctx: ctx.input_data.items)
+                                .foreach(create_step(id="tag", execute=tagged),
+                                         distribute=True).commit())
         self.deep: Workflow = (create_workflow(id="jobs-deep")
                                .then(create_step(id="base", execute=base))
                                .then(create_step(id="pass", execute=lambda ctx: "init"))
@@ -108,29 +123,29 @@ class EagerWorker(WorkerApp):
 
 
 @pytest.fixture(params=[WorkerApp])
-def app(request: pytest.FixtureRequest, flows: Flows, redis_url: str,
-        redis_prefix: str) -> Iterator[WorkerApp]:
+async def app(request: pytest.FixtureRequest, flows: Flows, redis_url: str,
+              redis_prefix: str) -> AsyncIterator[WorkerApp]:
     settings = WorkerSettings(redis_url=redis_url, prefix=redis_prefix,
                               namespace=f"{redis_prefix}:dramatiq", lease_ttl=3)
-    worker = request.param([flows.fan, flows.nested, flows.deep], settings)
+    worker = request.param([flows.fan, flows.nested, flows.deep, flows.typed], settings)
     try:
         yield worker
     finally:
+        await worker.storage.aclose()
+        if worker._redis is not None:  # made by runs (cancel flags, settled notices)
+            await worker._redis.aclose()
         worker.broker.close()
         if worker._listener is not None:
             worker._listener.close()
 
 
 @pytest.fixture
-async def raw(app: WorkerApp, redis_url: str) -> AsyncIterator[aioredis.Redis]:
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
     client = aioredis.Redis.from_url(redis_url, decode_responses=True)
     try:
         yield client
     finally:
         await client.aclose()
-        await app.storage.aclose()
-        if app._redis is not None:  # made by runs (cancel flags, settled notices)
-            await app._redis.aclose()
 
 
 async def _parked(app: WorkerApp, wf: Workflow, input_data: Any,
@@ -200,6 +215,16 @@ async def test_a_job_inside_a_nested_workflow_reads_the_results_of_its_own_scope
     assert result.status == "success"
     assert [r["base"] for r in result.result] == [3, 3, 3]
     assert [r["init"] for r in result.result] == [4, 4, 4]  # len("init")
+
+
+async def test_a_job_asking_for_the_runs_input_gets_it_checked_by_the_input_schema(
+        app: WorkerApp, flows: Flows) -> None:
+    run_id, join, total, jobs = await _parked(app, flows.typed, {"name": "o1", "items": [4, 5]})
+    for job in jobs:
+        await _deliver(app, flows.typed, run_id, join, total, job)
+
+    result = await _continue(app, flows.typed, run_id)
+    assert (result.status, result.result) == ("success", ["o1:4", "o1:5"])
 
 
 async def test_a_job_delivered_again_after_its_result_was_stored_is_not_run_again(
