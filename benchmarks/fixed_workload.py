@@ -84,4 +84,5 @@ def _noop(id: str) -> Any:
     return Noop(id)
 
 
-anyio.run(main)
+if __name__ == "__main__":
+    anyio.run(main)

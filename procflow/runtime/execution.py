@@ -338,7 +338,7 @@ class Execution:
                 as failed with a ``StepValidationError`` instead.
         """
         if self.persistent:
-            if result.encoded is None and self.encodes:
+            if self.encodes and result.encoded is None:
                 try:
                     self.encode(path, result)
                 except StepValidationError as exc:

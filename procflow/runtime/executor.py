@@ -131,9 +131,13 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
     started = _now()
     tracer = ex.tracer
     span = None
-    if tracer is not None:
-        span = tracer.open(step.id, step.span_kind, scope.span, path, started,
-                           data if step.trace_io else None)
+    if tracer is not None:  # Tracer.open, inlined (its documented fast path)
+        spans = tracer.spans
+        parent = scope.span
+        span = Span(str(len(spans) + 1), None if parent is None else parent.span_id, step.id,
+                    step.span_kind, path, started, None, "running",
+                    data if step.trace_io else None)
+        spans.append(span)
     if lost and span is not None:
         span.set(attempt=lost + 1, note=f"attempt {lost + 1} after worker loss")
     marked = ex.mark_started and keep

@@ -325,10 +325,12 @@ async def _run_items(ex: Execution, unit: Unit, items: Sequence[Any], scope: Sco
         fork = forks[i] = scope.fork()
         item_path = f"{path}[{i}]"
         try:
-            # Each finished item is recorded as it finishes (``step[i]``), so a restarted
-            # run replays it instead of running it again.
+            # Each finished item is recorded as it finishes (``step[i]``), so a run
+            # restarted after a crash replays it instead of running it again. A storage
+            # that cannot outlive the process needs no such record: a failed or suspended
+            # foreach keeps its finished items' outputs (``partial``) either way.
             outputs[i] = await run_unit(ex, unit, items[i], fork, path=item_path,
-                                        replay=True)
+                                        replay=True, keep=ex.encodes)
         except Failed as failed:
             failures[i] = failed
             return False

@@ -50,14 +50,17 @@ never raised into the run)."""
 
 
 class Tracer:
-    """Collects the spans of one run (``Span`` objects, and ``Leaf`` tuples)."""
+    """Collects the spans of one run (``Span`` objects, and ``Leaf`` tuples).
 
-    __slots__ = ("_append", "_next", "spans")
+    A span's id is its 1-based position in ``spans`` (``str(len(spans) + 1)`` when it is
+    added): ``leaf`` and ``open`` append that way, and so may a hot caller that builds its
+    ``Span`` itself (the executor does for each step) — append it at once.
+    """
+
+    __slots__ = ("spans",)
 
     def __init__(self, spans: list[Entry] | None = None) -> None:
         self.spans: list[Entry] = spans if spans is not None else []
-        self._append = self.spans.append
-        self._next = len(self.spans)
 
     def leaf(self, name: str, kind: SpanKind, parent: Span | None, start: float,
              status: SpanStatus = "success", attributes: dict[str, Any] | None = None,
@@ -67,22 +70,22 @@ class Tracer:
         The fast path for hot callers (processor hook calls, stream totals): pass the
         arguments positionally; ``end`` defaults to now.
         """
-        self._next = n = self._next + 1
-        self._append((n, None if parent is None else parent.span_id, name, kind, start,
-                      _now() if end is None else end, status, attributes))
+        spans = self.spans
+        spans.append((len(spans) + 1, None if parent is None else parent.span_id, name, kind,
+                      start, _now() if end is None else end, status, attributes))
 
     def open(self, name: str, kind: SpanKind, parent: Span | None, path: str | None,
              start: float, input: Any = None) -> Span:
         """Open a span under ``parent`` that started at ``start`` (close it with ``ok`` or
         ``end``).
 
-        The fast path for hot callers (a traced step): every argument positional, the
-        clock read by the caller (who usually needs it too).
+        The fast path for hot callers: every argument positional, the clock read by the
+        caller (who usually needs it too).
         """
-        self._next = n = self._next + 1
-        span = Span(str(n), None if parent is None else parent.span_id, name, kind, path,
-                    start, None, "running", input)
-        self._append(span)
+        spans = self.spans
+        span = Span(str(len(spans) + 1), None if parent is None else parent.span_id, name,
+                    kind, path, start, None, "running", input)
+        spans.append(span)
         return span
 
     def start(self, name: str, kind: SpanKind, parent: Span | None,
