@@ -106,6 +106,11 @@ def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage
                  parts.append, Window() if p.stream_window else None)
 
 
+def _index(stages: list[Stage], args: ProcessOutputStreamArgs) -> int:
+    """The index of the stage whose args are ``args`` (each stage has its own)."""
+    return next(i for i, stage in enumerate(stages) if stage.args is args)
+
+
 class StreamPipeline:
     """Runs each chunk through the stream hooks of a processor array, in order.
 
@@ -190,7 +195,38 @@ class StreamPipeline:
         """
         if self.tripwire is not None:
             return []
-        return await self.run(self._stages, chunk)
+        # ``run`` from the first stage, inlined for the common case (no coroutine of its
+        # own per chunk): a windowed stage or a list returned hands over to ``run``.
+        stages = self._stages
+        part = chunk
+        is_data = isinstance(part, DataChunk)
+        for p, fn, is_async, data_parts, args, append, window in stages:
+            if window is not None:
+                return await self.run(stages, part, _index(stages, args))
+            if is_data and not data_parts:
+                continue
+            args.part = part
+            append(part)
+            try:
+                out = fn(args)
+                if is_async:
+                    out = await out
+            except TripWire as trip:
+                return [self.tripped(p, trip)]
+            except ProcessorError:
+                raise
+            except Exception as exc:
+                raise stream_hook_failed(p.id, exc) from exc
+            if out is part:
+                continue
+            if out is None:
+                return []
+            if isinstance(out, Chunk):
+                part = out
+                is_data = isinstance(part, DataChunk)
+                continue
+            return await self._released(stages, _index(stages, args), p, out)
+        return [part]
 
     async def finish(self) -> list[Chunk]:
         """The end of a model call that sent no "finish" chunk: a finish goes through
@@ -244,17 +280,23 @@ class StreamPipeline:
                 part = out
                 is_data = isinstance(part, DataChunk)
                 continue
-            if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
-                if self.tripwire is not None:  # a fork's lane tripped: its tripwire chunk
-                    return out
-                emitted: list[Chunk] = []
-                for item in out:
-                    emitted += await self.run(stages, item, i + 1)
-                    if self.tripwire is not None:
-                        break
-                return emitted
-            raise stream_bad_return(p.id, out)
+            return await self._released(stages, i, p, out)
         return [part]
+
+    async def _released(self, stages: list[Stage], i: int, p: Processor,
+                        out: Any) -> list[Chunk]:
+        """Stage ``i`` (processor ``p``) returned ``out``, neither its chunk, ``None`` nor
+        one chunk: a list of chunks goes on through the stages after it."""
+        if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
+            if self.tripwire is not None:  # a fork's lane tripped: its tripwire chunk
+                return out
+            emitted: list[Chunk] = []
+            for item in out:
+                emitted += await self.run(stages, item, i + 1)
+                if self.tripwire is not None:
+                    break
+            return emitted
+        raise stream_bad_return(p.id, out)
 
     def tripped(self, p: Processor, trip: TripWire) -> Chunk:
         """Record the abort of ``p`` (stream over, violation reported): its chunk."""
