@@ -393,7 +393,7 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     process = None if pipe.empty else pipe.process
     emit = deps.emit if deps.streaming else None
     raw: list[Chunk] = []
-    texts = record.texts
+    texts: list[str] = []  # the step's text pieces (joined at the end)
     started = time.time()
     finished = False
     stream: Any = _replay(cached) if cached is not None else model.stream(request)
