@@ -106,11 +106,6 @@ def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage
                  parts.append, Window() if p.stream_window else None)
 
 
-def _index(stages: list[Stage], args: ProcessOutputStreamArgs) -> int:
-    """The index of the stage whose args are ``args`` (each stage has its own)."""
-    return next(i for i, stage in enumerate(stages) if stage.args is args)
-
-
 class StreamPipeline:
     """Runs each chunk through the stream hooks of a processor array, in order.
 
@@ -125,14 +120,21 @@ class StreamPipeline:
         counts: Processor id -> chunks it saw (the only per-chunk bookkeeping).
     """
 
-    __slots__ = ("_ctx", "_ml", "_stages", "tripwire")
+    __slots__ = ("_ctx", "_ml", "_plain", "_stages", "tripwire")
 
     def __init__(self, processors: Sequence[Processor | StreamNode], ctx: ProcessorContext,
                  message_list: MessageList | None = None) -> None:
         self._ctx = ctx
         self._ml = message_list
         self.tripwire: TripWire | None = None
-        self._stages = self.stages_of(processors)
+        self._stages = stages = self.stages_of(processors)
+        # What ``process`` needs of each stage when none holds a window (the usual case).
+        plain: list[tuple[Any, ...]] = []
+        for p, hook, is_async, _, args, append, window in stages:
+            if window is not None:
+                break
+            plain.append((p, hook, is_async, args, append))
+        self._plain = plain if len(plain) == len(stages) else None
 
     @property
     def context(self) -> ProcessorContext:
@@ -196,15 +198,14 @@ class StreamPipeline:
         if self.tripwire is not None:
             return []
         # ``run`` from the first stage, inlined for the common case (no coroutine of its
-        # own per chunk): a windowed stage or a list returned hands over to ``run``.
-        stages = self._stages
+        # own per chunk, no window or data-part checks per stage): a chunk that is not
+        # "data-*" through stages none of which holds a window. Anything else (a data
+        # chunk made, a list returned) hands over to ``run``.
+        plain = self._plain
+        if plain is None or isinstance(chunk, DataChunk):
+            return await self.run(self._stages, chunk)
         part = chunk
-        is_data = isinstance(part, DataChunk)
-        for p, fn, is_async, data_parts, args, append, window in stages:
-            if window is not None:
-                return await self.run(stages, part, _index(stages, args))
-            if is_data and not data_parts:
-                continue
+        for p, fn, is_async, args, append in plain:
             args.part = part
             append(part)
             try:
@@ -221,11 +222,14 @@ class StreamPipeline:
                 continue
             if out is None:
                 return []
-            if isinstance(out, Chunk):
+            if isinstance(out, Chunk) and not isinstance(out, DataChunk):
                 part = out
-                is_data = isinstance(part, DataChunk)
                 continue
-            return await self._released(stages, _index(stages, args), p, out)
+            stages = self._stages
+            i = next(i for i, stage in enumerate(stages) if stage.args is args)
+            if isinstance(out, Chunk):  # a data chunk: the later stages decide on it
+                return await self.run(stages, out, i + 1)
+            return await self._released(stages, i, p, out)
         return [part]
 
     async def finish(self) -> list[Chunk]:
