@@ -10,7 +10,9 @@ into stages of the in-process fast path (``_compile``): no workflow run per chun
 
 from __future__ import annotations
 
+import inspect
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -22,7 +24,13 @@ from procflow.errors import (
     WorkflowDefinitionError,
 )
 from procflow.messages import Chunk, MessageList
-from procflow.processors._call import run_hook
+from procflow.processors._call import (
+    NO_VIEW,
+    SPAN_NAMES,
+    hook_error,
+    run_hook,
+    span_name,
+)
 from procflow.processors._compile import StreamNode, compile_stream
 from procflow.processors._hooks import (
     PHASES,
@@ -38,7 +46,7 @@ from procflow.processors.args import (
     ProcessLLMRequestResult,
     ProcessorContext,
 )
-from procflow.processors.base import Processor
+from procflow.processors.base import ASYNC_HOOKS, Processor
 from procflow.processors.step import (
     PROCESSOR_CONTEXT_KEY,
     ProcessorStepSchema,
@@ -62,6 +70,7 @@ _TOOL_RESULT = TABLE["process_tool_result"]
 _API_ERROR = TABLE["process_api_error"]
 
 logger = logging.getLogger("procflow.processors")
+_now = time.time
 
 ProcessorLike: TypeAlias = "Processor | Workflow"
 
@@ -207,15 +216,43 @@ class ProcessorRunner:
         changes); a processor workflow runs on the hook's envelope, when it has one."""
         ctx = self.context
         name = hook.name
+        ml = call.ml
+        view_of = hook.view if ml is not None else None
+        make, fields, apply = hook.args, hook.fields, hook.apply
+        states = ctx.states
         for item, hooks in zip(self.items, self._item_hooks, strict=True):
             if hooks is not None:  # a processor whose hooks are its class's
-                if name in hooks:
-                    await run_hook(hook, item, call, ctx)
-            elif isinstance(item, Processor):
-                if name in item.implemented_hooks():
-                    await run_hook(hook, item, call, ctx)
-            elif hook.phase is not None and call.ml is not None:
-                await self._through(item, hook, call, call.ml)
+                if name not in hooks:
+                    continue
+            elif not isinstance(item, Processor):
+                if hook.phase is not None and ml is not None:
+                    await self._through(item, hook, call, ml)
+                continue
+            elif name not in item.implemented_hooks():
+                continue
+            # ``run_hook``, inlined (no coroutine per processor call)
+            view = NO_VIEW if view_of is None else view_of(ml)  # type: ignore[arg-type]
+            state = states.get(item.id)
+            if state is None:
+                state = states[item.id] = {}
+            args = make(ml, state, ctx.retry_count, ctx.request_context, ctx.writer,
+                        item, ctx, *fields(call, ml, view))  # type: ignore[arg-type]
+            tracer = ctx.tracer
+            started = _now() if tracer is not None else 0.0
+            try:
+                out = getattr(item, name)(args)
+                is_async = ASYNC_HOOKS.get((type(item), name))
+                if is_async is None:
+                    is_async = item.hook_is_async(name)
+                if is_async or inspect.isawaitable(out):
+                    out = await out
+            except BaseException as exc:
+                raise hook_error(exc, hook, item, ctx, started)  # noqa: B904 - cause set
+            if tracer is not None:
+                tracer.leaf(SPAN_NAMES.get((item.id, name)) or span_name(item.id, hook),
+                            "processor", ctx.span, started)
+            if out is not None:  # None leaves everything as it was, for every hook
+                apply(item, hook, call, view, out)
         return call
 
     async def _through(self, wf: Any, hook: Hook, call: HookCall, ml: MessageList) -> None:
