@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from procflow.agent.output import StepRecord
-from procflow.agent.state import AgentDeps, AgentState, as_state
+from procflow.agent.state import AgentDeps, AgentState, as_state, token_usage
 from procflow.agent.structured import check_output
 from procflow.errors import APICallError, TripWire, WorkflowDefinitionError
 from procflow.messages import (
@@ -53,7 +53,6 @@ from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.processors.step import is_processor_workflow
-from procflow.records import Usage
 from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
@@ -199,12 +198,12 @@ class _StageContext:
         self.span = span
 
     def add_usage(self, usage: Mapping[str, Any]) -> None:
-        got = Usage.of(usage)
+        got = token_usage(usage)
         self._ex.add_usage(got)
         span = self.span
         if span is not None:
             before = (span.attributes or {}).get("usage")
-            span.set(usage=(got + Usage.of(before)).to_dict() if before else got.to_dict())
+            span.set(usage=(got + token_usage(before)).to_dict() if before else got.to_dict())
 
 
 def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequence[Any],
