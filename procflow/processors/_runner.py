@@ -185,6 +185,10 @@ class ProcessorRunner:
             context is shared by the input, output and error runners of a request.
         max_processor_retries: How many ``abort(retry=True)`` retries are allowed.
         validate: Check the array (skip only for an array checked before).
+
+    Attributes:
+        hooks: The hooks some item of the array runs (a phase none runs may be skipped:
+            each ``run_*`` method returns at once for it).
     """
 
     def __init__(self, processors: Sequence[Any] = (), *,
@@ -197,7 +201,7 @@ class ProcessorRunner:
                                  else list(processors))
         self.context = context if context is not None else ProcessorContext()
         self.max_processor_retries = max_processor_retries
-        self._hooks, self._item_hooks = _hooks_of(self.items)
+        self.hooks, self._item_hooks = _hooks_of(self.items)
 
     # -- retries --------------------------------------------------------------------
 
@@ -268,14 +272,14 @@ class ProcessorRunner:
 
     async def run_input(self, ml: MessageList) -> None:
         """``process_input`` of every processor, in order, on ``ml``."""
-        if _INPUT.name not in self._hooks:
+        if _INPUT.name not in self.hooks:
             return
         await self.run(_INPUT, HookCall(ml))
 
     async def run_input_step(self, ml: MessageList, info: StepInfo,
                              current: StepOverrides) -> StepOverrides:
         """``process_input_step`` of every processor; returns the step's settings."""
-        if _INPUT_STEP.name not in self._hooks:
+        if _INPUT_STEP.name not in self.hooks:
             return current
         call = HookCall(ml, info.step_number, _steps(info))
         call.model, call.tools, call.tool_choice = (current.model, current.tools,
@@ -286,7 +290,7 @@ class ProcessorRunner:
     async def run_llm_request(self, prompt: list[dict[str, Any]], ml: MessageList | None,
                               info: StepInfo, model: Any) -> ProcessLLMRequestResult:
         """``process_llm_request``: the final prompt, and cached chunks if one answered."""
-        if _LLM_REQUEST.name not in self._hooks:
+        if _LLM_REQUEST.name not in self.hooks:
             return ProcessLLMRequestResult(prompt=prompt)
         call = HookCall(ml, info.step_number, _steps(info))
         call.model, call.prompt = model, prompt
@@ -296,7 +300,7 @@ class ProcessorRunner:
     async def run_llm_response(self, chunks: list[Chunk], ml: MessageList | None,
                                info: StepInfo, model: Any, *, from_cache: bool) -> None:
         """``process_llm_response`` of every processor (side effects only)."""
-        if _LLM_RESPONSE.name not in self._hooks:
+        if _LLM_RESPONSE.name not in self.hooks:
             return
         call = HookCall(ml, info.step_number, _steps(info))
         call.model, call.chunks, call.from_cache = model, chunks, from_cache
@@ -317,7 +321,7 @@ class ProcessorRunner:
                               finish_reason: str | None, tool_calls: list[dict[str, Any]],
                               text: str, usage: dict[str, Any] | None) -> None:
         """``process_output_step`` of every processor, after a model step."""
-        if _OUTPUT_STEP.name not in self._hooks:
+        if _OUTPUT_STEP.name not in self.hooks:
             return
         call = HookCall(ml, info.step_number, _steps(info))
         call.finish_reason, call.tool_calls, call.text, call.usage = (finish_reason, tool_calls,
@@ -326,7 +330,7 @@ class ProcessorRunner:
 
     async def run_output_result(self, ml: MessageList, result: OutputResult) -> None:
         """``process_output_result`` of every processor, once at the end."""
-        if _OUTPUT_RESULT.name not in self._hooks:
+        if _OUTPUT_RESULT.name not in self.hooks:
             return
         call = HookCall(ml)
         call.result = result
@@ -336,7 +340,7 @@ class ProcessorRunner:
                               tool_name: str, tool_call_id: str, args: dict[str, Any],
                               result: Any) -> Any:
         """``process_tool_result`` of every processor; returns the final tool result."""
-        if _TOOL_RESULT.name not in self._hooks:
+        if _TOOL_RESULT.name not in self.hooks:
             return result
         call = HookCall(ml, info.step_number, _steps(info))
         call.tool_name, call.tool_call_id, call.args, call.result = (tool_name, tool_call_id,
@@ -350,7 +354,7 @@ class ProcessorRunner:
 
         An error processor that raises (other than a TripWire) is logged and skipped.
         """
-        if _API_ERROR.name not in self._hooks:
+        if _API_ERROR.name not in self.hooks:
             return False
         call = HookCall(ml, info.step_number, _steps(info))
         call.error = error
