@@ -407,6 +407,7 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     """
     pipe = deps.pipe = deps.outputs.output_stream(state.messages)
     process = None if pipe.empty else pipe.process
+    plain = pipe.plain
     emit = deps.emit if deps.streaming else None
     raw: list[Chunk] = []
     texts: list[str] = []  # the step's text pieces (joined at the end)
@@ -447,7 +448,35 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
             elif isinstance(chunk, ErrorChunk):
                 error = chunk.error
                 raise error if isinstance(error, APICallError) else APICallError(str(error))
-            for out in ((chunk,) if process is None else await process(chunk)):
+            if process is None:
+                outs: Sequence[Chunk] = (chunk,)
+            elif plain is None or isinstance(chunk, DataChunk) or pipe.tripwire is not None:
+                outs = await process(chunk)
+            else:  # ``pipe.process``, inlined: no coroutine per chunk
+                part = chunk
+                for p, fn, is_async, args, append in plain:
+                    args.part = part
+                    append(part)
+                    try:
+                        got = fn(args)
+                        if is_async:
+                            got = await got
+                    except Exception as exc:
+                        outs = [pipe.failed(p, exc)]
+                        break
+                    if got is part:
+                        continue
+                    if got is None:
+                        outs = ()
+                        break
+                    if isinstance(got, Chunk) and not isinstance(got, DataChunk):
+                        part = got
+                        continue
+                    outs = await pipe.after(args, p, got)
+                    break
+                else:
+                    outs = (part,)
+            for out in outs:
                 if isinstance(out, TextDelta):  # as in ``deliver``
                     texts.append(out.text)
                 elif isinstance(out, TripwireChunk) and pipe.tripwire is not None:
