@@ -19,7 +19,7 @@ from procflow.agent.output import (
     SuspendedCall,
     UIMessage,
 )
-from procflow.agent.state import AgentDeps, AgentState, Emit, as_state
+from procflow.agent.state import AgentDeps, AgentState, Emit, as_state, token_usage
 from procflow.agent.structured import OutputCheck, OutputSpec, OutputT
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
@@ -41,7 +41,7 @@ from procflow.models.resolve import resolve_model
 from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
 from procflow.processors.base import Processor
-from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire, Usage
+from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire
 from procflow.runtime.executors import Executor
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.run import Run
@@ -735,7 +735,7 @@ def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
     else:
         reason = state.finish_reason or "stop"
     return FullOutput(
-        text=text, finish_reason=reason, usage=Usage.from_dict(state.usage),
+        text=text, finish_reason=reason, usage=token_usage(state.usage),
         steps=list(state.steps), tool_calls=calls, tool_results=results,
         tripwire=None if trip is None else Tripwire.from_dict(trip), messages=messages,
         response=AgentResponse(messages=response, ui_messages=ui), run_id=run_id,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from procflow.agent.output import StepRecord
-from procflow.agent.state import AgentDeps, AgentState, as_state
+from procflow.agent.state import AgentDeps, AgentState, as_state, token_usage
 from procflow.agent.structured import check_output
 from procflow.errors import APICallError, TripWire, WorkflowDefinitionError
 from procflow.messages import (
@@ -53,7 +53,6 @@ from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.processors.step import is_processor_workflow
-from procflow.records import Usage
 from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
@@ -94,7 +93,12 @@ def _bind(deps: AgentDeps, tracer: Tracer | None, span: Span | None) -> None:
 
 # -- stages ---------------------------------------------------------------------------
 
+# A phase none of the call's processors runs is skipped here, not entered: each
+# ``run_*`` of a runner is a coroutine, and most calls have few hooks.
+
 async def _input(deps: AgentDeps, state: AgentState) -> None:
+    if "process_input" not in deps.inputs.hooks:
+        return
     try:
         await deps.inputs.run_input(state.messages)
     except TripWire as trip:
@@ -103,10 +107,13 @@ async def _input(deps: AgentDeps, state: AgentState) -> None:
 
 async def _input_step(deps: AgentDeps, state: AgentState) -> None:
     state.retrying = False
+    current = StepOverrides(deps.model, list(deps.tools.values()), deps.tool_choice)
+    if "process_input_step" not in deps.inputs.hooks:
+        state.current = current
+        return
     try:
-        state.current = await deps.inputs.run_input_step(
-            state.messages, state.info(),
-            StepOverrides(deps.model, list(deps.tools.values()), deps.tool_choice))
+        state.current = await deps.inputs.run_input_step(state.messages, state.info(),
+                                                         current)
     except TripWire as trip:
         await _retry_or_trip(deps, state, trip, deps.inputs)
 
@@ -123,24 +130,27 @@ async def _retry_or_trip(deps: AgentDeps, state: AgentState, trip: TripWire,
 
 async def _output_step(deps: AgentDeps, state: AgentState) -> None:
     record = state.steps[-1]
-    try:
-        await deps.outputs.run_output_step(
-            state.messages, state.info(), finish_reason=record.finish_reason,
-            tool_calls=record.tool_calls, text=record.text, usage=record.usage)
-    except TripWire as trip:
-        await _retry_or_trip(deps, state, trip, deps.outputs)
+    if "process_output_step" in deps.outputs.hooks:
+        try:
+            await deps.outputs.run_output_step(
+                state.messages, state.info(), finish_reason=record.finish_reason,
+                tool_calls=record.tool_calls, text=record.text, usage=record.usage)
+        except TripWire as trip:
+            await _retry_or_trip(deps, state, trip, deps.outputs)
     if deps.output is not None and not (state.retrying or record.tool_calls
                                         or state.tripwire or state.error):
         check_output(deps.output, state, record.text)
     if not state.retrying and state.tripwire is None:
         done = StepFinish(state.step_number, state.finish_reason)
-        for out in await _through_stream(deps, state, done):
+        pipe = deps.pipe
+        for out in ((done,) if pipe is not None and pipe.empty
+                    else await _through_stream(deps, state, done)):
             if deps.streaming:
                 await deps.emit(out)
 
 
 async def _output_result(deps: AgentDeps, state: AgentState) -> None:
-    if not deps.outputs.items:
+    if "process_output_result" not in deps.outputs.hooks:
         return
     text = next((m.text for m in reversed(state.messages.response())
                  if m.role == "assistant"), "")
@@ -199,12 +209,12 @@ class _StageContext:
         self.span = span
 
     def add_usage(self, usage: Mapping[str, Any]) -> None:
-        got = Usage.of(usage)
+        got = token_usage(usage)
         self._ex.add_usage(got)
         span = self.span
         if span is not None:
             before = (span.attributes or {}).get("usage")
-            span.set(usage=(got + Usage.of(before)).to_dict() if before else got.to_dict())
+            span.set(usage=(got + token_usage(before)).to_dict() if before else got.to_dict())
 
 
 def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequence[Any],
@@ -310,17 +320,22 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
     choice = current.tool_choice
     info = state.info()
     ml = state.messages
+    prompt: list[dict[str, Any]] | None = ml.to_prompt()
+    cached: list[Chunk] | None = None
     try:
-        request = await deps.inputs.run_llm_request(ml.to_prompt(), ml, info, model)
-        if request.response is None and deps.errors is not deps.inputs:
-            request = await deps.errors.run_llm_request(request.prompt or [], ml, info, model)
+        for runner in (deps.inputs, deps.errors):
+            if "process_llm_request" in runner.hooks and cached is None:
+                request = await runner.run_llm_request(prompt or [], ml, info, model)
+                prompt, cached = request.prompt, request.response
+            if deps.errors is deps.inputs:
+                break
     except TripWire as trip:
         await deps.trip(state, trip)
         return
-    prompt = request.prompt or []
+    prompt = prompt or []
     while True:
         record = StepRecord(step_number=state.step_number,
-                            from_cache=request.response is not None)
+                            from_cache=cached is not None)
         if deps.streaming:
             await deps.emit(StepStart(state.step_number))
         span = None if ctx.tracer is None else ctx.tracer.start(
@@ -330,7 +345,7 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
                             output_schema=None if deps.output is None
                             else deps.output.spec.schema)
         try:
-            chunks = await _consume(deps, state, record, model, request.response, call)
+            chunks = await _consume(deps, state, record, model, cached, call)
         except APICallError as err:
             if span is not None:
                 if call.retries:
@@ -355,11 +370,12 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
         if record.usage:
             ctx.add_usage(record.usage)
         break
-    try:
-        await deps.inputs.run_llm_response(chunks, ml, info, model,
-                                           from_cache=record.from_cache)
-    except TripWire as trip:
-        await deps.trip(state, trip)
+    if "process_llm_response" in deps.inputs.hooks:
+        try:
+            await deps.inputs.run_llm_response(chunks, ml, info, model,
+                                               from_cache=record.from_cache)
+        except TripWire as trip:
+            await deps.trip(state, trip)
     _record_response(state, record)
 
 
@@ -391,9 +407,10 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     """
     pipe = deps.pipe = deps.outputs.output_stream(state.messages)
     process = None if pipe.empty else pipe.process
+    plain = pipe.plain
     emit = deps.emit if deps.streaming else None
     raw: list[Chunk] = []
-    texts = record.texts
+    texts: list[str] = []  # the step's text pieces (joined at the end)
     started = time.time()
     finished = False
     stream: Any = _replay(cached) if cached is not None else model.stream(request)
@@ -431,7 +448,35 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
             elif isinstance(chunk, ErrorChunk):
                 error = chunk.error
                 raise error if isinstance(error, APICallError) else APICallError(str(error))
-            for out in ((chunk,) if process is None else await process(chunk)):
+            if process is None:
+                outs: Sequence[Chunk] = (chunk,)
+            elif plain is None or isinstance(chunk, DataChunk) or pipe.tripwire is not None:
+                outs = await process(chunk)
+            else:  # ``pipe.process``, inlined: no coroutine per chunk
+                part = chunk
+                for p, fn, is_async, args, append in plain:
+                    args.part = part
+                    append(part)
+                    try:
+                        got = fn(args)
+                        if is_async:
+                            got = await got
+                    except Exception as exc:
+                        outs = [pipe.failed(p, exc)]
+                        break
+                    if got is part:
+                        continue
+                    if got is None:
+                        outs = ()
+                        break
+                    if isinstance(got, Chunk) and not isinstance(got, DataChunk):
+                        part = got
+                        continue
+                    outs = await pipe.after(args, p, got)
+                    break
+                else:
+                    outs = (part,)
+            for out in outs:
                 if isinstance(out, TextDelta):  # as in ``deliver``
                     texts.append(out.text)
                 elif isinstance(out, TripwireChunk) and pipe.tripwire is not None:

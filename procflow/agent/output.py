@@ -47,7 +47,6 @@ class StepRecord:
     finish_reason: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     from_cache: bool = False
-    texts: list[str] = field(default_factory=list, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

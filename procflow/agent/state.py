@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from procflow.agent.structured import OutputCheck
     from procflow.tools import Tool
 
-__all__ = ["AgentDeps", "AgentState", "Emit", "as_state"]
+__all__ = ["AgentDeps", "AgentState", "Emit", "as_state", "token_usage"]
 
 Emit = Callable[[Chunk], Awaitable[None]]
 
@@ -138,6 +138,18 @@ class AgentState:
             "error": None if self.error is None else f"{type(self.error).__name__}: "
                                                      f"{self.error}",
             "retrying": self.retrying, "decisions": dict(self.decisions)}
+
+
+def token_usage(counts: Usage | Mapping[str, Any] | None) -> Usage:
+    """``Usage.of(counts)``, quick for the loop's own token dicts (the three whole counts
+    ``AgentState.add_usage`` makes); anything else goes through ``Usage.of``'s checks."""
+    if type(counts) is dict and len(counts) == 3:
+        i, o, t = counts.get("input_tokens"), counts.get("output_tokens"), \
+            counts.get("total_tokens")
+        if type(i) is int and type(o) is int and type(t) is int and i >= 0 and o >= 0 \
+                and t > 0:
+            return Usage(i, o, t)
+    return Usage.of(counts)
 
 
 def _record_json(record: StepRecord) -> dict[str, Any]:

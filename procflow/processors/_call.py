@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from procflow.processors._hooks import Hook, HookCall
     from procflow.processors.base import Processor
 
-__all__ = ["run_hook", "span_name", "stream_bad_return", "stream_hook_failed"]
+__all__ = ["NO_VIEW", "SPAN_NAMES", "hook_error", "run_hook", "span_name", "stream_bad_return",
+           "stream_hook_failed"]
 
 _now = time.time
 
@@ -37,7 +38,7 @@ async def run_hook(hook: Hook, p: Processor, call: HookCall, ctx: ProcessorConte
             returned something its rule does not accept.
     """
     ml = call.ml
-    view = hook.view(ml) if hook.view is not None and ml is not None else _EMPTY
+    view = hook.view(ml) if hook.view is not None and ml is not None else NO_VIEW
     states = ctx.states
     state = states.get(p.id)
     if state is None:
@@ -57,30 +58,40 @@ async def run_hook(hook: Hook, p: Processor, call: HookCall, ctx: ProcessorConte
             is_async = p.hook_is_async(name)
         if is_async or inspect.isawaitable(out):
             out = await out
-    except TripWire as trip:
-        span = _failed_span(tracer, ctx.span, p.id, hook, started)
-        if trip.processor_id is None:
-            trip.processor_id = p.id
-        p.report_violation(ProcessorViolation(p.id, trip.reason, dict(trip.metadata)), ctx)
-        if span is not None:
-            Tracer.end(span, "tripwire", error=trip.reason, tripwire=trip.to_dict())
-        raise
     except BaseException as exc:
-        span = _failed_span(tracer, ctx.span, p.id, hook, started)
-        if span is not None:
-            Tracer.end(span, "failed" if isinstance(exc, Exception) else "canceled", error=exc)
-        if isinstance(exc, Exception) and not isinstance(exc, ProcflowError):
-            raise ProcessorError(f"processor '{p.id}': {name}() raised {type(exc).__name__}: "
-                                 f"{exc}", processor_id=p.id, hook=name) from exc
-        raise
+        raise hook_error(exc, hook, p, ctx, started)  # noqa: B904 - its cause is set
     if tracer is not None:
-        name = _NAMES.get((p.id, name)) or span_name(p.id, hook)  # the lookup inline
+        name = SPAN_NAMES.get((p.id, name)) or span_name(p.id, hook)  # the lookup inline
         tracer.leaf(name, "processor", ctx.span, started)
     if out is not None:  # None leaves everything as it was, for every hook
         hook.apply(p, hook, call, view, out)
 
 
-_EMPTY: list[Message] = []
+NO_VIEW: list[Message] = []
+"""The view of a hook that sees no messages."""
+
+
+def hook_error(exc: BaseException, hook: Hook, p: Processor, ctx: ProcessorContext,
+               started: float) -> BaseException:
+    """What a hook call that raised ``exc`` raises, its failed span recorded: a
+    ``TripWire`` tagged with ``p.id`` (``on_violation`` has run), a procflow error or a
+    cancellation as it is, anything else as a ``ProcessorError`` caused by it."""
+    span = _failed_span(ctx.tracer, ctx.span, p.id, hook, started)
+    if isinstance(exc, TripWire):
+        if exc.processor_id is None:
+            exc.processor_id = p.id
+        p.report_violation(ProcessorViolation(p.id, exc.reason, dict(exc.metadata)), ctx)
+        if span is not None:
+            Tracer.end(span, "tripwire", error=exc.reason, tripwire=exc.to_dict())
+        return exc
+    if span is not None:
+        Tracer.end(span, "failed" if isinstance(exc, Exception) else "canceled", error=exc)
+    if isinstance(exc, Exception) and not isinstance(exc, ProcflowError):
+        err = ProcessorError(f"processor '{p.id}': {hook.name}() raised {type(exc).__name__}: "
+                             f"{exc}", processor_id=p.id, hook=hook.name)
+        err.__cause__ = exc
+        return err
+    return exc
 
 
 def _failed_span(tracer: Tracer | None, parent: Span | None, processor_id: str, hook: Hook,
@@ -91,17 +102,18 @@ def _failed_span(tracer: Tracer | None, parent: Span | None, processor_id: str, 
     return tracer.open(span_name(processor_id, hook), "processor", parent, None, started)
 
 
-_NAMES: dict[tuple[str, str], str] = {}
+SPAN_NAMES: dict[tuple[str, str], str] = {}
+"""(processor id, hook) -> span name: ``span_name``'s cache, read inline on hot paths."""
 
 
 def span_name(processor_id: str, hook: Hook) -> str:
     """The span name of a hook call, e.g. "input processor: pii" (cached)."""
     key = (processor_id, hook.name)
-    name = _NAMES.get(key)
+    name = SPAN_NAMES.get(key)
     if name is None:
-        if len(_NAMES) >= 4096:  # ids made per request must not grow this forever
-            _NAMES.clear()
-        name = _NAMES[key] = f"{hook.label}: {processor_id}"
+        if len(SPAN_NAMES) >= 4096:  # ids made per request must not grow this forever
+            SPAN_NAMES.clear()
+        name = SPAN_NAMES[key] = f"{hook.label}: {processor_id}"
     return name
 
 

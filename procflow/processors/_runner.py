@@ -10,7 +10,9 @@ into stages of the in-process fast path (``_compile``): no workflow run per chun
 
 from __future__ import annotations
 
+import inspect
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -22,7 +24,13 @@ from procflow.errors import (
     WorkflowDefinitionError,
 )
 from procflow.messages import Chunk, MessageList
-from procflow.processors._call import run_hook
+from procflow.processors._call import (
+    NO_VIEW,
+    SPAN_NAMES,
+    hook_error,
+    run_hook,
+    span_name,
+)
 from procflow.processors._compile import StreamNode, compile_stream
 from procflow.processors._hooks import (
     PHASES,
@@ -38,7 +46,7 @@ from procflow.processors.args import (
     ProcessLLMRequestResult,
     ProcessorContext,
 )
-from procflow.processors.base import Processor
+from procflow.processors.base import ASYNC_HOOKS, Processor
 from procflow.processors.step import (
     PROCESSOR_CONTEXT_KEY,
     ProcessorStepSchema,
@@ -62,6 +70,7 @@ _TOOL_RESULT = TABLE["process_tool_result"]
 _API_ERROR = TABLE["process_api_error"]
 
 logger = logging.getLogger("procflow.processors")
+_now = time.time
 
 ProcessorLike: TypeAlias = "Processor | Workflow"
 
@@ -176,6 +185,10 @@ class ProcessorRunner:
             context is shared by the input, output and error runners of a request.
         max_processor_retries: How many ``abort(retry=True)`` retries are allowed.
         validate: Check the array (skip only for an array checked before).
+
+    Attributes:
+        hooks: The hooks some item of the array runs (a phase none runs may be skipped:
+            each ``run_*`` method returns at once for it).
     """
 
     def __init__(self, processors: Sequence[Any] = (), *,
@@ -188,7 +201,7 @@ class ProcessorRunner:
                                  else list(processors))
         self.context = context if context is not None else ProcessorContext()
         self.max_processor_retries = max_processor_retries
-        self._hooks, self._item_hooks = _hooks_of(self.items)
+        self.hooks, self._item_hooks = _hooks_of(self.items)
 
     # -- retries --------------------------------------------------------------------
 
@@ -207,15 +220,43 @@ class ProcessorRunner:
         changes); a processor workflow runs on the hook's envelope, when it has one."""
         ctx = self.context
         name = hook.name
+        ml = call.ml
+        view_of = hook.view if ml is not None else None
+        make, fields, apply = hook.args, hook.fields, hook.apply
+        states = ctx.states
         for item, hooks in zip(self.items, self._item_hooks, strict=True):
             if hooks is not None:  # a processor whose hooks are its class's
-                if name in hooks:
-                    await run_hook(hook, item, call, ctx)
-            elif isinstance(item, Processor):
-                if name in item.implemented_hooks():
-                    await run_hook(hook, item, call, ctx)
-            elif hook.phase is not None and call.ml is not None:
-                await self._through(item, hook, call, call.ml)
+                if name not in hooks:
+                    continue
+            elif not isinstance(item, Processor):
+                if hook.phase is not None and ml is not None:
+                    await self._through(item, hook, call, ml)
+                continue
+            elif name not in item.implemented_hooks():
+                continue
+            # ``run_hook``, inlined (no coroutine per processor call)
+            view = NO_VIEW if view_of is None else view_of(ml)  # type: ignore[arg-type]
+            state = states.get(item.id)
+            if state is None:
+                state = states[item.id] = {}
+            args = make(ml, state, ctx.retry_count, ctx.request_context, ctx.writer,
+                        item, ctx, *fields(call, ml, view))  # type: ignore[arg-type]
+            tracer = ctx.tracer
+            started = _now() if tracer is not None else 0.0
+            try:
+                out = getattr(item, name)(args)
+                is_async = ASYNC_HOOKS.get((type(item), name))
+                if is_async is None:
+                    is_async = item.hook_is_async(name)
+                if is_async or inspect.isawaitable(out):
+                    out = await out
+            except BaseException as exc:
+                raise hook_error(exc, hook, item, ctx, started)  # noqa: B904 - cause set
+            if tracer is not None:
+                tracer.leaf(SPAN_NAMES.get((item.id, name)) or span_name(item.id, hook),
+                            "processor", ctx.span, started)
+            if out is not None:  # None leaves everything as it was, for every hook
+                apply(item, hook, call, view, out)
         return call
 
     async def _through(self, wf: Any, hook: Hook, call: HookCall, ml: MessageList) -> None:
@@ -231,14 +272,14 @@ class ProcessorRunner:
 
     async def run_input(self, ml: MessageList) -> None:
         """``process_input`` of every processor, in order, on ``ml``."""
-        if _INPUT.name not in self._hooks:
+        if _INPUT.name not in self.hooks:
             return
         await self.run(_INPUT, HookCall(ml))
 
     async def run_input_step(self, ml: MessageList, info: StepInfo,
                              current: StepOverrides) -> StepOverrides:
         """``process_input_step`` of every processor; returns the step's settings."""
-        if _INPUT_STEP.name not in self._hooks:
+        if _INPUT_STEP.name not in self.hooks:
             return current
         call = HookCall(ml, info.step_number, _steps(info))
         call.model, call.tools, call.tool_choice = (current.model, current.tools,
@@ -249,7 +290,7 @@ class ProcessorRunner:
     async def run_llm_request(self, prompt: list[dict[str, Any]], ml: MessageList | None,
                               info: StepInfo, model: Any) -> ProcessLLMRequestResult:
         """``process_llm_request``: the final prompt, and cached chunks if one answered."""
-        if _LLM_REQUEST.name not in self._hooks:
+        if _LLM_REQUEST.name not in self.hooks:
             return ProcessLLMRequestResult(prompt=prompt)
         call = HookCall(ml, info.step_number, _steps(info))
         call.model, call.prompt = model, prompt
@@ -259,7 +300,7 @@ class ProcessorRunner:
     async def run_llm_response(self, chunks: list[Chunk], ml: MessageList | None,
                                info: StepInfo, model: Any, *, from_cache: bool) -> None:
         """``process_llm_response`` of every processor (side effects only)."""
-        if _LLM_RESPONSE.name not in self._hooks:
+        if _LLM_RESPONSE.name not in self.hooks:
             return
         call = HookCall(ml, info.step_number, _steps(info))
         call.model, call.chunks, call.from_cache = model, chunks, from_cache
@@ -280,7 +321,7 @@ class ProcessorRunner:
                               finish_reason: str | None, tool_calls: list[dict[str, Any]],
                               text: str, usage: dict[str, Any] | None) -> None:
         """``process_output_step`` of every processor, after a model step."""
-        if _OUTPUT_STEP.name not in self._hooks:
+        if _OUTPUT_STEP.name not in self.hooks:
             return
         call = HookCall(ml, info.step_number, _steps(info))
         call.finish_reason, call.tool_calls, call.text, call.usage = (finish_reason, tool_calls,
@@ -289,7 +330,7 @@ class ProcessorRunner:
 
     async def run_output_result(self, ml: MessageList, result: OutputResult) -> None:
         """``process_output_result`` of every processor, once at the end."""
-        if _OUTPUT_RESULT.name not in self._hooks:
+        if _OUTPUT_RESULT.name not in self.hooks:
             return
         call = HookCall(ml)
         call.result = result
@@ -299,7 +340,7 @@ class ProcessorRunner:
                               tool_name: str, tool_call_id: str, args: dict[str, Any],
                               result: Any) -> Any:
         """``process_tool_result`` of every processor; returns the final tool result."""
-        if _TOOL_RESULT.name not in self._hooks:
+        if _TOOL_RESULT.name not in self.hooks:
             return result
         call = HookCall(ml, info.step_number, _steps(info))
         call.tool_name, call.tool_call_id, call.args, call.result = (tool_name, tool_call_id,
@@ -313,7 +354,7 @@ class ProcessorRunner:
 
         An error processor that raises (other than a TripWire) is logged and skipped.
         """
-        if _API_ERROR.name not in self._hooks:
+        if _API_ERROR.name not in self.hooks:
             return False
         call = HookCall(ml, info.step_number, _steps(info))
         call.error = error

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from procflow.processors._compile import StreamNode
     from procflow.processors.base import Processor
 
-__all__ = ["WINDOW_CONTEXT", "Stage", "StreamPipeline", "Window"]
+__all__ = ["WINDOW_CONTEXT", "PlainStage", "Stage", "StreamPipeline", "Window"]
 
 _STREAM = TABLE["process_output_stream"]
 _HOOK = _STREAM.name
@@ -95,6 +95,11 @@ class Stage(NamedTuple):
     """The held text of a ``stream_window`` processor."""
 
 
+PlainStage = tuple[Any, Callable[[Any], Any], bool, ProcessOutputStreamArgs,
+                   Callable[[Chunk], None]]
+"""A stage of a pipeline with no window: (processor, hook, is_async, args, append)."""
+
+
 def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage:
     # The retry count cannot change while one model call streams: set it once.
     # (positional: message_list, state, retry_count, request_context, writer, processor,
@@ -120,14 +125,21 @@ class StreamPipeline:
         counts: Processor id -> chunks it saw (the only per-chunk bookkeeping).
     """
 
-    __slots__ = ("_ctx", "_ml", "_stages", "tripwire")
+    __slots__ = ("_ctx", "_ml", "_plain", "_stages", "tripwire")
 
     def __init__(self, processors: Sequence[Processor | StreamNode], ctx: ProcessorContext,
                  message_list: MessageList | None = None) -> None:
         self._ctx = ctx
         self._ml = message_list
         self.tripwire: TripWire | None = None
-        self._stages = self.stages_of(processors)
+        self._stages = stages = self.stages_of(processors)
+        # What ``process`` needs of each stage when none holds a window (the usual case).
+        plain: list[PlainStage] = []
+        for p, hook, is_async, _, args, append, window in stages:
+            if window is not None:
+                break
+            plain.append((p, hook, is_async, args, append))
+        self._plain = plain if len(plain) == len(stages) else None
 
     @property
     def context(self) -> ProcessorContext:
@@ -190,7 +202,63 @@ class StreamPipeline:
         """
         if self.tripwire is not None:
             return []
-        return await self.run(self._stages, chunk)
+        # ``run`` from the first stage, inlined for the common case (no coroutine of its
+        # own per chunk, no window or data-part checks per stage): a chunk that is not
+        # "data-*" through stages none of which holds a window. Anything else (a data
+        # chunk made, a list returned) hands over to ``run``.
+        plain = self._plain
+        if plain is None or isinstance(chunk, DataChunk):
+            return await self.run(self._stages, chunk)
+        part = chunk
+        for p, fn, is_async, args, append in plain:  # (the agent loop inlines this loop)
+            args.part = part
+            append(part)
+            try:
+                out = fn(args)
+                if is_async:
+                    out = await out
+            except Exception as exc:
+                return [self.failed(p, exc)]
+            if out is part:
+                continue
+            if out is None:
+                return []
+            if isinstance(out, Chunk) and not isinstance(out, DataChunk):
+                part = out
+                continue
+            return await self.after(args, p, out)
+        return [part]
+
+    @property
+    def plain(self) -> list[PlainStage] | None:
+        """The stages as ``(processor, hook, is_async, args, append)``, for a caller
+        running a chunk that is not "data-*" through them itself, as ``process`` does
+        (``failed`` and ``after`` for what is not a chunk passed on); ``None`` when a
+        stage holds a window (``process`` then)."""
+        return self._plain
+
+    def failed(self, p: Processor, exc: Exception) -> Chunk:
+        """The chunk for a stream hook of ``p`` that raised ``exc``: a TripWire's tripwire
+        chunk (the stream is over).
+
+        Raises:
+            ProcessorError: ``exc`` was not a TripWire (the original is the cause).
+        """
+        if isinstance(exc, TripWire):
+            return self.tripped(p, exc)
+        if isinstance(exc, ProcessorError):
+            raise exc
+        raise stream_hook_failed(p.id, exc) from exc
+
+    async def after(self, args: ProcessOutputStreamArgs, p: Processor,
+                    out: Any) -> list[Chunk]:
+        """The chunks for the stage with ``args`` (processor ``p``) returning ``out``, a
+        "data-*" chunk or a list of chunks: through the stages after it."""
+        stages = self._stages
+        i = next(i for i, stage in enumerate(stages) if stage.args is args)
+        if isinstance(out, Chunk):  # a data chunk: the later stages decide on it
+            return await self.run(stages, out, i + 1)
+        return await self._released(stages, i, p, out)
 
     async def finish(self) -> list[Chunk]:
         """The end of a model call that sent no "finish" chunk: a finish goes through
@@ -244,17 +312,23 @@ class StreamPipeline:
                 part = out
                 is_data = isinstance(part, DataChunk)
                 continue
-            if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
-                if self.tripwire is not None:  # a fork's lane tripped: its tripwire chunk
-                    return out
-                emitted: list[Chunk] = []
-                for item in out:
-                    emitted += await self.run(stages, item, i + 1)
-                    if self.tripwire is not None:
-                        break
-                return emitted
-            raise stream_bad_return(p.id, out)
+            return await self._released(stages, i, p, out)
         return [part]
+
+    async def _released(self, stages: list[Stage], i: int, p: Processor,
+                        out: Any) -> list[Chunk]:
+        """Stage ``i`` (processor ``p``) returned ``out``, neither its chunk, ``None`` nor
+        one chunk: a list of chunks goes on through the stages after it."""
+        if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
+            if self.tripwire is not None:  # a fork's lane tripped: its tripwire chunk
+                return out
+            emitted: list[Chunk] = []
+            for item in out:
+                emitted += await self.run(stages, item, i + 1)
+                if self.tripwire is not None:
+                    break
+            return emitted
+        raise stream_bad_return(p.id, out)
 
     def tripped(self, p: Processor, trip: TripWire) -> Chunk:
         """Record the abort of ``p`` (stream over, violation reported): its chunk."""

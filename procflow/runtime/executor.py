@@ -13,6 +13,7 @@ import inspect
 import logging
 import time
 import traceback
+from collections.abc import Coroutine
 from typing import Any
 
 import anyio
@@ -48,10 +49,11 @@ __all__ = ["close_span", "run_plan", "run_unit"]
 
 # -- running one step (or nested workflow) ---------------------------------------
 
-async def run_unit(ex: Execution, unit: Unit, data: Any, scope: Scope, *,
-                   replay: bool = True, path: str | None = None, keep: bool = True,
-                   iteration: int = 0) -> Any:
-    """Run a step or nested workflow and return its output.
+def run_unit(ex: Execution, unit: Unit, data: Any, scope: Scope, *,
+             replay: bool = True, path: str | None = None, keep: bool = True,
+             iteration: int = 0) -> Coroutine[Any, Any, Any]:
+    """Run a step or nested workflow and return its output (``await run_unit(...)``:
+    the step's or workflow's own coroutine, no coroutine of this one in between).
 
     Args:
         replay: Reuse a stored "success" result instead of running again.
@@ -66,8 +68,8 @@ async def run_unit(ex: Execution, unit: Unit, data: Any, scope: Scope, *,
     if path is None:
         path = scope.prefix + unit.id
     if unit.is_workflow:
-        return await _run_nested(ex, unit, data, scope, path, replay, keep, iteration)
-    return await _run_step(ex, unit, data, scope, path, replay, keep, iteration)
+        return _run_nested(ex, unit, data, scope, path, replay, keep, iteration)
+    return _run_step(ex, unit, data, scope, path, replay, keep, iteration)
 
 
 def _stored(ex: Execution, unit: Unit, path: str, replay: bool,
@@ -325,8 +327,10 @@ async def _run_nested(ex: Execution, wf: PlanUnit, data: Any, scope: Scope, path
     span = None if ex.tracer is None else ex.tracer.open(
         wf.id, "workflow", scope.span, path, started, data if wf.trace_io else None)
     inner = Scope(wf, path + ".", data, scope.state, None, span)
-    try:
-        out = await run_plan(ex, wf, data, inner)
+    plan = wf.compiled
+    try:  # a one-node plan (an agent loop's stage, say) runs without run_plan between
+        out = await (plan[0](ex, data, inner) if plan is not None and len(plan) == 1
+                     else run_plan(ex, wf, data, inner))
     except BaseException as exc:
         scope.state = inner.state
         if span is not None:

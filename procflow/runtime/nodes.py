@@ -44,9 +44,9 @@ Condition = Callable[[Any], Any]
 
 
 def then_node(unit: Unit) -> Node:
-    """``.then(unit)``: run it on the data."""
-    async def then(ex: Execution, data: Any, scope: Scope) -> Any:
-        return await run_unit(ex, unit, data, scope)
+    """``.then(unit)``: run it on the data (the unit's own coroutine is the node's)."""
+    def then(ex: Execution, data: Any, scope: Scope) -> Awaitable[Any]:
+        return run_unit(ex, unit, data, scope)
     return then
 
 
