@@ -117,7 +117,7 @@ def new_secret_id() -> str:
 
 
 class _PartBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class TextPart(_PartBase):
@@ -149,7 +149,8 @@ class ToolResultPart(_PartBase):
     ``model_output``, when set, is what the model sees instead of ``result``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
+    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=(),
+                              defer_build=True)
 
     type: Literal["tool-result"] = "tool-result"
     tool_call_id: str
@@ -195,7 +196,7 @@ Part = Annotated[
 class MessageContent(BaseModel):
     """What a message says: its parts, metadata, and an optional flattened text fallback."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     format: Literal[2] = 2
     parts: list[Part] = Field(default_factory=list)
@@ -210,7 +211,7 @@ _INPUT_KEYS = frozenset({"id", "role", "content", "created_at", "thread_id", "re
 class Message(BaseModel):
     """One message of a conversation."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(default_factory=new_id)
     role: MessageRole

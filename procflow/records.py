@@ -22,8 +22,6 @@ from typing import Any, Final, Literal
 
 from pydantic_core import to_jsonable_python
 
-from procflow._secrets import mask_secrets
-
 __all__ = [
     "DEFAULT_TRUNCATE",
     "TERMINAL_STATUSES",
@@ -447,6 +445,8 @@ def redact_secrets(value: Any, secrets: tuple[str, ...] = ()) -> Any:
     ...; numbers such as token counts stay), every secret-shaped part of any other string
     or mapping key, and the given literal ``secrets``.
     """
+    from procflow._secrets import mask_secrets  # its ~25 patterns compile on first use
+
     return mask_secrets(value, secrets)
 
 

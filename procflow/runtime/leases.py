@@ -10,10 +10,10 @@ this host that no longer exists (killed) is taken over at once instead of after 
 
 from __future__ import annotations
 
-import asyncio  # noqa: TID251 - anyio has no timer; see ``Heartbeat`` (trio: a task)
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, final
@@ -24,6 +24,8 @@ from procflow.errors import RunStateError
 from procflow.messages import new_id
 
 if TYPE_CHECKING:
+    import asyncio  # noqa: TID251 - (imported where used: it costs ~20 ms at import)
+
     from procflow.records import Lease
     from procflow.storage.base import Storage
 
@@ -193,9 +195,12 @@ class RunLease:
         """On asyncio: a heartbeat that makes no task until a third of the ttl has passed
         (most runs end sooner), so a short run costs one timer; ``None`` on other event
         loops (run ``keep`` in a task group there). Stop it with ``await hb.stop()``."""
+        aio = sys.modules.get("asyncio")  # not imported: not on asyncio
         try:
-            loop = asyncio.get_running_loop()
+            loop = aio.get_running_loop() if aio is not None else None
         except RuntimeError:
+            loop = None
+        if loop is None:
             return None
         return Heartbeat(loop, self.ttl / 3, lambda: self.keep(on_lost, wait_first=False))
 
@@ -245,6 +250,8 @@ class Heartbeat:
             return
         self._task = None
         task.cancel()
+        import asyncio  # noqa: TID251 - loaded: a task of its loop exists
+
         with anyio.CancelScope(shield=True):
             await asyncio.wait((task,))
         if not task.cancelled() and task.exception() is not None:

@@ -2,8 +2,8 @@
 
 ``InMemoryStorage`` (tests, benchmarks), ``SQLiteStorage`` (the embedded default),
 ``RedisStorage`` (several processes sharing state) and ``PostgresStorage`` (the durable
-system of record). ``RedisStorage`` and ``PostgresStorage`` are imported on first access,
-so importing this package never imports ``redis`` or ``psycopg``.
+system of record). The three backends are imported on first access, so importing this
+package imports none of ``sqlite3``, ``redis`` or ``psycopg``.
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from procflow._lazy import lazy_exports
 from procflow.storage.base import Storage
 from procflow.storage.memory import InMemoryStorage
 from procflow.storage.null import NullStorage
-from procflow.storage.sqlite import SQLiteStorage
 from procflow.storage.values import register_type
 
 if TYPE_CHECKING:
     from procflow.storage.postgres import PostgresStorage
     from procflow.storage.redis import RedisStorage
+    from procflow.storage.sqlite import SQLiteStorage
 
 __all__ = ["InMemoryStorage", "NullStorage", "PostgresStorage", "RedisStorage",
            "SQLiteStorage", "Storage", "register_type"]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisStorage": ".redis",
-                                                             "PostgresStorage": ".postgres"})
+                                                             "PostgresStorage": ".postgres",
+                                                             "SQLiteStorage": ".sqlite"})

@@ -26,7 +26,6 @@ from typing import Any, Final
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from procflow._secrets import mask_text
 from procflow.errors import SnapshotCorruptedError, StepExecutionError, StepTimeoutError
 from procflow.records import (
     RunSnapshot,
@@ -121,6 +120,8 @@ def _encode_error(exc: BaseException | None, depth: int = 0) -> dict[str, Any] |
     except Exception:
         message = _fallback(exc)
     # Error messages are for people, not for resuming: secrets in them never reach disk.
+    from procflow._secrets import mask_text  # its ~25 patterns compile on first use
+
     stored: dict[str, Any] = {"type": _type_name(exc), "message": mask_text(message)}
     step_id = getattr(exc, "step_id", None)
     if isinstance(step_id, str):
@@ -428,7 +429,7 @@ def dump_trace(record: TraceRecord) -> str:
 
 
 class _StoredError(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     type: str
     message: str
@@ -438,7 +439,7 @@ class _StoredError(BaseModel):
 
 
 class _StoredStep(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     status: StepStatus
     output: Any
@@ -453,7 +454,7 @@ class _StoredStep(BaseModel):
 
 
 class _StoredRun(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     v: int
     workflow_id: str
@@ -472,7 +473,7 @@ class _StoredRun(BaseModel):
 
 class _StoredTraceHeader(BaseModel):
     # Strict: a trace is only written by ``dump_trace``, so nothing needs coercing.
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
 
     run_id: str
     workflow_id: str
