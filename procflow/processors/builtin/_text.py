@@ -186,7 +186,7 @@ class _Builder:
             self.ends.append(end)
 
     def copy(self, view: View, start: int, end: int) -> None:
-        self.chars.extend(view.text[start:end])
+        """The spans of ``view.text[start:end]`` (its characters are not copied)."""
         self.starts.extend(view.starts[start:end])
         self.ends.extend(view.ends[start:end])
 
@@ -218,56 +218,108 @@ def _fold_char(ch: str) -> str:
 
 _ASCII_DROPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SLOW_FOLD = re.compile(r"[^\t\n\x20-\x7e]+")  # what the ASCII fast path does not cover
-_ASCII_FOLD = str.maketrans({"\t": " ", "`": "'"})
+
+
+def _fold_ascii(run: str) -> str:
+    """An ASCII run folded: lower case, tab as space, backtick as quote."""
+    run = run.lower()
+    if "\t" in run:
+        run = run.replace("\t", " ")
+    if "`" in run:
+        run = run.replace("`", "'")
+    return run
+
+
+@lru_cache(maxsize=4096)
+def _fold_lower(ch: str) -> str:
+    return _fold_char(ch).lower()
 
 
 def fold(text: str) -> View:
     """The base view: de-smuggled, compatibility-folded, confusables mapped, lowered."""
     if text.isascii() and _ASCII_DROPPED.search(text) is None:
         # the common case, without a Python step per character: same result
-        return View("base", text.lower().translate(_ASCII_FOLD), range(len(text)),
-                    range(1, len(text) + 1))
+        return View("base", _fold_ascii(text), range(len(text)), range(1, len(text) + 1))
+    pieces: list[str] = []
+    pos = 0
+    for m in _SLOW_FOLD.finditer(text):
+        if m.start() > pos:  # an ASCII run: folded in one go
+            pieces.append(_fold_ascii(text[pos:m.start()]))
+        pieces.extend(map(_fold_lower, text[m.start():m.end()]))
+        pos = m.end()
+    if pos < len(text):
+        pieces.append(_fold_ascii(text[pos:]))
+    spans = _DeferredSpans(lambda: _folded_spans(text))
+    return View("base", "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
+
+
+def _folded_spans(text: str) -> tuple[array[int], array[int]]:
+    """The starts and ends of ``fold(text)`` (not ASCII): each character of the view
+    comes from one character of the text; ASCII runs map one to one."""
     b = _Builder()
     pos = 0
     for m in _SLOW_FOLD.finditer(text):
-        if m.start() > pos:  # an ASCII run: folded in one go, its spans as ranges
-            b.chars.append(text[pos:m.start()].lower().translate(_ASCII_FOLD))
+        if m.start() > pos:
             b.starts.extend(range(pos, m.start()))
             b.ends.extend(range(pos + 1, m.start() + 1))
         for i in range(m.start(), m.end()):
-            b.add(_fold_char(text[i]).lower(), i, i + 1)
+            n = len(_fold_lower(text[i]))
+            if n:
+                b.starts.extend([i] * n)
+                b.ends.extend([i + 1] * n)
         pos = m.end()
     if pos < len(text):
-        b.chars.append(text[pos:].lower().translate(_ASCII_FOLD))
         b.starts.extend(range(pos, len(text)))
         b.ends.extend(range(pos + 1, len(text) + 1))
-    return b.build("base")
+    return b.starts, b.ends
 
 
 def _substitute(view: View, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str],
                 name: str) -> View:
     edits = [(m, new) for m in pattern.finditer(view.text) if (new := repl(m)) != m.group(0)]
+    return _apply(view, edits, name)
+
+
+def _apply(view: View, edits: list[tuple[re.Match[str], str]], name: str) -> View:
+    """``view`` with each edit's match replaced by its text (the spans made on use)."""
     if not edits:  # nothing changes: share the text and spans, copy nothing
         return View(name, view.text, view.starts, view.ends)
+    text = view.text
+    pieces: list[str] = []
+    pos = 0
+    for m, new in edits:
+        pieces.append(text[pos:m.start()])
+        pieces.append(new)
+        pos = m.end()
+    pieces.append(text[pos:])
+    # the spans are only needed where a rule matches: made then
+    spans = _DeferredSpans(lambda: _substituted_spans(view, edits))
+    return View(name, "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
+
+
+def _substituted_spans(view: View, edits: list[tuple[re.Match[str], str]],
+                       ) -> tuple[array[int], array[int]]:
+    """The starts and ends of ``_substitute``'s view."""
     b = _Builder()
     pos = 0
     for m, new in edits:
         b.copy(view, pos, m.start())
         if len(new) == m.end() - m.start():
-            b.chars.extend(new)
             b.starts.extend(view.starts[m.start():m.end()])
             b.ends.extend(view.ends[m.start():m.end()])
         else:
             kept = [k for k in range(m.start(), m.end())
                     if not _SEPARATORS.fullmatch(view.text[k])]
             if len(kept) == len(new):  # the replacement only dropped separators
-                for k, ch in zip(kept, new, strict=True):
-                    b.add(ch, view.starts[k], view.ends[k])
+                for k in kept:
+                    b.starts.append(view.starts[k])
+                    b.ends.append(view.ends[k])
             else:
-                b.add(new, view.starts[m.start()], view.ends[m.end() - 1])
+                b.starts.extend([view.starts[m.start()]] * len(new))
+                b.ends.extend([view.ends[m.end() - 1]] * len(new))
         pos = m.end()
     b.copy(view, pos, len(view.text))
-    return b.build(name)
+    return b.starts, b.ends
 
 
 def join_split(view: View) -> View:
@@ -281,19 +333,27 @@ def join_split(view: View) -> View:
     return _substitute(joined, _INNER_PUNCT, lambda m: "", "joined")
 
 
+def _leet_tokens(view: View) -> list[tuple[re.Match[str], str]]:
+    """The words ``leet`` rewrites, with the part it translates (the word without the
+    "!" that ends it)."""
+    out: list[tuple[re.Match[str], str]] = []
+    for m in _LEET_CANDIDATE.finditer(view.text):
+        core = m.group(0).rstrip("!")
+        if _LEET_CHARS.search(core) is not None and _LETTER.search(core) is not None:
+            out.append((m, core))
+    return out
+
+
+def _leet_view(view: View, tokens: list[tuple[re.Match[str], str]], one_as: str) -> View:
+    table = _LEET_I if one_as == "i" else _LEET_L
+    edits = [(m, core.translate(table) + m.group(0)[len(core):]) for m, core in tokens]
+    return _apply(view, edits, f"leet-{one_as}")
+
+
 def leet(view: View, *, one_as: str = "i") -> View:
     """Read digits and symbols as letters inside words that also hold letters; "!" that
     ends a word is punctuation ("at chess!"), not an "i"."""
-    table = _LEET_I if one_as == "i" else _LEET_L
-
-    def unleet(m: re.Match[str]) -> str:
-        token = m.group(0)
-        core = token.rstrip("!")
-        if _LEET_CHARS.search(core) is None or _LETTER.search(core) is None:
-            return token
-        return core.translate(table) + token[len(core):]
-
-    return _substitute(view, _LEET_CANDIDATE, unleet, f"leet-{one_as}")
+    return _leet_view(view, _leet_tokens(view), one_as)
 
 
 VOCABULARY: frozenset[str] = frozenset({
@@ -352,32 +412,29 @@ def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
     return _substitute(view, _WORDS, lambda m: table.get(m.group(0), m.group(0)), "spelling")
 
 
-class _SquashedSpans:
-    """The starts and ends of a squashed view, made on first use: the view's text is
-    cheap to make (one ``findall``), its spans are not, and they are only needed for
-    a match."""
+class _DeferredSpans:
+    """The starts and ends of a view, made on first use by ``make``: a view's text is
+    cheap to make, its spans are not, and they are only needed for a match."""
 
-    __slots__ = ("_ends", "_source", "_starts")
+    __slots__ = ("_ends", "_make", "_starts")
 
-    def __init__(self, source: View) -> None:
-        self._source: View | None = source
-        self._starts: array[int] = array("q")
-        self._ends: array[int] = array("q")
+    def __init__(self, make: Callable[[], tuple[Sequence[int], Sequence[int]]]) -> None:
+        self._make: Callable[[], tuple[Sequence[int], Sequence[int]]] | None = make
+        self._starts: Sequence[int] = ()
+        self._ends: Sequence[int] = ()
 
-    def get(self, ends: bool) -> array[int]:
-        source = self._source
-        if source is not None:
-            self._source = None
-            for m in _LETTER_RUN.finditer(source.text):
-                self._starts.extend(source.starts[m.start():m.end()])
-                self._ends.extend(source.ends[m.start():m.end()])
+    def get(self, ends: bool) -> Sequence[int]:
+        make = self._make
+        if make is not None:
+            self._make = None
+            self._starts, self._ends = make()
         return self._ends if ends else self._starts
 
 
 class _LazyIndex(Sequence[int]):
     __slots__ = ("_ends", "_spans")
 
-    def __init__(self, spans: _SquashedSpans, ends: bool) -> None:
+    def __init__(self, spans: _DeferredSpans, ends: bool) -> None:
         self._spans, self._ends = spans, ends
 
     def __len__(self) -> int:
@@ -387,9 +444,18 @@ class _LazyIndex(Sequence[int]):
         return self._spans.get(self._ends)[index]
 
 
+def _squashed_spans(source: View) -> tuple[array[int], array[int]]:
+    starts: array[int] = array("q")
+    ends: array[int] = array("q")
+    for m in _LETTER_RUN.finditer(source.text):
+        starts.extend(source.starts[m.start():m.end()])
+        ends.extend(source.ends[m.start():m.end()])
+    return starts, ends
+
+
 def squash(view: View) -> View:
     """Letters only: what "i-g n o r e" and "ig nore" have in common."""
-    spans = _SquashedSpans(view)
+    spans = _DeferredSpans(lambda: _squashed_spans(view))
     return View("squashed", "".join(_LETTER_RUN.findall(view.text)), _LazyIndex(spans, False),
                 _LazyIndex(spans, True))
 
@@ -537,7 +603,12 @@ def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
     seen = {base.text}
     yield base
     joined = join_split(base)
-    candidates = [joined, spellfix(joined), leet(joined, one_as="i"), leet(joined, one_as="l")]
+    tokens = _leet_tokens(joined)
+    leet_i = _leet_view(joined, tokens, "i")
+    # the two leet readings differ only where a rewritten word holds a "1"
+    leet_l = (_leet_view(joined, tokens, "l") if any("1" in core for _, core in tokens)
+              else View("leet-l", leet_i.text, leet_i.starts, leet_i.ends))
+    candidates = [joined, spellfix(joined), leet_i, leet_l]
     if deep:
         candidates += [squash(candidates[1]), rot13(base), reverse(base)]
     for view in candidates:
