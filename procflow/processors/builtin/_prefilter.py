@@ -120,7 +120,7 @@ class _Writer:
     def sequence(self, items: Any) -> str:
         return "".join(self.item(op, av) for op, av in items)
 
-    def item(self, op: Any, av: Any) -> str:  # noqa: PLR0911, PLR0912
+    def item(self, op: Any, av: Any) -> str:
         if op is sre.LITERAL:
             return _class(_members([(op, av)], self.ignore_case))
         if op is sre.NOT_LITERAL:
@@ -187,10 +187,10 @@ def re2_form(pattern: re.Pattern[str], *, consume_edges: bool) -> str | None:
         items = list(sre_parse.parse(pattern.pattern, pattern.flags))
         writer = _Writer(pattern.flags)
         head = tail = ""
-        if items and _edge(*items[0], -1) is not None:
+        if items and _edge(items[0][0], items[0][1], -1) is not None:
             items = items[1:]
             head = r"(?:\A|[^a-z0-9])" if consume_edges else ""
-        if items and _edge(*items[-1], 1) is not None:
+        if items and _edge(items[-1][0], items[-1][1], 1) is not None:
             items = items[:-1]
             tail = r"(?:[^a-z0-9]|\z)"
         return head + writer.sequence(items) + tail
@@ -255,7 +255,10 @@ class Prefilter:
                 # failed (out of memory) and the caller must scan in full
                 sentinel = rset.Add(rb"\A")
                 rset.Compile()
-                self._sets.append((rset, tuple(index for index, _ in group), sentinel))
+                # the compiled set itself when the wrapper exposes it: its ``Match``
+                # takes bytes and skips a Python frame per call
+                match = getattr(getattr(rset, "_set", None), "Match", None) or rset.Match
+                self._sets.append((match, tuple(index for index, _ in group), sentinel))
         except re2.error as exc:
             raise ValueError(f"RE2 could not compile the prefilter: {exc}") from exc
         self.always = tuple(always)
@@ -265,9 +268,9 @@ class Prefilter:
         ``proxy`` is ``data``, those without an RE2 form included; ``None`` when a
         set could not answer."""
         out = list(self.always)
-        for rset, indexes, sentinel in self._sets:
-            found = rset.Match(data)
-            if found is None or sentinel not in found:
+        for match, indexes, sentinel in self._sets:
+            found = match(data)
+            if not found or sentinel not in found:
                 return None
             if len(found) > 1:
                 out.extend(indexes[i] for i in found if i != sentinel)
