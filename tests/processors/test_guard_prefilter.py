@@ -120,7 +120,10 @@ def test_re2_forms_keep_word_edges_and_python_classes() -> None:
         # loosened to {1,}
         r"(?:\A|[^a-z0-9])[\x69][\x67][\x6e](?:[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x80]){1,}"
         r"[\x6f][\x72][\x65](?:[^a-z0-9]|\z)")
-    assert _prefilter.re2_form(re.compile(r"(a)\1"), consume_edges=True) is None
+    # a back-reference reads as anything its group could match; a conditional has no form
+    assert _prefilter.re2_form(re.compile(r"<(a|b)>\1"), consume_edges=True) == (
+        r"[\x3c](?:[\x61-\x62])[\x3e](?:[\x61-\x62])")
+    assert _prefilter.re2_form(re.compile(r"(a)?(?(1)b|c)"), consume_edges=True) is None
     assert _prefilter.proxy("a—b") == b"a\x80b"
 
 

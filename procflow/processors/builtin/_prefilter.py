@@ -116,6 +116,7 @@ class _Writer:
         self.ignore_case = bool(flags & re.IGNORECASE)
         self.dotall = bool(flags & re.DOTALL)
         self.multiline = bool(flags & re.MULTILINE)
+        self.groups: dict[int, str] = {}
 
     def sequence(self, items: Any) -> str:
         return "".join(self.item(op, av) for op, av in items)
@@ -142,9 +143,12 @@ class _Writer:
             if add_flags & re.DOTALL or del_flags & re.DOTALL:
                 self.dotall = bool(add_flags & re.DOTALL)
             try:
-                return "(?:" + self.sequence(sub) + ")"
+                body = "(?:" + self.sequence(sub) + ")"
             finally:
                 self.ignore_case, self.dotall = saved
+            if av[0] is not None:
+                self.groups[av[0]] = body
+            return body
         if op is sre.ATOMIC_GROUP:
             return "(?:" + self.sequence(av) + ")"
         if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
@@ -159,7 +163,10 @@ class _Writer:
             return self.at(av)
         if op in (sre.ASSERT, sre.ASSERT_NOT):
             return ""  # dropped: the RE2 form matches at least where the pattern does
-        raise _Unsupported(str(op))  # back-references, conditionals
+        if op is sre.GROUPREF and av in self.groups:
+            # what the group matched, read as anything the group could match
+            return self.groups[av]
+        raise _Unsupported(str(op))  # conditionals, references to an open group
 
     def at(self, av: Any) -> str:
         if av is sre.AT_BEGINNING:
