@@ -10,6 +10,11 @@ match; only the patterns whose anchor is there are then tried, at that position.
 result is exactly what ``pattern.finditer`` would give for each pattern (the same
 matches, non-overlapping per pattern, in the same order); patterns with no usable
 anchor are run in full.
+
+With ``google-re2`` installed (the ``procflow[re2]`` extra) a table first asks its
+RE2 prefilter (``_prefilter.Prefilter``) which patterns can match the text at all, in
+a few linear passes of RE2 sets, and tries only those, only where their RE2 form
+matches; the matches are the same.
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
 __all__ = ["AnchoredScan", "literal_prefixes"]
 
 USE_RE2 = True
-"""Whether tables use the RE2 prefilter when ``google-re2`` is installed (tests turn
-it off to compare with the plain scan)."""
+"""Whether tables use their RE2 prefilter (built when ``google-re2`` is installed);
+``benchmarks/guards.py --no-re2`` turns it off to measure the plain scan."""
 
 _K = 3
 _MAX_STATES = 4_000
@@ -191,7 +196,7 @@ class AnchoredScan:
     def matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
         """``(pattern index, match)`` for every non-empty match, ordered by pattern
         index, then position: what ``finditer`` of each pattern in turn would give."""
-        if self._prefilter is not None:
+        if self._prefilter is not None and USE_RE2:
             data = proxy(text)
             candidates = self._prefilter.candidates(data)
             if candidates is not None:
@@ -256,7 +261,7 @@ class AnchoredScan:
 
 def _make_prefilter(patterns: Sequence[re.Pattern[str]]) -> Prefilter | None:
     re2 = load_re2()
-    if re2 is None or not USE_RE2:
+    if re2 is None:
         return None
     try:
         return Prefilter(patterns, re2)
