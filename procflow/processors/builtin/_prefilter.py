@@ -250,7 +250,8 @@ class Prefilter:
                     self._searchers.append(None)
                     continue
                 members.append((index, member.encode("ascii")))
-                self._searchers.append(re2.compile(start.encode("ascii"), options))
+                self._searchers.append(_searcher(re2, re2.compile(start.encode("ascii"),
+                                                                  options)))
             # each set: (set, its patterns' table indexes, its sentinel's index)
             self._sets: list[tuple[Any, tuple[int, ...], int]] = []
             for first in range(0, len(members), self.GROUP):
@@ -290,5 +291,25 @@ class Prefilter:
         searcher = self._searchers[index]
         if searcher is None:
             return pos
-        m = searcher.search(data, pos)
+        return int(searcher(data, pos))
+
+
+def _searcher(re2: Any, regexp: Any) -> Any:
+    """``(data, pos) -> start of the first match at or after pos, or -1``: on the
+    compiled RE2 object when the wrapper exposes it (no generator and match object
+    per call), else through ``search``."""
+    raw = getattr(regexp, "_regexp", None)
+    anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
+    if raw is not None and anchor is not None and hasattr(raw, "Match"):
+        match = raw.Match
+
+        def first(data: bytes, pos: int) -> int:
+            return int(match(anchor, data, pos, len(data))[0][0])
+
+        return first
+
+    def search(data: bytes, pos: int) -> int:
+        m = regexp.search(data, pos)
         return -1 if m is None else int(m.start())
+
+    return search

@@ -432,16 +432,24 @@ class _DeferredSpans:
 
 
 class _LazyIndex(Sequence[int]):
-    __slots__ = ("_ends", "_spans")
+    __slots__ = ("_ends", "_seq", "_spans")
 
     def __init__(self, spans: _DeferredSpans, ends: bool) -> None:
         self._spans, self._ends = spans, ends
+        self._seq: Sequence[int] | None = None
+
+    def _resolve(self) -> Sequence[int]:
+        seq = self._seq
+        if seq is None:
+            seq = self._seq = self._spans.get(self._ends)
+        return seq
 
     def __len__(self) -> int:
-        return len(self._spans.get(self._ends))
+        return len(self._resolve())
 
     def __getitem__(self, index):  # type: ignore[no-untyped-def]
-        return self._spans.get(self._ends)[index]
+        seq = self._seq
+        return (seq if seq is not None else self._resolve())[index]
 
 
 def _squashed_spans(source: View) -> tuple[array[int], array[int]]:
