@@ -217,3 +217,15 @@ def test_views_with_deferred_spans_equal_eagerly_built_views(text: str) -> None:
 
         _same(leet(joined, one_as=one_as),
               _eager_substitute(eager, _text._LEET_CANDIDATE, unleet, f"leet-{one_as}"))
+
+
+def test_case_insensitive_and_unicode_patterns_keep_their_matches() -> None:
+    # "k" matches the Kelvin sign and "s" the long s under IGNORECASE; \w and \d hold
+    # letters and digits beyond ASCII; [^x] and "." take any other character
+    table = AnchoredScan([re.compile(p) for p in (
+        r"(?i)kelvin", r"(?i)(?<![a-z0-9])pass(?![a-z0-9])", r"\w+ü", r"\d{3}", r"[^a-z ]x",
+        r"a.b", r"(?m)^end$", r"\bword\b")])
+    assert table._prefilter is not None
+    for text in ("\u212aelvin", "pa\u017fs", "the \u017fpass on", "grüß über", "٣٤٥ 123",
+                 "éx ax", "a—b a\nb", "x\nend\nend", "wordé word", "\u212a"):
+        assert _found(table, text) == _found(_plain(table), text), text

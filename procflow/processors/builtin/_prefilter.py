@@ -78,8 +78,9 @@ def _members(items: Any, ignore_case: bool) -> set[int]:
             other = True  # each category holds non-ASCII characters
         else:
             raise _Unsupported(str(op))
-    if ignore_case:
+    if ignore_case and any(c < 128 and chr(c).isalpha() for c in members):
         members |= {ord(chr(c).swapcase()) for c in members if c < 128 and chr(c).isalpha()}
+        other = True  # "k" matches the Kelvin sign, "s" the long s
     out = {c for c in range(128) if (c in members) != negate}
     if other or negate:
         out.add(_OTHER)
@@ -100,9 +101,10 @@ def _class(members: set[int]) -> str:
     return f"[{body}]"
 
 
-def _edge(op: Any, av: Any, direction: int) -> set[int] | None:
+def _edge(op: Any, av: Any, direction: int, flags: int) -> set[int] | None:
     """The class of a word-edge look-around (``(?<![a-z0-9])``, ``(?![a-z0-9])``)."""
-    if op is not sre.ASSERT_NOT or av[0] != direction or len(av[1]) != 1:
+    if (flags & re.IGNORECASE or op is not sre.ASSERT_NOT or av[0] != direction
+            or len(av[1]) != 1):
         return None
     inner_op, inner_av = av[1][0]
     if inner_op is not sre.IN:
@@ -194,10 +196,10 @@ def re2_form(pattern: re.Pattern[str], *, consume_edges: bool) -> str | None:
         items = list(sre_parse.parse(pattern.pattern, pattern.flags))
         writer = _Writer(pattern.flags)
         head = tail = ""
-        if items and _edge(items[0][0], items[0][1], -1) is not None:
+        if items and _edge(items[0][0], items[0][1], -1, pattern.flags) is not None:
             items = items[1:]
             head = r"(?:\A|[^a-z0-9])" if consume_edges else ""
-        if items and _edge(items[-1][0], items[-1][1], 1) is not None:
+        if items and _edge(items[-1][0], items[-1][1], 1, pattern.flags) is not None:
             items = items[:-1]
             tail = r"(?:[^a-z0-9]|\z)"
         return head + writer.sequence(items) + tail
