@@ -217,10 +217,13 @@ def proxy(text: str) -> bytes:
 class Prefilter:
     """Which patterns of a table can match a text, and where to try them.
 
-    The table is split into sets of ``GROUP`` patterns: one RE2 set of a whole table
-    of rules with word gaps makes a DFA whose states are the combinations of partly
-    matched rules, too many to cache, and it runs at a few MB/s; sets of ten stay
-    small and each runs at 100+ MB/s.
+    A long text is read by sets of ``GROUP`` patterns: one RE2 set of a whole table of
+    rules with word gaps makes a DFA whose states are the combinations of partly
+    matched rules; over long and varied texts there are too many to cache, and it runs
+    at a few MB/s, while sets of ten stay small and each runs at 100+ MB/s. A short
+    text (up to ``SHORT`` characters) visits few states: one set of the whole table,
+    which only short texts ever see, answers in one call instead of one per group
+    (and when it cannot, the groups do).
 
     Args:
         patterns: The table (``re`` patterns).
@@ -230,9 +233,10 @@ class Prefilter:
         ValueError: RE2 could not compile a set (the caller keeps its own scan).
     """
 
-    __slots__ = ("_searchers", "_sets", "always")
+    __slots__ = ("_searchers", "_sets", "_whole", "always")
 
     GROUP = 10
+    SHORT = 1_000
 
     def __init__(self, patterns: Sequence[re.Pattern[str]], re2: Any) -> None:
         options = re2.Options()
@@ -254,21 +258,10 @@ class Prefilter:
                 members.append((index, member.encode("ascii")))
                 self._searchers.append(_searcher(re2, re2.compile(start.encode("ascii"),
                                                                   options)))
-            # each set: (set, its patterns' table indexes, its sentinel's index)
-            self._sets: list[tuple[Any, tuple[int, ...], int]] = []
-            for first in range(0, len(members), self.GROUP):
-                group = members[first:first + self.GROUP]
-                rset = re2.Set.SearchSet(options)
-                for _, form in group:
-                    rset.Add(form)
-                # a pattern every text matches: missing from an answer, the set
-                # failed (out of memory) and the caller must scan in full
-                sentinel = rset.Add(rb"\A")
-                rset.Compile()
-                # the compiled set itself when the wrapper exposes it: its ``Match``
-                # takes bytes and skips a Python frame per call
-                match = getattr(getattr(rset, "_set", None), "Match", None) or rset.Match
-                self._sets.append((match, tuple(index for index, _ in group), sentinel))
+            # each set: (its Match, its patterns' table indexes, its sentinel's index)
+            self._sets = [_set(re2, options, members[first:first + self.GROUP])
+                          for first in range(0, len(members), self.GROUP)]
+            self._whole = _set(re2, options, members)
         except re2.error as exc:
             raise ValueError(f"RE2 could not compile the prefilter: {exc}") from exc
         self.always = tuple(always)
@@ -278,6 +271,13 @@ class Prefilter:
         ``proxy`` is ``data``, those without an RE2 form included; ``None`` when a
         set could not answer."""
         out = list(self.always)
+        if len(data) <= self.SHORT:
+            match, indexes, sentinel = self._whole
+            found = match(data)
+            if found and sentinel in found:
+                out.extend(indexes[i] for i in found if i != sentinel)
+                out.sort()
+                return out
         for match, indexes, sentinel in self._sets:
             found = match(data)
             if not found or sentinel not in found:
@@ -294,6 +294,23 @@ class Prefilter:
         if searcher is None:
             return pos
         return int(searcher(data, pos))
+
+
+def _set(re2: Any, options: Any, members: list[tuple[int, bytes]],
+         ) -> tuple[Any, tuple[int, ...], int]:
+    """An RE2 set of ``members`` (table index, RE2 form): its ``Match``, the table index
+    of each of its patterns, and the index of its sentinel."""
+    rset = re2.Set.SearchSet(options)
+    for _, form in members:
+        rset.Add(form)
+    # a pattern every text matches: missing from an answer, the set failed (its DFA
+    # ran out of memory) and the caller must scan another way
+    sentinel = rset.Add(rb"\A")
+    rset.Compile()
+    # the compiled set itself when the wrapper exposes it: its ``Match`` takes bytes
+    # and skips a Python frame per call
+    match = getattr(getattr(rset, "_set", None), "Match", None) or rset.Match
+    return match, tuple(index for index, _ in members), sentinel
 
 
 def _searcher(re2: Any, regexp: Any) -> Any:
