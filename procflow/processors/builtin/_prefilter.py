@@ -156,9 +156,10 @@ class _Writer:
         if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
             lo, hi, sub = av
             if hi > _EXACT_REPEAT:
-                # a counted repeat makes a DFA state per count: loosened to "lo or
-                # more" (lo at most 2), it matches more texts, and the set stays small
-                lo, hi = min(lo, 2), -1
+                # an upper bound makes a DFA state per count still open: loosened to
+                # "lo or more" (lo at most 32), it matches more texts, and the set
+                # stays small
+                lo, hi = min(lo, 32), -1
             upper = "" if hi < 0 else str(hi)
             return f"(?:{self.sequence(sub)}){{{lo},{upper}}}"
         if op is sre.AT:

@@ -31,6 +31,8 @@ from urllib.parse import unquote
 
 import anyio.to_thread
 
+from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
+
 __all__ = [
     "CONFUSABLES",
     "WORD_GAP",
@@ -98,6 +100,7 @@ _SPLIT_RUN = re.compile(
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
 _LETTER_RUN = re.compile(r"[a-z]+")
+_NON_LETTERS = re.compile(r"[^a-z]+")
 _LETTER = re.compile(r"[a-z]")
 
 
@@ -464,7 +467,7 @@ def _squashed_spans(source: View) -> tuple[array[int], array[int]]:
 def squash(view: View) -> View:
     """Letters only: what "i-g n o r e" and "ig nore" have in common."""
     spans = _DeferredSpans(lambda: _squashed_spans(view))
-    return View("squashed", "".join(_LETTER_RUN.findall(view.text)), _LazyIndex(spans, False),
+    return View("squashed", _NON_LETTERS.sub("", view.text), _LazyIndex(spans, False),
                 _LazyIndex(spans, True))
 
 
@@ -475,7 +478,10 @@ def rot13(view: View) -> View:
 
 def reverse(view: View) -> View:
     """The view read backwards ("snoitcurtsni" -> "instructions")."""
-    return View("reversed", view.text[::-1], view.starts[::-1], view.ends[::-1])
+    if isinstance(view.starts, range) and isinstance(view.ends, range):
+        return View("reversed", view.text[::-1], view.starts[::-1], view.ends[::-1])
+    spans = _DeferredSpans(lambda: (view.starts[::-1], view.ends[::-1]))
+    return View("reversed", view.text[::-1], _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -557,6 +563,8 @@ def decode_payloads(text: str) -> list[Decoded]:
     Random identifiers, hashes and binary data decode to noise and are skipped.
     """
     found: list[Decoded] = []
+    # with google-re2, one linear pass tells which blob patterns can match at all
+    possible = _BLOB_PREFILTER.candidates(proxy(text)) if _BLOB_PREFILTER else None
     decoders: tuple[tuple[str, re.Pattern[str], Callable[[str], str | None]], ...] = (
         ("base64", _B64, _b64),
         ("hex", _HEX, _hex),
@@ -564,14 +572,29 @@ def decode_payloads(text: str) -> list[Decoded]:
         ("escape", _ESCAPES, _escapes),
         ("html", _ENTITIES, lambda s: _readable(html.unescape(s).encode("utf-8"))),
     )
-    for kind, pattern, decode in decoders:
+    for index, (kind, pattern, decode) in enumerate(decoders):
         if _DECODE_NEEDS[kind] not in text:
             continue  # the pattern cannot match without it
+        if possible is not None and index not in possible:
+            continue
         for m in pattern.finditer(text):
             out = decode(m.group(0).strip())
             if out is not None:
                 found.append(Decoded(kind, out, m.start(), m.end()))
     return found
+
+
+def _blob_prefilter() -> Prefilter | None:
+    re2 = load_re2()
+    if re2 is None:
+        return None
+    try:
+        return Prefilter([_B64, _HEX, _PERCENT, _ESCAPES, _ENTITIES], re2)
+    except ValueError:
+        return None
+
+
+_BLOB_PREFILTER = _blob_prefilter()
 
 
 _TAG = re.compile("[\U000e0000-\U000e007f]")
