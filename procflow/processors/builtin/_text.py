@@ -90,9 +90,10 @@ _LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": 
 _LEET_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t",
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
 _LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]+")  # maximal runs; letterless ones are skipped
-# the maximal runs that hold a digit or symbol (the others never change): found in C
-# instead of handing every word of the text to Python
-_LEET_CANDIDATE = re.compile(r"(?<![a-z0-9@$!|+])(?=[a-z0-9@$!|+]*[0-9@$!|+])[a-z0-9@$!|+]+")
+# the maximal runs holding a digit or symbol and a letter (the only ones ``leet`` may
+# rewrite), found in C instead of handing every word of the text to Python
+_LEET_WORD = re.compile(r"(?<![a-z0-9@$!|+])(?=[a-z0-9@$!|+]*[0-9@$!|+])(?=[a-z0-9@$!|+]*[a-z])"
+                        r"[a-z0-9@$!|+]+")
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
@@ -340,8 +341,12 @@ def _leet_tokens(view: View) -> list[tuple[re.Match[str], str]]:
     """The words ``leet`` rewrites, with the part it translates (the word without the
     "!" that ends it)."""
     out: list[tuple[re.Match[str], str]] = []
-    for m in _LEET_CANDIDATE.finditer(view.text):
-        core = m.group(0).rstrip("!")
+    for m in _LEET_WORD.finditer(view.text):
+        token = m.group(0)
+        if token[-1] != "!":
+            out.append((m, token))  # a digit or symbol, and a letter
+            continue
+        core = token.rstrip("!")
         if _LEET_CHARS.search(core) is not None and _LETTER.search(core) is not None:
             out.append((m, core))
     return out
