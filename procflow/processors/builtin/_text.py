@@ -97,6 +97,10 @@ _LEET_WORD = re.compile(r"(?<![a-z0-9@$!|+])(?=[a-z0-9@$!|+]*[0-9@$!|+])(?=[a-z0
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
+# what every split run holds (a separator, a letter, a separator, a letter that ends
+# a word), found from the separators: a text without it has no split run
+_SPLIT_GATE = re.compile(
+    r"[ .\-_*•·|/,+~:'\"][a-z0-9@$][ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])")
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
@@ -333,8 +337,18 @@ def join_split(view: View) -> View:
         letters = _SEPARATORS.sub("", run)
         return letters if sum(c.isalpha() for c in letters) >= 2 else run
 
-    joined = _substitute(view, _SPLIT_RUN, join, "joined")
-    return _substitute(joined, _INNER_PUNCT, lambda m: "", "joined")
+    joined = view
+    if _SPLIT_GATE.search(view.text) is not None:  # else no split run can be there
+        joined = _substitute(view, _SPLIT_RUN, join, "joined")
+    # every match is dropped (each holds a character): the text in one C pass, the
+    # matches again only when the spans are needed
+    text = joined.text
+    dropped = _INNER_PUNCT.sub("", text)
+    if len(dropped) == len(text):
+        return View("joined", text, joined.starts, joined.ends)
+    spans = _DeferredSpans(lambda: _substituted_spans(
+        joined, [(m, "") for m in _INNER_PUNCT.finditer(text)]))
+    return View("joined", dropped, _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
 def _leet_tokens(view: View) -> list[tuple[re.Match[str], str]]:
