@@ -28,7 +28,11 @@ from typing import Any
 
 __all__ = ["Prefilter", "load_re2", "proxy", "re2_form"]
 
-_MAX_MEM = 64 << 20
+# RE2 memory budgets (program and DFA cache): below ~32 MB the sets' DFAs thrash on
+# long texts, and the set of a whole table (short texts only) wants more
+_MAX_MEM = 32 << 20  # a set of GROUP patterns
+_WHOLE_MEM = 64 << 20  # the set of the whole table
+_SEARCHER_MEM = 8 << 20  # one pattern (RE2's default)
 _OTHER = 0x80
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _EXACT_REPEAT = 4
@@ -240,11 +244,8 @@ class Prefilter:
     SHORT = 1_000
 
     def __init__(self, patterns: Sequence[re.Pattern[str]], re2: Any) -> None:
-        options = re2.Options()
-        options.max_mem = _MAX_MEM
-        options.log_errors = False
-        options.never_capture = True
-        options.encoding = re2.Options.Encoding.LATIN1
+        options = _options(re2, _MAX_MEM)
+        small = _options(re2, _SEARCHER_MEM)
         self._searchers: list[Any] = []
         always: list[int] = []
         members: list[tuple[int, bytes]] = []
@@ -258,11 +259,11 @@ class Prefilter:
                     continue
                 members.append((index, member.encode("ascii")))
                 self._searchers.append(_searcher(re2, re2.compile(start.encode("ascii"),
-                                                                  options)))
+                                                                  small)))
             # each set: (its Match, its patterns' table indexes, its sentinel's index)
             self._sets = [_set(re2, options, members[first:first + self.GROUP])
                           for first in range(0, len(members), self.GROUP)]
-            self._whole = _set(re2, options, members)
+            self._whole = _set(re2, _options(re2, _WHOLE_MEM), members)
         except re2.error as exc:
             raise ValueError(f"RE2 could not compile the prefilter: {exc}") from exc
         self.always = tuple(always)
@@ -295,6 +296,16 @@ class Prefilter:
         if searcher is None:
             return pos
         return int(searcher(data, pos))
+
+
+def _options(re2: Any, max_mem: int) -> Any:
+    """RE2 options: Latin-1 (the proxy text), no capture groups, no logging."""
+    options = re2.Options()
+    options.max_mem = max_mem
+    options.log_errors = False
+    options.never_capture = True
+    options.encoding = re2.Options.Encoding.LATIN1
+    return options
 
 
 def _set(re2: Any, options: Any, members: list[tuple[int, bytes]],
