@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
@@ -58,6 +59,16 @@ _CATEGORY_TESTS = {
 }
 
 
+_CATEGORY_MEMBERS = {category: frozenset(c for c in range(128) if test.match(chr(c)))
+                     for category, test in _CATEGORY_TESTS.items()}
+
+
+@lru_cache(maxsize=4096)
+def _class_of(items: tuple[tuple[Any, Any], ...], ignore_case: bool) -> str:
+    """The RE2 class of a character class of the parse tree (see ``_members``)."""
+    return _class(_members(items, ignore_case))
+
+
 def _members(items: Any, ignore_case: bool) -> set[int]:
     """The bytes of the proxy text (see ``proxy``) a character class of the parse tree
     may accept: its ASCII members with Python's meaning of each category (``str``
@@ -75,10 +86,10 @@ def _members(items: Any, ignore_case: bool) -> set[int]:
             members.update(range(av[0], min(av[1], 127) + 1))
             other = other or av[1] >= 128
         elif op is sre.CATEGORY:
-            test = _CATEGORY_TESTS.get(av)
-            if test is None:
+            category = _CATEGORY_MEMBERS.get(av)
+            if category is None:
                 raise _Unsupported(str(av))
-            members.update(c for c in range(128) if test.match(chr(c)))
+            members.update(category)
             other = True  # each category holds non-ASCII characters
         else:
             raise _Unsupported(str(op))
@@ -129,14 +140,14 @@ class _Writer:
 
     def item(self, op: Any, av: Any) -> str:
         if op is sre.LITERAL:
-            return _class(_members([(op, av)], self.ignore_case))
+            return _class_of(((op, av),), self.ignore_case)
         if op is sre.NOT_LITERAL:
-            return _class(_members([(sre.NEGATE, None), (sre.LITERAL, av)],
-                                         self.ignore_case))
+            return _class_of(((sre.NEGATE, None), (sre.LITERAL, av)), self.ignore_case)
         if op is sre.IN:
-            return _class(_members(av, self.ignore_case))
+            return _class_of(tuple((o, tuple(a) if isinstance(a, list) else a) for o, a in av),
+                             self.ignore_case)
         if op is sre.CATEGORY:
-            return _class(_members([(op, av)], False))
+            return _class_of(((op, av),), False)
         if op is sre.ANY:
             return "(?s:.)" if self.dotall else "[^\\n]"
         if op is sre.BRANCH:
@@ -193,23 +204,32 @@ class _Writer:
 
 def re2_form(pattern: re.Pattern[str], *, consume_edges: bool) -> str | None:
     """RE2 syntax for a pattern matching at least where ``pattern`` does on ASCII text
-    (read as its ``proxy``; ``None`` when it cannot be written). With ``consume_edges`` a leading
-    ``(?<![a-z0-9])`` becomes ``(?:\\A|[^a-z0-9])``; without, it is dropped, so a match
-    starts where ``pattern``'s would. A trailing ``(?![a-z0-9])`` becomes
+    (read as its ``proxy``; ``None`` when it cannot be written). With ``consume_edges``
+    a leading ``(?<![a-z0-9])`` becomes ``(?:\\A|[^a-z0-9])``; without, it is dropped, so
+    a match starts where ``pattern``'s would. A trailing ``(?![a-z0-9])`` becomes
     ``(?:[^a-z0-9]|\\z)`` either way (it does not move the start)."""
+    forms = _forms(pattern)
+    if forms is None:
+        return None
+    return forms[0] if consume_edges else forms[1]
+
+
+def _forms(pattern: re.Pattern[str]) -> tuple[str, str] | None:
+    """``re2_form`` of ``pattern`` with and without consuming its leading edge."""
     try:
         items = list(sre_parse.parse(pattern.pattern, pattern.flags))
         writer = _Writer(pattern.flags)
         head = tail = ""
         if items and _edge(items[0][0], items[0][1], -1, pattern.flags) is not None:
             items = items[1:]
-            head = r"(?:\A|[^a-z0-9])" if consume_edges else ""
+            head = r"(?:\A|[^a-z0-9])"
         if items and _edge(items[-1][0], items[-1][1], 1, pattern.flags) is not None:
             items = items[:-1]
             tail = r"(?:[^a-z0-9]|\z)"
-        return head + writer.sequence(items) + tail
+        body = writer.sequence(items) + tail
     except (_Unsupported, RecursionError):
         return None
+    return head + body, body
 
 
 def proxy(text: str) -> bytes:
@@ -251,12 +271,12 @@ class Prefilter:
         members: list[tuple[int, bytes]] = []
         try:
             for index, pattern in enumerate(patterns):
-                member = re2_form(pattern, consume_edges=True)
-                start = re2_form(pattern, consume_edges=False)
-                if member is None or start is None:
+                forms = _forms(pattern)
+                if forms is None:
                     always.append(index)
                     self._searchers.append(None)
                     continue
+                member, start = forms
                 members.append((index, member.encode("ascii")))
                 self._searchers.append(_searcher(re2, re2.compile(start.encode("ascii"),
                                                                   small)))
