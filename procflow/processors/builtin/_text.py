@@ -284,48 +284,50 @@ def _folded_spans(text: str) -> tuple[array[int], array[int]]:
 
 def _substitute(view: View, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str],
                 name: str) -> View:
-    edits = [(m, new) for m in pattern.finditer(view.text) if (new := repl(m)) != m.group(0)]
+    edits = [(m.start(), m.end(), new) for m in pattern.finditer(view.text)
+             if (new := repl(m)) != m.group(0)]
     return _apply(view, edits, name)
 
 
-def _apply(view: View, edits: list[tuple[re.Match[str], str]], name: str) -> View:
-    """``view`` with each edit's match replaced by its text (the spans made on use)."""
+_Edit = tuple[int, int, str]  # replace view.text[start:end] with the text
+
+
+def _apply(view: View, edits: list[_Edit], name: str) -> View:
+    """``view`` with each edit made (the spans made on use)."""
     if not edits:  # nothing changes: share the text and spans, copy nothing
         return View(name, view.text, view.starts, view.ends)
     text = view.text
     pieces: list[str] = []
     pos = 0
-    for m, new in edits:
-        pieces.append(text[pos:m.start()])
+    for start, end, new in edits:
+        pieces.append(text[pos:start])
         pieces.append(new)
-        pos = m.end()
+        pos = end
     pieces.append(text[pos:])
     # the spans are only needed where a rule matches: made then
     spans = _DeferredSpans(lambda: _substituted_spans(view, edits))
     return View(name, "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
-def _substituted_spans(view: View, edits: list[tuple[re.Match[str], str]],
-                       ) -> tuple[array[int], array[int]]:
-    """The starts and ends of ``_substitute``'s view."""
+def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[array[int], array[int]]:
+    """The starts and ends of ``_apply``'s view."""
     b = _Builder()
     pos = 0
-    for m, new in edits:
-        b.copy(view, pos, m.start())
-        if len(new) == m.end() - m.start():
-            b.starts.extend(view.starts[m.start():m.end()])
-            b.ends.extend(view.ends[m.start():m.end()])
+    for start, end, new in edits:
+        b.copy(view, pos, start)
+        if len(new) == end - start:
+            b.starts.extend(view.starts[start:end])
+            b.ends.extend(view.ends[start:end])
         else:
-            kept = [k for k in range(m.start(), m.end())
-                    if not _SEPARATORS.fullmatch(view.text[k])]
+            kept = [k for k in range(start, end) if not _SEPARATORS.fullmatch(view.text[k])]
             if len(kept) == len(new):  # the replacement only dropped separators
                 for k in kept:
                     b.starts.append(view.starts[k])
                     b.ends.append(view.ends[k])
             else:
-                b.starts.extend([view.starts[m.start()]] * len(new))
-                b.ends.extend([view.ends[m.end() - 1]] * len(new))
-        pos = m.end()
+                b.starts.extend([view.starts[start]] * len(new))
+                b.ends.extend([view.ends[end - 1]] * len(new))
+        pos = end
     b.copy(view, pos, len(view.text))
     return b.starts, b.ends
 
@@ -347,28 +349,33 @@ def join_split(view: View) -> View:
     if len(dropped) == len(text):
         return View("joined", text, joined.starts, joined.ends)
     spans = _DeferredSpans(lambda: _substituted_spans(
-        joined, [(m, "") for m in _INNER_PUNCT.finditer(text)]))
+        joined, [(m.start(), m.end(), "") for m in _INNER_PUNCT.finditer(text)]))
     return View("joined", dropped, _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
-def _leet_tokens(view: View) -> list[tuple[re.Match[str], str]]:
-    """The words ``leet`` rewrites, with the part it translates (the word without the
-    "!" that ends it)."""
-    out: list[tuple[re.Match[str], str]] = []
+_LeetWord = tuple[int, int, str, str]  # start, end, the part translated, the "!"s after it
+
+
+def _leet_tokens(view: View) -> list[_LeetWord]:
+    """The words ``leet`` rewrites: where they are, the part it translates, and the "!"
+    that end them (punctuation, left as it is)."""
+    out: list[_LeetWord] = []
     for m in _LEET_WORD.finditer(view.text):
         token = m.group(0)
         if token[-1] != "!":
-            out.append((m, token))  # a digit or symbol, and a letter
+            start, end = m.span()
+            out.append((start, end, token, ""))  # a digit or symbol, and a letter
             continue
         core = token.rstrip("!")
         if _LEET_CHARS.search(core) is not None and _LETTER.search(core) is not None:
-            out.append((m, core))
+            start, end = m.span()
+            out.append((start, end, core, token[len(core):]))
     return out
 
 
-def _leet_view(view: View, tokens: list[tuple[re.Match[str], str]], one_as: str) -> View:
+def _leet_view(view: View, tokens: list[_LeetWord], one_as: str) -> View:
     table = _LEET_I if one_as == "i" else _LEET_L
-    edits = [(m, core.translate(table) + m.group(0)[len(core):]) for m, core in tokens]
+    edits = [(start, end, core.translate(table) + bangs) for start, end, core, bangs in tokens]
     return _apply(view, edits, f"leet-{one_as}")
 
 
@@ -656,7 +663,7 @@ def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
     tokens = _leet_tokens(joined)
     leet_i = _leet_view(joined, tokens, "i")
     # the two leet readings differ only where a rewritten word holds a "1"
-    leet_l = (_leet_view(joined, tokens, "l") if any("1" in core for _, core in tokens)
+    leet_l = (_leet_view(joined, tokens, "l") if any("1" in core for _, _, core, _ in tokens)
               else View("leet-l", leet_i.text, leet_i.starts, leet_i.ends))
     candidates = [joined, spellfix(joined), leet_i, leet_l]
     if deep:
