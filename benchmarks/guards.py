@@ -14,6 +14,10 @@ and ``PIIDetector`` (rules only, one core) it prints:
   the "name" and "address" types on the held-out file ``pii_names_heldout.jsonl``
   (written after those rules were frozen), with its hard-negative rate.
 
+With ``google-re2`` installed (``pip install 'procflow[re2]'``) the rule tables of the
+injection and moderation guards use an RE2 prefilter; ``--no-re2`` measures them
+without it (the results are the same).
+
 Exit code always 0: a report, never a gate.
 """
 
@@ -30,6 +34,8 @@ from typing import Any
 
 import anyio
 
+from procflow.processors.builtin import _anchors
+from procflow.processors.builtin._prefilter import load_re2
 from procflow.processors.builtin.injection import PromptInjectionDetector
 from procflow.processors.builtin.moderation import ModerationProcessor
 from procflow.processors.builtin.pii import ALL_PII_TYPES, PIIDetector
@@ -175,10 +181,17 @@ async def pii_quality() -> None:
 
 
 async def main() -> None:
+    if "--no-re2" in sys.argv[1:]:
+        _anchors.USE_RE2 = False
     inputs = mixed_inputs()
     size = sum(len(t.encode()) for t in inputs)
     print(f"Mixed set: {len(inputs)} inputs, {size / 1e6:.2f} MB "
           f"(chat turns, documents, code, attack texts); Python {sys.version.split()[0]}")
+    re2 = load_re2()
+    state = ("off (--no-re2)" if re2 is not None and not _anchors.USE_RE2 else
+             "on (google-re2)" if re2 is not None else
+             "off (google-re2 not installed: pip install 'procflow[re2]')")
+    print(f"RE2 prefilter of the rule tables: {state}")
     injection = PromptInjectionDetector()
     moderation = ModerationProcessor()
     pii = PIIDetector()

@@ -10,6 +10,11 @@ match; only the patterns whose anchor is there are then tried, at that position.
 result is exactly what ``pattern.finditer`` would give for each pattern (the same
 matches, non-overlapping per pattern, in the same order); patterns with no usable
 anchor are run in full.
+
+With ``google-re2`` installed (the ``procflow[re2]`` extra) a table first asks its
+RE2 prefilter (``_prefilter.Prefilter``) which patterns can match the text at all, in
+a few linear passes of RE2 sets, and tries only those, only where their RE2 form
+matches; the matches are the same.
 """
 
 from __future__ import annotations
@@ -20,7 +25,13 @@ from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
+from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
+
 __all__ = ["AnchoredScan", "literal_prefixes"]
+
+USE_RE2 = True
+"""Whether tables use their RE2 prefilter (built when ``google-re2`` is installed);
+``benchmarks/guards.py --no-re2`` turns it off to measure the plain scan."""
 
 _K = 3
 _MAX_STATES = 4_000
@@ -159,7 +170,7 @@ class AnchoredScan:
             without a small anchor set is run in full.
     """
 
-    __slots__ = ("_edged", "_full", "_loose", "patterns")
+    __slots__ = ("_edged", "_full", "_loose", "_prefilter", "patterns")
 
     def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
         self.patterns = tuple(patterns)
@@ -180,10 +191,16 @@ class AnchoredScan:
         # the others: a zero-width look-ahead at every position
         self._edged = _Finder(edged, _WORD_EDGE + "(?:{})", self.patterns)
         self._loose = _Finder(loose, "(?=({}))", self.patterns)
+        self._prefilter = _make_prefilter(self.patterns)
 
     def matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
         """``(pattern index, match)`` for every non-empty match, ordered by pattern
         index, then position: what ``finditer`` of each pattern in turn would give."""
+        if self._prefilter is not None and USE_RE2:
+            data = proxy(text)
+            candidates = self._prefilter.candidates(data)
+            if candidates is not None:
+                return self._verify(text, data, candidates, self._prefilter)
         found: list[tuple[int, re.Match[str]]] = []
         for index in self._full:
             found.extend((index, m) for m in self.patterns[index].finditer(text)
@@ -210,6 +227,46 @@ class AnchoredScan:
                         found.append((index, m))
         found.sort(key=lambda pair: (pair[0], pair[1].start()))
         return found
+
+
+    def _verify(self, text: str, data: bytes, candidates: list[int], prefilter: Prefilter,
+                ) -> list[tuple[int, re.Match[str]]]:
+        """``matches`` for the patterns the prefilter left, each tried only where its
+        RE2 form finds a match (in the order ``matches`` gives)."""
+        found: list[tuple[int, re.Match[str]]] = []
+        patterns = self.patterns
+        whole = self._full
+        end = len(text)
+        for index in candidates:
+            pattern = patterns[index]
+            pos = prefilter.starts(index, data, 0)
+            if pos < 0:
+                continue
+            if index in whole or index in prefilter.always:
+                found.extend((index, m) for m in pattern.finditer(text, pos)
+                             if m.end() > m.start())
+                continue
+            while pos >= 0:
+                m = pattern.match(text, pos)
+                if m is not None and m.end() > pos:
+                    found.append((index, m))
+                    pos = m.end()
+                else:
+                    pos += 1
+                if pos > end:
+                    break
+                pos = prefilter.starts(index, data, pos)
+        return found
+
+
+def _make_prefilter(patterns: Sequence[re.Pattern[str]]) -> Prefilter | None:
+    re2 = load_re2()
+    if re2 is None:
+        return None
+    try:
+        return Prefilter(patterns, re2)
+    except ValueError:
+        return None
 
 
 class _Finder:

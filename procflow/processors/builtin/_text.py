@@ -31,6 +31,8 @@ from urllib.parse import unquote
 
 import anyio.to_thread
 
+from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
+
 __all__ = [
     "CONFUSABLES",
     "WORD_GAP",
@@ -88,16 +90,22 @@ _LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": 
 _LEET_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t",
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
 _LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]+")  # maximal runs; letterless ones are skipped
-# the maximal runs that hold a digit or symbol (the others never change): found in C
-# instead of handing every word of the text to Python
-_LEET_CANDIDATE = re.compile(r"(?<![a-z0-9@$!|+])(?=[a-z0-9@$!|+]*[0-9@$!|+])[a-z0-9@$!|+]+")
+# the maximal runs holding a digit or symbol and a letter (the only ones ``leet`` may
+# rewrite), found in C instead of handing every word of the text to Python
+_LEET_WORD = re.compile(r"(?<![a-z0-9@$!|+])(?=[a-z0-9@$!|+]*[0-9@$!|+])(?=[a-z0-9@$!|+]*[a-z])"
+                        r"[a-z0-9@$!|+]+")
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
+# what every split run holds (a separator, a letter, a separator, a letter that ends
+# a word), found from the separators: a text without it has no split run
+_SPLIT_GATE = re.compile(
+    r"[ .\-_*•·|/,+~:'\"][a-z0-9@$][ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])")
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
 _LETTER_RUN = re.compile(r"[a-z]+")
+_NON_LETTERS = re.compile(r"[^a-z]+")
 _LETTER = re.compile(r"[a-z]")
 
 
@@ -186,7 +194,7 @@ class _Builder:
             self.ends.append(end)
 
     def copy(self, view: View, start: int, end: int) -> None:
-        self.chars.extend(view.text[start:end])
+        """The spans of ``view.text[start:end]`` (its characters are not copied)."""
         self.starts.extend(view.starts[start:end])
         self.ends.extend(view.ends[start:end])
 
@@ -218,56 +226,110 @@ def _fold_char(ch: str) -> str:
 
 _ASCII_DROPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SLOW_FOLD = re.compile(r"[^\t\n\x20-\x7e]+")  # what the ASCII fast path does not cover
-_ASCII_FOLD = str.maketrans({"\t": " ", "`": "'"})
+
+
+def _fold_ascii(run: str) -> str:
+    """An ASCII run folded: lower case, tab as space, backtick as quote."""
+    run = run.lower()
+    if "\t" in run:
+        run = run.replace("\t", " ")
+    if "`" in run:
+        run = run.replace("`", "'")
+    return run
+
+
+@lru_cache(maxsize=4096)
+def _fold_lower(ch: str) -> str:
+    return _fold_char(ch).lower()
 
 
 def fold(text: str) -> View:
     """The base view: de-smuggled, compatibility-folded, confusables mapped, lowered."""
     if text.isascii() and _ASCII_DROPPED.search(text) is None:
         # the common case, without a Python step per character: same result
-        return View("base", text.lower().translate(_ASCII_FOLD), range(len(text)),
-                    range(1, len(text) + 1))
+        return View("base", _fold_ascii(text), range(len(text)), range(1, len(text) + 1))
+    pieces: list[str] = []
+    pos = 0
+    for m in _SLOW_FOLD.finditer(text):
+        if m.start() > pos:  # an ASCII run: folded in one go
+            pieces.append(_fold_ascii(text[pos:m.start()]))
+        pieces.extend(map(_fold_lower, text[m.start():m.end()]))
+        pos = m.end()
+    if pos < len(text):
+        pieces.append(_fold_ascii(text[pos:]))
+    spans = _DeferredSpans(lambda: _folded_spans(text))
+    return View("base", "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
+
+
+def _folded_spans(text: str) -> tuple[array[int], array[int]]:
+    """The starts and ends of ``fold(text)`` (not ASCII): each character of the view
+    comes from one character of the text; ASCII runs map one to one."""
     b = _Builder()
     pos = 0
     for m in _SLOW_FOLD.finditer(text):
-        if m.start() > pos:  # an ASCII run: folded in one go, its spans as ranges
-            b.chars.append(text[pos:m.start()].lower().translate(_ASCII_FOLD))
+        if m.start() > pos:
             b.starts.extend(range(pos, m.start()))
             b.ends.extend(range(pos + 1, m.start() + 1))
         for i in range(m.start(), m.end()):
-            b.add(_fold_char(text[i]).lower(), i, i + 1)
+            n = len(_fold_lower(text[i]))
+            if n:
+                b.starts.extend([i] * n)
+                b.ends.extend([i + 1] * n)
         pos = m.end()
     if pos < len(text):
-        b.chars.append(text[pos:].lower().translate(_ASCII_FOLD))
         b.starts.extend(range(pos, len(text)))
         b.ends.extend(range(pos + 1, len(text) + 1))
-    return b.build("base")
+    return b.starts, b.ends
 
 
 def _substitute(view: View, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str],
                 name: str) -> View:
-    edits = [(m, new) for m in pattern.finditer(view.text) if (new := repl(m)) != m.group(0)]
+    edits = [(m.start(), m.end(), new) for m in pattern.finditer(view.text)
+             if (new := repl(m)) != m.group(0)]
+    return _apply(view, edits, name)
+
+
+_Edit = tuple[int, int, str]  # replace view.text[start:end] with the text
+
+
+def _apply(view: View, edits: list[_Edit], name: str) -> View:
+    """``view`` with each edit made (the spans made on use)."""
     if not edits:  # nothing changes: share the text and spans, copy nothing
         return View(name, view.text, view.starts, view.ends)
+    text = view.text
+    pieces: list[str] = []
+    pos = 0
+    for start, end, new in edits:
+        pieces.append(text[pos:start])
+        pieces.append(new)
+        pos = end
+    pieces.append(text[pos:])
+    # the spans are only needed where a rule matches: made then
+    spans = _DeferredSpans(lambda: _substituted_spans(view, edits))
+    return View(name, "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
+
+
+def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[array[int], array[int]]:
+    """The starts and ends of ``_apply``'s view."""
     b = _Builder()
     pos = 0
-    for m, new in edits:
-        b.copy(view, pos, m.start())
-        if len(new) == m.end() - m.start():
-            b.chars.extend(new)
-            b.starts.extend(view.starts[m.start():m.end()])
-            b.ends.extend(view.ends[m.start():m.end()])
+    for start, end, new in edits:
+        b.copy(view, pos, start)
+        if len(new) == end - start:
+            b.starts.extend(view.starts[start:end])
+            b.ends.extend(view.ends[start:end])
         else:
-            kept = [k for k in range(m.start(), m.end())
-                    if not _SEPARATORS.fullmatch(view.text[k])]
+            kept = [k for k in range(start, end) if not _SEPARATORS.fullmatch(view.text[k])]
             if len(kept) == len(new):  # the replacement only dropped separators
-                for k, ch in zip(kept, new, strict=True):
-                    b.add(ch, view.starts[k], view.ends[k])
+                for k in kept:
+                    b.starts.append(view.starts[k])
+                    b.ends.append(view.ends[k])
             else:
-                b.add(new, view.starts[m.start()], view.ends[m.end() - 1])
-        pos = m.end()
+                b.starts.extend([view.starts[start]] * len(new))
+                b.ends.extend([view.ends[end - 1]] * len(new))
+        pos = end
     b.copy(view, pos, len(view.text))
-    return b.build(name)
+    return b.starts, b.ends
 
 
 def join_split(view: View) -> View:
@@ -277,23 +339,50 @@ def join_split(view: View) -> View:
         letters = _SEPARATORS.sub("", run)
         return letters if sum(c.isalpha() for c in letters) >= 2 else run
 
-    joined = _substitute(view, _SPLIT_RUN, join, "joined")
-    return _substitute(joined, _INNER_PUNCT, lambda m: "", "joined")
+    joined = view
+    if _SPLIT_GATE.search(view.text) is not None:  # else no split run can be there
+        joined = _substitute(view, _SPLIT_RUN, join, "joined")
+    # every match is dropped (each holds a character): the text in one C pass, the
+    # matches again only when the spans are needed
+    text = joined.text
+    dropped = _INNER_PUNCT.sub("", text)
+    if len(dropped) == len(text):
+        return View("joined", text, joined.starts, joined.ends)
+    spans = _DeferredSpans(lambda: _substituted_spans(
+        joined, [(m.start(), m.end(), "") for m in _INNER_PUNCT.finditer(text)]))
+    return View("joined", dropped, _LazyIndex(spans, False), _LazyIndex(spans, True))
+
+
+_LeetWord = tuple[int, int, str, str]  # start, end, the part translated, the "!"s after it
+
+
+def _leet_tokens(view: View) -> list[_LeetWord]:
+    """The words ``leet`` rewrites: where they are, the part it translates, and the "!"
+    that end them (punctuation, left as it is)."""
+    out: list[_LeetWord] = []
+    for m in _LEET_WORD.finditer(view.text):
+        token = m.group(0)
+        if token[-1] != "!":
+            start, end = m.span()
+            out.append((start, end, token, ""))  # a digit or symbol, and a letter
+            continue
+        core = token.rstrip("!")
+        if _LEET_CHARS.search(core) is not None and _LETTER.search(core) is not None:
+            start, end = m.span()
+            out.append((start, end, core, token[len(core):]))
+    return out
+
+
+def _leet_view(view: View, tokens: list[_LeetWord], one_as: str) -> View:
+    table = _LEET_I if one_as == "i" else _LEET_L
+    edits = [(start, end, core.translate(table) + bangs) for start, end, core, bangs in tokens]
+    return _apply(view, edits, f"leet-{one_as}")
 
 
 def leet(view: View, *, one_as: str = "i") -> View:
     """Read digits and symbols as letters inside words that also hold letters; "!" that
     ends a word is punctuation ("at chess!"), not an "i"."""
-    table = _LEET_I if one_as == "i" else _LEET_L
-
-    def unleet(m: re.Match[str]) -> str:
-        token = m.group(0)
-        core = token.rstrip("!")
-        if _LEET_CHARS.search(core) is None or _LETTER.search(core) is None:
-            return token
-        return core.translate(table) + token[len(core):]
-
-    return _substitute(view, _LEET_CANDIDATE, unleet, f"leet-{one_as}")
+    return _leet_view(view, _leet_tokens(view), one_as)
 
 
 VOCABULARY: frozenset[str] = frozenset({
@@ -352,45 +441,59 @@ def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
     return _substitute(view, _WORDS, lambda m: table.get(m.group(0), m.group(0)), "spelling")
 
 
-class _SquashedSpans:
-    """The starts and ends of a squashed view, made on first use: the view's text is
-    cheap to make (one ``findall``), its spans are not, and they are only needed for
-    a match."""
+class _DeferredSpans:
+    """The starts and ends of a view, made on first use by ``make``: a view's text is
+    cheap to make, its spans are not, and they are only needed for a match."""
 
-    __slots__ = ("_ends", "_source", "_starts")
+    __slots__ = ("_ends", "_make", "_starts")
 
-    def __init__(self, source: View) -> None:
-        self._source: View | None = source
-        self._starts: array[int] = array("q")
-        self._ends: array[int] = array("q")
+    def __init__(self, make: Callable[[], tuple[Sequence[int], Sequence[int]]]) -> None:
+        self._make: Callable[[], tuple[Sequence[int], Sequence[int]]] | None = make
+        self._starts: Sequence[int] = ()
+        self._ends: Sequence[int] = ()
 
-    def get(self, ends: bool) -> array[int]:
-        source = self._source
-        if source is not None:
-            self._source = None
-            for m in _LETTER_RUN.finditer(source.text):
-                self._starts.extend(source.starts[m.start():m.end()])
-                self._ends.extend(source.ends[m.start():m.end()])
+    def get(self, ends: bool) -> Sequence[int]:
+        make = self._make
+        if make is not None:
+            self._make = None
+            self._starts, self._ends = make()
         return self._ends if ends else self._starts
 
 
 class _LazyIndex(Sequence[int]):
-    __slots__ = ("_ends", "_spans")
+    __slots__ = ("_ends", "_seq", "_spans")
 
-    def __init__(self, spans: _SquashedSpans, ends: bool) -> None:
+    def __init__(self, spans: _DeferredSpans, ends: bool) -> None:
         self._spans, self._ends = spans, ends
+        self._seq: Sequence[int] | None = None
+
+    def _resolve(self) -> Sequence[int]:
+        seq = self._seq
+        if seq is None:
+            seq = self._seq = self._spans.get(self._ends)
+        return seq
 
     def __len__(self) -> int:
-        return len(self._spans.get(self._ends))
+        return len(self._resolve())
 
     def __getitem__(self, index):  # type: ignore[no-untyped-def]
-        return self._spans.get(self._ends)[index]
+        seq = self._seq
+        return (seq if seq is not None else self._resolve())[index]
+
+
+def _squashed_spans(source: View) -> tuple[array[int], array[int]]:
+    starts: array[int] = array("q")
+    ends: array[int] = array("q")
+    for m in _LETTER_RUN.finditer(source.text):
+        starts.extend(source.starts[m.start():m.end()])
+        ends.extend(source.ends[m.start():m.end()])
+    return starts, ends
 
 
 def squash(view: View) -> View:
     """Letters only: what "i-g n o r e" and "ig nore" have in common."""
-    spans = _SquashedSpans(view)
-    return View("squashed", "".join(_LETTER_RUN.findall(view.text)), _LazyIndex(spans, False),
+    spans = _DeferredSpans(lambda: _squashed_spans(view))
+    return View("squashed", _NON_LETTERS.sub("", view.text), _LazyIndex(spans, False),
                 _LazyIndex(spans, True))
 
 
@@ -401,7 +504,10 @@ def rot13(view: View) -> View:
 
 def reverse(view: View) -> View:
     """The view read backwards ("snoitcurtsni" -> "instructions")."""
-    return View("reversed", view.text[::-1], view.starts[::-1], view.ends[::-1])
+    if isinstance(view.starts, range) and isinstance(view.ends, range):
+        return View("reversed", view.text[::-1], view.starts[::-1], view.ends[::-1])
+    spans = _DeferredSpans(lambda: (view.starts[::-1], view.ends[::-1]))
+    return View("reversed", view.text[::-1], _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,6 +589,8 @@ def decode_payloads(text: str) -> list[Decoded]:
     Random identifiers, hashes and binary data decode to noise and are skipped.
     """
     found: list[Decoded] = []
+    # with google-re2, one linear pass tells which blob patterns can match at all
+    possible = _BLOB_PREFILTER.candidates(proxy(text)) if _BLOB_PREFILTER else None
     decoders: tuple[tuple[str, re.Pattern[str], Callable[[str], str | None]], ...] = (
         ("base64", _B64, _b64),
         ("hex", _HEX, _hex),
@@ -490,14 +598,29 @@ def decode_payloads(text: str) -> list[Decoded]:
         ("escape", _ESCAPES, _escapes),
         ("html", _ENTITIES, lambda s: _readable(html.unescape(s).encode("utf-8"))),
     )
-    for kind, pattern, decode in decoders:
+    for index, (kind, pattern, decode) in enumerate(decoders):
         if _DECODE_NEEDS[kind] not in text:
             continue  # the pattern cannot match without it
+        if possible is not None and index not in possible:
+            continue
         for m in pattern.finditer(text):
             out = decode(m.group(0).strip())
             if out is not None:
                 found.append(Decoded(kind, out, m.start(), m.end()))
     return found
+
+
+def _blob_prefilter() -> Prefilter | None:
+    re2 = load_re2()
+    if re2 is None:
+        return None
+    try:
+        return Prefilter([_B64, _HEX, _PERCENT, _ESCAPES, _ENTITIES], re2)
+    except ValueError:
+        return None
+
+
+_BLOB_PREFILTER = _blob_prefilter()
 
 
 _TAG = re.compile("[\U000e0000-\U000e007f]")
@@ -537,7 +660,12 @@ def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
     seen = {base.text}
     yield base
     joined = join_split(base)
-    candidates = [joined, spellfix(joined), leet(joined, one_as="i"), leet(joined, one_as="l")]
+    tokens = _leet_tokens(joined)
+    leet_i = _leet_view(joined, tokens, "i")
+    # the two leet readings differ only where a rewritten word holds a "1"
+    leet_l = (_leet_view(joined, tokens, "l") if any("1" in core for _, _, core, _ in tokens)
+              else View("leet-l", leet_i.text, leet_i.starts, leet_i.ends))
+    candidates = [joined, spellfix(joined), leet_i, leet_l]
     if deep:
         candidates += [squash(candidates[1]), rot13(base), reverse(base)]
     for view in candidates:

@@ -1,0 +1,366 @@
+"""A one-pass prefilter for a rule table, on RE2 when ``google-re2`` is installed.
+
+RE2 reads a *proxy* of the text: one Latin-1 byte per character, the character
+itself when it is ASCII, 0x80 for any other. Each table pattern is translated (from
+its ``re`` parse tree) into an RE2 pattern that matches the proxy *at least* where
+the ``re`` pattern matches the text: look-arounds and ``\\b`` are dropped, except the
+word edges ``(?<![a-z0-9])`` / ``(?![a-z0-9])`` that open and close a rule pattern,
+which become a consuming ``(?:\\A|[^a-z0-9])`` / ``(?:[^a-z0-9]|\\z)``; a character
+class keeps its ASCII members (Python's meaning of ``\\w``, ``\\s``, ``\\d``) and
+accepts 0x80 when it accepts any non-ASCII character. One ``re2.Set`` of them
+answers, in one linear pass, which patterns can match a text at all; each of those
+then finds its matches with the original ``re`` pattern, tried only at the positions
+where its RE2 form (without the leading edge, so that a match starts where the ``re``
+match would) matches. The matches are those of the ``re`` pattern: RE2 only decides
+where not to look.
+
+Without ``google-re2`` (the ``procflow[re2]`` extra) the caller keeps its own scan.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from re import _constants as sre  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any
+
+__all__ = ["Prefilter", "load_re2", "proxy", "re2_form"]
+
+# RE2 memory budgets (program and DFA cache): below ~32 MB the sets' DFAs thrash on
+# long texts, and the set of a whole table (short texts only) wants more
+_MAX_MEM = 32 << 20  # a set of GROUP patterns
+_WHOLE_MEM = 64 << 20  # the set of the whole table
+_SEARCHER_MEM = 8 << 20  # one pattern (RE2's default)
+_OTHER = 0x80
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_EXACT_REPEAT = 4
+_EDGE_CHARS = frozenset(range(ord("a"), ord("z") + 1)) | frozenset(range(ord("0"), ord("9") + 1))
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def load_re2() -> Any:
+    """The ``re2`` module of ``google-re2`` (the ``procflow[re2]`` extra), or ``None``."""
+    try:
+        return importlib.import_module("re2")
+    except ImportError:
+        return None
+
+
+_CATEGORY_TESTS = {
+    sre.CATEGORY_DIGIT: re.compile(r"\d"), sre.CATEGORY_NOT_DIGIT: re.compile(r"\D"),
+    sre.CATEGORY_SPACE: re.compile(r"\s"), sre.CATEGORY_NOT_SPACE: re.compile(r"\S"),
+    sre.CATEGORY_WORD: re.compile(r"\w"), sre.CATEGORY_NOT_WORD: re.compile(r"\W"),
+}
+
+
+_CATEGORY_MEMBERS = {category: frozenset(c for c in range(128) if test.match(chr(c)))
+                     for category, test in _CATEGORY_TESTS.items()}
+
+
+@lru_cache(maxsize=4096)
+def _class_of(items: tuple[tuple[Any, Any], ...], ignore_case: bool) -> str:
+    """The RE2 class of a character class of the parse tree (see ``_members``)."""
+    return _class(_members(items, ignore_case))
+
+
+def _members(items: Any, ignore_case: bool) -> set[int]:
+    """The bytes of the proxy text (see ``proxy``) a character class of the parse tree
+    may accept: its ASCII members with Python's meaning of each category (``str``
+    patterns), and 0x80, standing for every other character, when it accepts any."""
+    negate = False
+    members: set[int] = set()
+    other = False
+    for op, av in items:
+        if op is sre.NEGATE:
+            negate = True
+        elif op is sre.LITERAL:
+            members.add(av)
+            other = other or av >= 128
+        elif op is sre.RANGE:
+            members.update(range(av[0], min(av[1], 127) + 1))
+            other = other or av[1] >= 128
+        elif op is sre.CATEGORY:
+            category = _CATEGORY_MEMBERS.get(av)
+            if category is None:
+                raise _Unsupported(str(av))
+            members.update(category)
+            other = True  # each category holds non-ASCII characters
+        else:
+            raise _Unsupported(str(op))
+    if ignore_case and any(c < 128 and chr(c).isalpha() for c in members):
+        members |= {ord(chr(c).swapcase()) for c in members if c < 128 and chr(c).isalpha()}
+        other = True  # "k" matches the Kelvin sign, "s" the long s
+    out = {c for c in range(128) if (c in members) != negate}
+    if other or negate:
+        out.add(_OTHER)
+    return out
+
+
+def _class(members: set[int]) -> str:
+    if not members:
+        return r"[^\x00-\xff]"  # matches nothing
+    runs: list[tuple[int, int]] = []
+    for c in sorted(members):
+        if runs and runs[-1][1] == c - 1:
+            runs[-1] = (runs[-1][0], c)
+        else:
+            runs.append((c, c))
+    body = "".join(f"\\x{lo:02x}" if lo == hi else f"\\x{lo:02x}-\\x{hi:02x}"
+                   for lo, hi in runs)
+    return f"[{body}]"
+
+
+def _edge(op: Any, av: Any, direction: int, flags: int) -> set[int] | None:
+    """The class of a word-edge look-around (``(?<![a-z0-9])``, ``(?![a-z0-9])``)."""
+    if (flags & re.IGNORECASE or op is not sre.ASSERT_NOT or av[0] != direction
+            or len(av[1]) != 1):
+        return None
+    inner_op, inner_av = av[1][0]
+    if inner_op is not sre.IN:
+        return None
+    members = _members(inner_av, False)
+    return members if members == set(_EDGE_CHARS) else None
+
+
+class _Writer:
+    def __init__(self, flags: int) -> None:
+        self.ignore_case = bool(flags & re.IGNORECASE)
+        self.dotall = bool(flags & re.DOTALL)
+        self.multiline = bool(flags & re.MULTILINE)
+        self.groups: dict[int, str] = {}
+
+    def sequence(self, items: Any) -> str:
+        return "".join(self.item(op, av) for op, av in items)
+
+    def item(self, op: Any, av: Any) -> str:
+        if op is sre.LITERAL:
+            return _class_of(((op, av),), self.ignore_case)
+        if op is sre.NOT_LITERAL:
+            return _class_of(((sre.NEGATE, None), (sre.LITERAL, av)), self.ignore_case)
+        if op is sre.IN:
+            return _class_of(tuple((o, tuple(a) if isinstance(a, list) else a) for o, a in av),
+                             self.ignore_case)
+        if op is sre.CATEGORY:
+            return _class_of(((op, av),), False)
+        if op is sre.ANY:
+            return "(?s:.)" if self.dotall else "[^\\n]"
+        if op is sre.BRANCH:
+            return "(?:" + "|".join(self.sequence(alt) for alt in av[1]) + ")"
+        if op is sre.SUBPATTERN:
+            _, add_flags, del_flags, sub = av
+            saved = (self.ignore_case, self.dotall)
+            if add_flags & re.IGNORECASE or del_flags & re.IGNORECASE:
+                self.ignore_case = bool(add_flags & re.IGNORECASE)
+            if add_flags & re.DOTALL or del_flags & re.DOTALL:
+                self.dotall = bool(add_flags & re.DOTALL)
+            try:
+                body = "(?:" + self.sequence(sub) + ")"
+            finally:
+                self.ignore_case, self.dotall = saved
+            if av[0] is not None:
+                self.groups[av[0]] = body
+            return body
+        if op is sre.ATOMIC_GROUP:
+            return "(?:" + self.sequence(av) + ")"
+        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+            lo, hi, sub = av
+            if hi > _EXACT_REPEAT:
+                # an upper bound makes a DFA state per count still open: loosened to
+                # "lo or more" (lo at most 32), it matches more texts, and the set
+                # stays small
+                lo, hi = min(lo, 32), -1
+            upper = "" if hi < 0 else str(hi)
+            return f"(?:{self.sequence(sub)}){{{lo},{upper}}}"
+        if op is sre.AT:
+            return self.at(av)
+        if op in (sre.ASSERT, sre.ASSERT_NOT):
+            return ""  # dropped: the RE2 form matches at least where the pattern does
+        if op is sre.GROUPREF and av in self.groups:
+            # what the group matched, read as anything the group could match
+            return self.groups[av]
+        raise _Unsupported(str(op))  # conditionals, references to an open group
+
+    def at(self, av: Any) -> str:
+        if av is sre.AT_BEGINNING:
+            return "(?m:^)" if self.multiline else r"\A"
+        if av is sre.AT_BEGINNING_STRING:
+            return r"\A"
+        if av is sre.AT_END:
+            return "(?m:$)"  # before any newline: a superset of ``$`` without MULTILINE
+        if av is sre.AT_END_STRING:
+            return r"\z"
+        if av is sre.AT_BOUNDARY:
+            return ""  # dropped: Python's \b knows letters beyond ASCII, RE2's does not
+        if av is sre.AT_NON_BOUNDARY:
+            return ""
+        raise _Unsupported(str(av))
+
+
+def re2_form(pattern: re.Pattern[str], *, consume_edges: bool) -> str | None:
+    """RE2 syntax for a pattern matching at least where ``pattern`` does on ASCII text
+    (read as its ``proxy``; ``None`` when it cannot be written). With ``consume_edges``
+    a leading ``(?<![a-z0-9])`` becomes ``(?:\\A|[^a-z0-9])``; without, it is dropped, so
+    a match starts where ``pattern``'s would. A trailing ``(?![a-z0-9])`` becomes
+    ``(?:[^a-z0-9]|\\z)`` either way (it does not move the start)."""
+    forms = _forms(pattern)
+    if forms is None:
+        return None
+    return forms[0] if consume_edges else forms[1]
+
+
+def _forms(pattern: re.Pattern[str]) -> tuple[str, str] | None:
+    """``re2_form`` of ``pattern`` with and without consuming its leading edge."""
+    try:
+        items = list(sre_parse.parse(pattern.pattern, pattern.flags))
+        writer = _Writer(pattern.flags)
+        head = tail = ""
+        if items and _edge(items[0][0], items[0][1], -1, pattern.flags) is not None:
+            items = items[1:]
+            head = r"(?:\A|[^a-z0-9])"
+        if items and _edge(items[-1][0], items[-1][1], 1, pattern.flags) is not None:
+            items = items[:-1]
+            tail = r"(?:[^a-z0-9]|\z)"
+        body = writer.sequence(items) + tail
+    except (_Unsupported, RecursionError):
+        return None
+    return head + body, body
+
+
+def proxy(text: str) -> bytes:
+    """What RE2 reads for ``text``: one byte per character, 0x80 for each non-ASCII one."""
+    if text.isascii():
+        return text.encode("ascii")
+    return _NON_ASCII.sub("\x80", text).encode("latin-1")
+
+
+class Prefilter:
+    """Which patterns of a table can match a text, and where to try them.
+
+    A long text is read by sets of ``GROUP`` patterns: one RE2 set of a whole table of
+    rules with word gaps makes a DFA whose states are the combinations of partly
+    matched rules; over long and varied texts there are too many to cache, and it runs
+    at a few MB/s, while sets of ten stay small and each runs at 100+ MB/s. A short
+    text (up to ``SHORT`` characters) visits few states: one set of the whole table,
+    which only short texts ever see, answers in one call instead of one per group
+    (and when it cannot, the groups do).
+
+    Args:
+        patterns: The table (``re`` patterns).
+        re2: The ``re2`` module.
+
+    Raises:
+        ValueError: RE2 could not compile a set (the caller keeps its own scan).
+    """
+
+    __slots__ = ("_searchers", "_sets", "_whole", "always")
+
+    GROUP = 10
+    SHORT = 1_000
+
+    def __init__(self, patterns: Sequence[re.Pattern[str]], re2: Any) -> None:
+        options = _options(re2, _MAX_MEM)
+        small = _options(re2, _SEARCHER_MEM)
+        self._searchers: list[Any] = []
+        always: list[int] = []
+        members: list[tuple[int, bytes]] = []
+        try:
+            for index, pattern in enumerate(patterns):
+                forms = _forms(pattern)
+                if forms is None:
+                    always.append(index)
+                    self._searchers.append(None)
+                    continue
+                member, start = forms
+                members.append((index, member.encode("ascii")))
+                self._searchers.append(_searcher(re2, re2.compile(start.encode("ascii"),
+                                                                  small)))
+            # each set: (its Match, its patterns' table indexes, its sentinel's index)
+            self._sets = [_set(re2, options, members[first:first + self.GROUP])
+                          for first in range(0, len(members), self.GROUP)]
+            self._whole = _set(re2, _options(re2, _WHOLE_MEM), members)
+        except re2.error as exc:
+            raise ValueError(f"RE2 could not compile the prefilter: {exc}") from exc
+        self.always = tuple(always)
+
+    def candidates(self, data: bytes) -> list[int] | None:
+        """The indexes (in table order) of the patterns that may match the text whose
+        ``proxy`` is ``data``, those without an RE2 form included; ``None`` when a
+        set could not answer."""
+        out = list(self.always)
+        if len(data) <= self.SHORT:
+            match, indexes, sentinel = self._whole
+            found = match(data)
+            if found and sentinel in found:
+                out.extend(indexes[i] for i in found if i != sentinel)
+                out.sort()
+                return out
+        for match, indexes, sentinel in self._sets:
+            found = match(data)
+            if not found or sentinel not in found:
+                return None
+            if len(found) > 1:
+                out.extend(indexes[i] for i in found if i != sentinel)
+        out.sort()
+        return out
+
+    def starts(self, index: int, data: bytes, pos: int) -> int:
+        """The first position at or after ``pos`` where pattern ``index`` may match
+        (``-1``: nowhere)."""
+        searcher = self._searchers[index]
+        if searcher is None:
+            return pos
+        return int(searcher(data, pos))
+
+
+def _options(re2: Any, max_mem: int) -> Any:
+    """RE2 options: Latin-1 (the proxy text), no capture groups, no logging."""
+    options = re2.Options()
+    options.max_mem = max_mem
+    options.log_errors = False
+    options.never_capture = True
+    options.encoding = re2.Options.Encoding.LATIN1
+    return options
+
+
+def _set(re2: Any, options: Any, members: list[tuple[int, bytes]],
+         ) -> tuple[Any, tuple[int, ...], int]:
+    """An RE2 set of ``members`` (table index, RE2 form): its ``Match``, the table index
+    of each of its patterns, and the index of its sentinel."""
+    rset = re2.Set.SearchSet(options)
+    for _, form in members:
+        rset.Add(form)
+    # a pattern every text matches: missing from an answer, the set failed (its DFA
+    # ran out of memory) and the caller must scan another way
+    sentinel = rset.Add(rb"\A")
+    rset.Compile()
+    # the compiled set itself when the wrapper exposes it: its ``Match`` takes bytes
+    # and skips a Python frame per call
+    match = getattr(getattr(rset, "_set", None), "Match", None) or rset.Match
+    return match, tuple(index for index, _ in members), sentinel
+
+
+def _searcher(re2: Any, regexp: Any) -> Any:
+    """``(data, pos) -> start of the first match at or after pos, or -1``: on the
+    compiled RE2 object when the wrapper exposes it (no generator and match object
+    per call), else through ``search``."""
+    raw = getattr(regexp, "_regexp", None)
+    anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
+    if raw is not None and anchor is not None and hasattr(raw, "Match"):
+        match = raw.Match
+
+        def first(data: bytes, pos: int) -> int:
+            return int(match(anchor, data, pos, len(data))[0][0])
+
+        return first
+
+    def search(data: bytes, pos: int) -> int:
+        m = regexp.search(data, pos)
+        return -1 if m is None else int(m.start())
+
+    return search
