@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, Final
 
 from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
 
@@ -215,7 +215,9 @@ class AnchoredScan:
             for anchor in finder.pattern.finditer(text):
                 pos = anchor.start()
                 key = anchor.group(anchor.lastindex or 0)
-                either = quick[key]
+                either = quick.get(key, _UNBUILT)
+                if either is _UNBUILT:
+                    either = finder.either(key)
                 if either is not None and either.match(text, pos) is None:
                     continue  # none of the anchor's patterns matches here
                 for index in by_anchor[key]:
@@ -269,8 +271,12 @@ def _make_prefilter(patterns: Sequence[re.Pattern[str]]) -> Prefilter | None:
         return None
 
 
+_UNBUILT: Final = re.compile("")
+"""Stands for an alternation not compiled yet (``_Finder.quick``)."""
+
+
 class _Finder:
-    __slots__ = ("by_anchor", "pattern", "quick")
+    __slots__ = ("_patterns", "by_anchor", "pattern", "quick")
 
     def __init__(self, by_prefix: dict[str, list[int]], template: str,
                  patterns: Sequence[re.Pattern[str]]) -> None:
@@ -281,11 +287,17 @@ class _Finder:
             for anchor in by_prefix}
         self.pattern = (re.compile(template.format(_trie(sorted(by_prefix))))
                         if by_prefix else None)
+        self._patterns = patterns
         # where an anchor starts several patterns, one alternation of them all first
-        # rules out (in one call) the common case that none matches there
-        self.quick: dict[str, re.Pattern[str] | None] = {
-            anchor: _either([patterns[i] for i in indexes])
-            for anchor, indexes in self.by_anchor.items()}
+        # rules out (in one call) the common case that none matches there; compiled
+        # the first time its anchor is met (all of them up front took ~3 s at import)
+        self.quick: dict[str, re.Pattern[str] | None] = {}
+
+    def either(self, anchor: str) -> re.Pattern[str] | None:
+        """The alternation of ``anchor``'s patterns (compiled on first use, then kept)."""
+        either = self.quick[anchor] = _either(
+            [self._patterns[i] for i in self.by_anchor[anchor]])
+        return either
 
 
 def _either(patterns: list[re.Pattern[str]]) -> re.Pattern[str] | None:
