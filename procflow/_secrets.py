@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
+from procflow._wordscan import word_matches, word_starts
+
 __all__ = ["MASK", "SecretSpan", "find_secrets", "is_secret_key", "mask_secrets", "mask_text"]
 
 MASK: Final = "***"
@@ -136,8 +138,11 @@ _URL_PASSWORD = re.compile(
     r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/?#@\"'<>]{0,128}:"
     r"(?P<value>[^\s/?#@\"'<>]{1,256})@")
 
+# The key consumes its first letter before its look-behind (so ``re`` skips to letters)
+# and is possessive (no character it could give back is one of ``"' \t:=``): the same
+# matches as "(?<![\w.-])(?P<key>[A-Za-z_][\w.-]{0,63})", without retrying every word.
 _ASSIGN = re.compile(
-    r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]{0,63})[\"']?[ \t]{0,8}[:=][ \t]{0,8}"
+    r"(?P<key>[A-Za-z_](?<![\w.-][A-Za-z_])[\w.-]{0,63}+)[\"']?[ \t]{0,8}[:=][ \t]{0,8}"
     r"(?:\"(?P<dq>[^\"\r\n]{1,300})\"|'(?P<sq>[^'\r\n]{1,300})'"
     r"|\[(?P<list>[^\]\r\n]{1,1000})\]|(?P<bare>[^\s\"'`,;<>&\[]{1,300}))")
 _HEADER = re.compile(
@@ -147,13 +152,17 @@ _PROSE_PASSWORD = re.compile(
     r"(?i)\b(?:password|passphrase|passcode|passwort|mot de passe|contraseña)"
     r"(?:[ \t]{1,8}(?:is|was|will be))?(?:[ \t]{1,8}(?:set to|now|changed to|reset to))?"
     r"[ \t]{1,8}(?P<value>[^\s\"'`,;<>()]{6,64})(?<![.!?])")
+_PROSE_PASSWORD_STARTS = word_starts("pass", "mot", "contrase")
 _PUBLIC_KEY = re.compile(r"(?i)(?:public|ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S{1,40})[\s:]*$")
 _BEARER = re.compile(
     r"(?i)\b(?:bearer|token)[ \t]{1,8}(?P<value>[A-Za-z0-9._~+/-]{16,4000}={0,3})"
     r"(?![\w.~+/=-])")
+_BEARER_STARTS = word_starts("bearer", "token")
 _SECRET_WORD = re.compile(
     r"(?i)\b(?:api[ _-]?keys?|access[ _-]?keys?|secrets?|tokens?|credentials?|keys?|aws|"
     r"passwords?)\b")
+_SECRET_WORD_STARTS = word_starts("api", "access", "secret", "token", "credential", "key",
+                                  "aws", "password")
 _TOKEN = re.compile(r"(?<![\w/+=.-])[A-Za-z0-9_+/=-]{20,400}(?![\w/+=.-])")
 
 _PLACEHOLDER_WORDS: Final = frozenset({
@@ -212,12 +221,12 @@ def _assignments(text: str, lower: str) -> Iterator[SecretSpan]:
         for m in _HEADER.finditer(text):
             yield SecretSpan(m.start("value"), m.end("value"), 0.8)
     if _has(lower, ("pass", "contrase")):
-        for m in _PROSE_PASSWORD.finditer(text):
+        for m in word_matches(_PROSE_PASSWORD, _PROSE_PASSWORD_STARTS, text):
             value = m.group("value")
             if not _is_placeholder(value) and _random_looking(value, min_entropy=2.5):
                 yield SecretSpan(m.start("value"), m.end("value"), 0.7)
     if _has(lower, ("bearer", "token")):
-        for m in _BEARER.finditer(text):
+        for m in word_matches(_BEARER, _BEARER_STARTS, text):
             value = m.group("value")
             if not _is_placeholder(value) and _random_looking(value):
                 yield SecretSpan(m.start("value"), m.end("value"), 0.85)
@@ -251,7 +260,7 @@ def _key_values(text: str) -> Iterator[SecretSpan]:
 def _contextual_tokens(text: str, lower: str) -> Iterator[SecretSpan]:
     if not _has(lower, ("key", "secret", "token", "credential", "aws", "password")):
         return
-    for word in _SECRET_WORD.finditer(text):
+    for word in word_matches(_SECRET_WORD, _SECRET_WORD_STARTS, text):
         if _PUBLIC_KEY.search(text[max(0, word.start() - 12):word.start()]):
             continue
         line_end = text.find("\n", word.end())

@@ -12,10 +12,12 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from procflow import _secrets
+from procflow._wordscan import word_matches
 from procflow.processors.builtin._text import View, fold, join_split, leet, normalise, squash
 from procflow.processors.builtin.injection.scan import _embedding
 from procflow.processors.builtin.pii import rules
-from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD, word_matches
+from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD
 
 # the patterns as they were written before (look-behind first)
 _PLAIN = {
@@ -138,3 +140,28 @@ def test_normalise_returns_the_text_itself_when_nothing_changes() -> None:
     assert changed.text == "card 4111 11111111 1111"
     start = changed.text.index("11111111")
     assert changed.span(start, start + 8) == (10, 19)  # the zero-width space is inside
+
+
+_SECRET_TEXT = st.lists(st.sampled_from(
+    ["api", "API_KEY", "apiKey", "key", "Keys", "secret", "token", "Bearer", "password",
+     "PASSWORD is", "mot de passe", "contraseña", "aws", "access-key", "credentials", "x",
+     "db.pass", "_", "-", ".", "=", ":", " ", "\t", '"', "'", "[", "]", "\n", "a1B2c3D4e5",
+     "Zq9xW8vU7t6S5r4Q", "é", "\u212a", "ſ", "—"]), max_size=16).map("".join)
+
+_PLAIN_ASSIGN = (
+    r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]{0,63})[\"']?[ \t]{0,8}[:=][ \t]{0,8}"
+    r"(?:\"(?P<dq>[^\"\r\n]{1,300})\"|'(?P<sq>[^'\r\n]{1,300})'"
+    r"|\[(?P<list>[^\]\r\n]{1,1000})\]|(?P<bare>[^\s\"'`,;<>&\[]{1,300}))")
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SECRET_TEXT)
+def test_secret_finders_fast_paths_match_the_plain_scans(text: str) -> None:
+    groups = ("key", "dq", "sq", "list", "bare")
+    assert ([[m.span(g) for g in groups] for m in _secrets._ASSIGN.finditer(text)]
+            == [[m.span(g) for g in groups] for m in re.finditer(_PLAIN_ASSIGN, text)])
+    for pattern, starts in ((_secrets._SECRET_WORD, _secrets._SECRET_WORD_STARTS),
+                            (_secrets._BEARER, _secrets._BEARER_STARTS),
+                            (_secrets._PROSE_PASSWORD, _secrets._PROSE_PASSWORD_STARTS)):
+        assert ([m.span() for m in word_matches(pattern, starts, text)]
+                == [m.span() for m in pattern.finditer(text)]), pattern.pattern

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import date
-from functools import lru_cache
 
+from procflow._wordscan import word_matches, word_starts
 from procflow.processors.builtin._detection import PIIDetection
 from procflow.processors.builtin.pii.checks import plausible_birth_date
 
@@ -82,63 +82,10 @@ def _ymd(m: re.Match[str]) -> tuple[int, int, int] | None:
     return None
 
 
-def word_starts(*words: str) -> re.Pattern[str]:
-    """A pattern finding each of ``words`` (lower case, starting with a letter) where it
-    starts a word: the look-behind comes after the first letter, so ``re`` skips ahead
-    to the letters the words start with."""
-    return re.compile("|".join(
-        f"{re.escape(w[0])}(?<!\\w{re.escape(w[0])}){re.escape(w[1:])}" for w in words))
-
-
 _BIRTH_STARTS = word_starts("born", "dob", "date", "data", "birth", "b-", "geb", "naissance",
                             "fecha", "nac", "nat", "d.")
 """In an ASCII text (lower-cased), every match of ``_BIRTH_WORD`` starts where one of
 these does (see ``word_matches``)."""
-
-
-@lru_cache(maxsize=4)
-def _lower(text: str) -> str:
-    return text.lower()
-
-
-# Non-ASCII letters a case-insensitive ASCII letter matches ("K" Kelvin sign, long s,
-# dotless i, dotted capital I): with one of them about, scan in full.
-_CASE_SPECIAL = ("\u212a", "\u017f", "\u0131", "\u0130")
-_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
-
-
-def _as_ascii(run: re.Match[str]) -> str:
-    return "".join("x" if ch.isalnum() or ch == "_" else " " for ch in run.group())
-
-
-def word_matches(pattern: re.Pattern[str], starts: re.Pattern[str], text: str,
-                 non_ascii: str = "") -> Iterator[re.Match[str]]:
-    """``pattern.finditer(text)`` for a case-insensitive pattern of context words.
-
-    ``starts`` (plain literals, none holding a place where a match may start, run on
-    the lower-cased text, every other character as "x" if a word character else " ")
-    finds every place a match can start, at C speed; the pattern (whose every ASCII
-    alternative starts at a word boundary) is tried there only, in order and never
-    inside its previous match: the same matches. A text holding one of the characters
-    ``non_ascii`` (those the pattern's non-ASCII alternatives start with) or a letter
-    of ``_CASE_SPECIAL`` is scanned in full.
-    """
-    if text.isascii():
-        lower = _lower(text)
-    elif any(ch in text for ch in _CASE_SPECIAL) or any(ch in text for ch in non_ascii):
-        yield from pattern.finditer(text)
-        return
-    else:
-        lower = _NON_ASCII.sub(_as_ascii, text).lower()
-    end = 0
-    for hit in starts.finditer(lower):
-        pos = hit.start()
-        if pos < end or (pos and (lower[pos - 1].isalnum() or lower[pos - 1] == "_")):
-            continue  # every context word starts at a word boundary
-        m = pattern.match(text, pos)
-        if m is not None:
-            yield m
-            end = m.end()
 
 
 def find_birth_dates(text: str) -> Iterator[PIIDetection]:

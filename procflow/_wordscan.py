@@ -1,0 +1,67 @@
+"""Context words found at C speed: a literal scan of a lower-cased view finds where a
+case-insensitive pattern of words can start, and the pattern is tried there only.
+
+Standard library only, so ``procflow._secrets`` (which sits at the bottom of the
+package) and the PII rules share it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+__all__ = ["word_matches", "word_starts"]
+
+
+def word_starts(*words: str) -> re.Pattern[str]:
+    """A pattern finding each of ``words`` (lower case, starting with a letter) where it
+    starts a word: the look-behind comes after the first letter, so ``re`` skips ahead
+    to the letters the words start with."""
+    return re.compile("|".join(
+        f"{re.escape(w[0])}(?<!\\w{re.escape(w[0])}){re.escape(w[1:])}" for w in words))
+
+
+@lru_cache(maxsize=4)
+def _lower(text: str) -> str:
+    return text.lower()
+
+
+# Non-ASCII letters a case-insensitive ASCII letter matches ("K" Kelvin sign, long s,
+# dotless i, dotted capital I): with one of them about, scan in full.
+_CASE_SPECIAL = ("\u212a", "\u017f", "\u0131", "\u0130")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _as_ascii(run: re.Match[str]) -> str:
+    return "".join("x" if ch.isalnum() or ch == "_" else " " for ch in run.group())
+
+
+def word_matches(pattern: re.Pattern[str], starts: re.Pattern[str], text: str,
+                 non_ascii: str = "") -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text)`` for a case-insensitive pattern of context words.
+
+    ``starts`` (plain literals, none holding a place where a match may start, run on
+    the lower-cased text, every other character as "x" if a word character else " ")
+    finds every place a match can start, at C speed; the pattern (whose every ASCII
+    alternative starts at a word boundary) is tried there only, in order and never
+    inside its previous match: the same matches. A text holding one of the characters
+    ``non_ascii`` (those the pattern's non-ASCII alternatives start with) or a letter
+    of ``_CASE_SPECIAL`` is scanned in full.
+    """
+    if text.isascii():
+        lower = _lower(text)
+    elif any(ch in text for ch in _CASE_SPECIAL) or any(ch in text for ch in non_ascii):
+        yield from pattern.finditer(text)
+        return
+    else:
+        lower = _NON_ASCII.sub(_as_ascii, text).lower()
+    end = 0
+    for hit in starts.finditer(lower):
+        pos = hit.start()
+        if pos < end or (pos and (lower[pos - 1].isalnum() or lower[pos - 1] == "_")):
+            continue  # every context word starts at a word boundary
+        m = pattern.match(text, pos)
+        if m is not None:
+            yield m
+            end = m.end()
