@@ -16,7 +16,7 @@ from procflow import _secrets
 from procflow._wordscan import word_matches
 from procflow.processors.builtin._text import View, fold, join_split, leet, normalise, squash
 from procflow.processors.builtin.injection.scan import _embedding
-from procflow.processors.builtin.pii import rules
+from procflow.processors.builtin.pii import checks, rules
 from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD
 
 # the patterns as they were written before (look-behind first)
@@ -165,3 +165,35 @@ def test_secret_finders_fast_paths_match_the_plain_scans(text: str) -> None:
                             (_secrets._PROSE_PASSWORD, _secrets._PROSE_PASSWORD_STARTS)):
         assert ([m.span() for m in word_matches(pattern, starts, text)]
                 == [m.span() for m in pattern.finditer(text)]), pattern.pattern
+
+
+def _card_in_plain(value: str) -> tuple[int, int] | None:
+    seps = [i for i, ch in enumerate(value) if not ch.isdigit()]
+    starts, ends = [0] + [i + 1 for i in seps], [*seps, len(value)]
+    for a, b in sorted(((a, b) for a in starts for b in ends if b > a),
+                       key=lambda ab: (ab[0] - ab[1], ab[0])):
+        sub = value[a:b]
+        digits = "".join(ch for ch in sub if ch.isdigit())
+        if 13 <= len(digits) <= 19 and rules._card_groups_ok(sub) \
+                and rules.card_brand(digits) and rules.luhn_valid(digits):
+            return a, b
+    return None
+
+
+def _card_brand_plain(digits: str) -> str | None:
+    for brand, prefixes, lengths in checks._IIN_RANGES:
+        if len(digits) in lengths and int(digits[:len(str(prefixes.start))]) in prefixes:
+            return brand
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["4111", "1111", "4242", "5555", "3782", "6011", "0", "1", "7",
+                                 "2", "3", "6", "9", "٤", "12", "345", " ", "-"]),
+                max_size=14).map("".join))
+def test_card_runs_are_those_of_the_plain_search(text: str) -> None:
+    for m in rules._CARD.finditer(text):
+        assert rules._card_in(m.group()) == _card_in_plain(m.group())
+    digits = "".join(ch for ch in text if ch.isdigit())
+    if digits:
+        assert checks.card_brand(digits) == _card_brand_plain(digits)

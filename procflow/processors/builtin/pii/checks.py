@@ -67,6 +67,8 @@ _IIN_RANGES: tuple[tuple[str, range, tuple[int, ...]], ...] = (
     ("maestro", range(56, 59), (12, 13, 14, 15, 16, 17, 18, 19)),
     ("maestro", range(67, 68), (12, 13, 14, 15, 16, 17, 18, 19)),
 )
+_IIN_WIDTHS = tuple((brand, prefixes, lengths, len(str(prefixes.start)))
+                    for brand, prefixes, lengths in _IIN_RANGES)
 
 # Numbers the SSA never issued because they were printed in advertising.
 _ADVERTISED_SSNS = frozenset({"078051120", "219099999"})
@@ -94,8 +96,9 @@ def luhn_valid(digits: str) -> bool:
 
 def card_brand(digits: str) -> str | None:
     """The card network whose IIN range and length fit ``digits``, or ``None``."""
-    for brand, prefixes, lengths in _IIN_RANGES:
-        width = len(str(prefixes.start))
+    if digits[:1] in "01789" and digits.isascii() and digits.isdigit():
+        return None  # no range starts with 0, 1, 7, 8 or 9
+    for brand, prefixes, lengths, width in _IIN_WIDTHS:
         if len(digits) in lengths and int(digits[:width]) in prefixes:
             return brand
     return None

@@ -248,13 +248,18 @@ def _card_groups_ok(value: str) -> bool:
 
 
 def _card_in(value: str) -> tuple[int, int] | None:
-    """The longest run of whole digit groups in ``value`` that is a card number."""
+    """The longest run of whole digit groups in ``value`` (a ``_CARD`` match: digits,
+    spaces and dashes) that is a card number."""
     seps = [i for i, ch in enumerate(value) if not ch.isdigit()]
     starts, ends = [0] + [i + 1 for i in seps], [*seps, len(value)]
-    for a, b in sorted(((a, b) for a in starts for b in ends if b > a),
+    # value[starts[i]:ends[j]] (j >= i) holds j - i separators: only runs of 13 to 19
+    # digits are looked at further, and only from a digit some card number starts with
+    # (``card_brand`` knows none starting with 0, 1, 7, 8 or 9).
+    for a, b in sorted(((a, b) for i, a in enumerate(starts) if value[a] not in "01789"
+                        for j, b in enumerate(ends) if b > a and 13 <= b - a - (j - i) <= 19),
                        key=lambda ab: (ab[0] - ab[1], ab[0])):
         sub = value[a:b]
-        digits = "".join(ch for ch in sub if ch.isdigit())
+        digits = sub.replace(" ", "").replace("-", "")
         if 13 <= len(digits) <= 19 and _card_groups_ok(sub) and card_brand(digits) \
                 and luhn_valid(digits):
             return a, b
