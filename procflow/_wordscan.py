@@ -22,11 +22,6 @@ def word_starts(*words: str) -> re.Pattern[str]:
         f"{re.escape(w[0])}(?<!\\w{re.escape(w[0])}){re.escape(w[1:])}" for w in words))
 
 
-@lru_cache(maxsize=4)
-def _lower(text: str) -> str:
-    return text.lower()
-
-
 # Non-ASCII letters a case-insensitive ASCII letter matches ("K" Kelvin sign, long s,
 # dotless i, dotted capital I): with one of them about, scan in full.
 _CASE_SPECIAL = ("\u212a", "\u017f", "\u0131", "\u0130")
@@ -35,6 +30,18 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 def _as_ascii(run: re.Match[str]) -> str:
     return "".join("x" if ch.isalnum() or ch == "_" else " " for ch in run.group())
+
+
+@lru_cache(maxsize=4)
+def _ascii_lower(text: str) -> str | None:
+    """``text`` lower-cased, every non-ASCII character as "x" if a word character else
+    " " (the same length), made once per text for all the patterns; ``None`` when a
+    letter of ``_CASE_SPECIAL`` is in it."""
+    if text.isascii():
+        return text.lower()
+    if any(ch in text for ch in _CASE_SPECIAL):
+        return None
+    return _NON_ASCII.sub(_as_ascii, text).lower()
 
 
 def word_matches(pattern: re.Pattern[str], starts: re.Pattern[str], text: str,
@@ -49,13 +56,11 @@ def word_matches(pattern: re.Pattern[str], starts: re.Pattern[str], text: str,
     ``non_ascii`` (those the pattern's non-ASCII alternatives start with) or a letter
     of ``_CASE_SPECIAL`` is scanned in full.
     """
-    if text.isascii():
-        lower = _lower(text)
-    elif any(ch in text for ch in _CASE_SPECIAL) or any(ch in text for ch in non_ascii):
+    lower = _ascii_lower(text)
+    if lower is None or (non_ascii and not text.isascii()
+                         and any(ch in text for ch in non_ascii)):
         yield from pattern.finditer(text)
         return
-    else:
-        lower = _NON_ASCII.sub(_as_ascii, text).lower()
     end = 0
     for hit in starts.finditer(lower):
         pos = hit.start()

@@ -308,6 +308,8 @@ _IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w])(?!\.
 _IPV6 = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?"
     r"(?![\w:])(?!\.\w)")
+_IPV6_COLONS = re.compile(r":[0-9A-Fa-f]{0,4}:")
+"""Two of ``_IPV6``'s first colons, as every match of it holds them."""
 _VERSION_WORD = re.compile(r"(?i)\b(?:version|ver|v|release|build|firmware|chrome|"
                            r"firefox|safari|edge|os|ios|android|kernel|sdk|api|chapter|section|sec|clause|"
                            r"article|art|figure|fig|table|step|para|paragraph|§)\.?[\s:]*$")
@@ -318,7 +320,7 @@ def _ips(text: str) -> Iterator[PIIDetection]:
         for m in _IPV4.finditer(text):
             if ip_valid(m.group()) and not _VERSION_WORD.search(context_before(text, m.start())):
                 yield PIIDetection("ip-address", m.start(), m.end(), m.group(), 0.9)
-    if text.count(":") < 2:
+    if text.count(":") < 2 or _IPV6_COLONS.search(text) is None:
         return
     for m in _IPV6.finditer(text):
         value = m.group()
