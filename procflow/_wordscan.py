@@ -46,27 +46,52 @@ def _ascii_lower(text: str) -> str | None:
 
 def word_matches(pattern: re.Pattern[str], starts: re.Pattern[str], text: str,
                  non_ascii: str = "") -> Iterator[re.Match[str]]:
-    """``pattern.finditer(text)`` for a case-insensitive pattern of context words.
+    """``pattern.finditer(text)`` for a case-insensitive pattern of context words, none of
+    whose matches spans a line break.
 
     ``starts`` (plain literals, none holding a place where a match may start, run on
     the lower-cased text, every other character as "x" if a word character else " ")
     finds every place a match can start, at C speed; the pattern (whose every ASCII
     alternative starts at a word boundary) is tried there only, in order and never
-    inside its previous match: the same matches. A text holding one of the characters
-    ``non_ascii`` (those the pattern's non-ASCII alternatives start with) or a letter
-    of ``_CASE_SPECIAL`` is scanned in full.
+    inside its previous match: the same matches. The lines holding one of the
+    characters ``non_ascii`` (those the pattern's non-ASCII alternatives start with, or
+    hold where the view would hide them) are scanned in full (no match crosses a line
+    break, so a line's matches are the same alone), and a text holding a letter of
+    ``_CASE_SPECIAL`` is scanned in full.
     """
     lower = _ascii_lower(text)
-    if lower is None or (non_ascii and not text.isascii()
-                         and any(ch in text for ch in non_ascii)):
+    if lower is None:
         yield from pattern.finditer(text)
         return
+    full = _rare_lines(text, non_ascii) if non_ascii and not text.isascii() else []
     end = 0
-    for hit in starts.finditer(lower):
-        pos = hit.start()
-        if pos < end or (pos and (lower[pos - 1].isalnum() or lower[pos - 1] == "_")):
-            continue  # every context word starts at a word boundary
-        m = pattern.match(text, pos)
-        if m is not None:
+    pos = 0
+    for line_start, line_end in [*full, (len(text), len(text))]:
+        for hit in starts.finditer(lower, pos, line_start):
+            at = hit.start()
+            if at < end or (at and (lower[at - 1].isalnum() or lower[at - 1] == "_")):
+                continue  # every context word starts at a word boundary
+            m = pattern.match(text, at)
+            if m is not None:
+                yield m
+                end = m.end()
+        for m in pattern.finditer(text, line_start, line_end):
             yield m
             end = m.end()
+        pos = line_end
+
+
+def _rare_lines(text: str, chars: str) -> list[tuple[int, int]]:
+    """The lines of ``text`` (start, end before the line break) holding one of ``chars``,
+    in order."""
+    lines: set[tuple[int, int]] = set()
+    for ch in chars:
+        i = text.find(ch)
+        while i >= 0:
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            if end < 0:
+                end = len(text)
+            lines.add((start, end))
+            i = text.find(ch, end)
+    return sorted(lines)

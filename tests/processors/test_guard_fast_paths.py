@@ -197,3 +197,33 @@ def test_card_runs_are_those_of_the_plain_search(text: str) -> None:
     digits = "".join(ch for ch in text if ch.isdigit())
     if digits:
         assert checks.card_brand(digits) == _card_brand_plain(digits)
+
+
+_B, _E = r"(?<![A-Za-z0-9_-])", r"(?![A-Za-z0-9_-])"
+_PLAIN_VENDOR = [  # as written before (look-behind first), in the order of _secrets._VENDOR
+    _B + r"sk-(?:proj-|svcacct-|admin-|live-|test-|ant-(?:api\d{2}-|admin\d{2}-)?)?"
+         r"[A-Za-z0-9_-]{20,}" + _E,
+    _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}" + _E,
+    _B + r"gh[pousr]_[A-Za-z0-9]{36,255}" + _E,
+    _B + r"github_pat_[A-Za-z0-9_]{22,255}" + _E,
+    _B + r"xox[abeprs]-[A-Za-z0-9-]{10,}" + _E,
+    _B + r"AIza[0-9A-Za-z_-]{35}" + _E,
+    _B + r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{10,}" + _E,
+    _B + r"whsec_[0-9A-Za-z]{20,}" + _E,
+    _B + r"glpat-[A-Za-z0-9_-]{20,}" + _E,
+    _B + r"npm_[A-Za-z0-9]{36}" + _E,
+    _B + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}" + _E,
+    _B + r"hf_[A-Za-z0-9]{30,40}" + _E,
+    _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _E,
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["sk-", "sk-proj-", "AKIA", "ASIA", "ghp_", "github_pat_", "xoxb-", "AIza", "sk_live_",
+     "pk_test_", "whsec_", "glpat-", "npm_", "SG.", "hf_", "eyJ", ".", "-", "_", " ", "x",
+     "ABCDEFGHIJ0123456789", "abcdefghij0123456789"]), max_size=12).map("".join))
+def test_vendor_patterns_starting_with_their_prefix_match_like_the_plain_ones(text: str) -> None:
+    for (_, fast, _), plain in zip(_secrets._VENDOR, _PLAIN_VENDOR, strict=False):
+        assert [m.span() for m in fast.finditer(text)] == [
+            m.span() for m in re.finditer(plain, text)], plain
