@@ -36,6 +36,7 @@ _PLAIN = {
     "_BTC_LEGACY": r"(?<![A-Za-z0-9])[13][1-9A-HJ-NP-Za-km-z]{25,34}(?![A-Za-z0-9])",
     "_BTC_BECH32": r"(?<![A-Za-z0-9])bc1[02-9ac-hj-np-z]{8,87}(?![A-Za-z0-9])",
     "_ETH": r"(?<![A-Za-z0-9])0x[0-9a-fA-F]{40}(?![A-Za-z0-9])",
+    "_IBAN_START": r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?= ?[A-Z0-9])",
 }
 
 _NUMBERS = st.lists(st.sampled_from(
@@ -227,3 +228,14 @@ def test_vendor_patterns_starting_with_their_prefix_match_like_the_plain_ones(te
     for (_, fast, _), plain in zip(_secrets._VENDOR, _PLAIN_VENDOR, strict=False):
         assert [m.span() for m in fast.finditer(text)] == [
             m.span() for m in re.finditer(plain, text)], plain
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["http", "HTTPS", "://", "www.", "WwW.", "x", "/", "@", ".", "-", " ", "\n", "é", "ſ",
+     "ssn", "SS#", "social security", "Social Insurance", "no.", "123-45-6789", "078 05 1120",
+     "DE89", "GB82WEST", "1"]), max_size=12).map("".join))
+def test_url_and_ssn_words_from_a_literal_scan_are_those_of_a_full_scan(text: str) -> None:
+    for pattern, starts in ((rules._URL, rules._URL_STARTS), (rules._SSN_WORD, rules._SSN_STARTS)):
+        assert ([m.span() for m in word_matches(pattern, starts, text)]
+                == [m.span() for m in pattern.finditer(text)]), pattern.pattern

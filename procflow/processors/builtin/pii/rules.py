@@ -286,13 +286,14 @@ _SSN = re.compile(r"\d(?<![\w-]\d)\d{2}-\d{2}-\d{4}(?![\w])(?!-\d)")
 _SSN_WORD = re.compile(r"(?i)\b(?:ssn|ss#|social security(?: number| no\.?| #)?|"
                        r"social insurance)(?![\w])[^\d\n]{0,16}?(\d{3}[- ]?\d{2}[- ]?\d{4})"
                        r"(?![\w])(?![.-]?\d)")
+_SSN_STARTS = word_starts("ssn", "ss#", "social")
 
 
 def _ssns(text: str) -> Iterator[PIIDetection]:
     if _digit_count(text) < 9:
         return
     if _may_hold(text, ("ssn", "ss#", "social")):
-        for m in _SSN_WORD.finditer(text):
+        for m in word_matches(_SSN_WORD, _SSN_STARTS, text):
             if ssn_valid(m.group(1)):
                 yield PIIDetection("ssn", m.start(1), m.end(1), m.group(1), 0.95)
     if text.count("-") < 2:
@@ -331,6 +332,7 @@ def _ips(text: str) -> Iterator[PIIDetection]:
 # -- URLs, UUIDs -------------------------------------------------------------------
 
 _URL = re.compile(r"(?i)(?<![\w@/.-])(?:https?://|www\.)[^\s<>\"'`]+")
+_URL_STARTS = word_starts("http", "www.")
 _TRAILING = ".,;:!?'\"*"
 _PAIRS = {")": "(", "]": "[", "}": "{"}
 
@@ -353,7 +355,7 @@ def _trim_url(url: str) -> str:
 def _urls(text: str) -> Iterator[PIIDetection]:
     if "://" not in text and not _may_hold(text, ("www.",)):
         return
-    for m in _URL.finditer(text):
+    for m in word_matches(_URL, _URL_STARTS, text):
         value = _trim_url(m.group())
         host = re.sub(r"(?i)^(?:https?://)?", "", value).split("/", 1)[0]
         if "." in host.strip(".") or host.lower().startswith(("localhost", "[")):
@@ -375,7 +377,7 @@ def _uuids(text: str) -> Iterator[PIIDetection]:
 
 # -- IBAN --------------------------------------------------------------------------
 
-_IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?= ?[A-Z0-9])")
+_IBAN_START = re.compile(r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?= ?[A-Z0-9])")
 
 
 def _ibans(text: str) -> Iterator[PIIDetection]:
