@@ -247,8 +247,41 @@ def _assignments(text: str, lower: str) -> Iterator[SecretSpan]:
                 yield SecretSpan(m.start("value"), m.end("value"), 0.85)
 
 
+_ASSIGN_SIGN = re.compile(r"[:=]")
+_KEY_REVERSED = re.compile(r"[ \t]{0,8}+[\"']?+[\w.-]{1,64}+")
+
+
+def _assign_matches(text: str) -> Iterator[re.Match[str]]:
+    r"""``_ASSIGN.finditer(text)``, found from the ":" and "=" signs instead of at every
+    word.
+
+    Before its sign a match has up to 8 blanks, maybe a quote and its key: the whole
+    run of ``[\w.-]`` it starts (its look-behind allows no such character before it),
+    of at most 64 characters. That run, read backwards from the sign in the reversed
+    text, gives the only start a match with this sign can have, where ``_ASSIGN`` is
+    tried (a run of more than 64 characters gives a start inside it, where the
+    look-behind fails, as it must). The signs are taken in order, never inside the
+    previous match: the same matches.
+    """
+    end = 0
+    reversed_text = ""
+    for sign in _ASSIGN_SIGN.finditer(text):
+        at = sign.start()
+        if at <= end:
+            continue
+        if not reversed_text:
+            reversed_text = text[::-1]
+        key = _KEY_REVERSED.match(reversed_text, len(text) - at)
+        if key is None or len(text) - key.end() < end:
+            continue  # (a run that starts inside the previous match starts no match)
+        m = _ASSIGN.match(text, len(text) - key.end())
+        if m is not None:
+            yield m
+            end = m.end()
+
+
 def _key_values(text: str) -> Iterator[SecretSpan]:
-    for m in _ASSIGN.finditer(text):
+    for m in _assign_matches(text):
         key = m.group("key")
         if not is_secret_key(key):
             continue
