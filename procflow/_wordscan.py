@@ -14,12 +14,24 @@ from functools import lru_cache
 __all__ = ["word_matches", "word_starts"]
 
 
-def word_starts(*words: str) -> re.Pattern[str]:
-    """A pattern finding each of ``words`` (lower case, starting with a letter) where it
-    starts a word: the look-behind comes after the first letter, so ``re`` skips ahead
-    to the letters the words start with."""
-    return re.compile("|".join(
-        f"{re.escape(w[0])}(?<!\\w{re.escape(w[0])}){re.escape(w[1:])}" for w in words))
+def word_starts(*words: str) -> tuple[str, ...]:
+    """The literal words (lower case, starting with a letter) that ``word_matches``
+    looks for where a word starts."""
+    return words
+
+
+def _word_positions(lower: str, words: tuple[str, ...], pos: int, endpos: int) -> list[int]:
+    """Where one of ``words`` starts a word in ``lower[pos:endpos]``, in order: a
+    ``str.find`` pass per word (C speed), each place kept when no word character comes
+    just before it."""
+    found: set[int] = set()
+    for word in words:
+        at = lower.find(word, pos, endpos)
+        while at >= 0:
+            if not at or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
+                found.add(at)
+            at = lower.find(word, at + 1, endpos)
+    return sorted(found)
 
 
 # Non-ASCII letters a case-insensitive ASCII letter matches ("K" Kelvin sign, long s,
@@ -44,16 +56,17 @@ def _ascii_lower(text: str) -> str | None:
     return _NON_ASCII.sub(_as_ascii, text).lower()
 
 
-def word_matches(pattern: re.Pattern[str], starts: re.Pattern[str], text: str,
+def word_matches(pattern: re.Pattern[str], starts: tuple[str, ...], text: str,
                  non_ascii: str = "") -> Iterator[re.Match[str]]:
     """``pattern.finditer(text)`` for a case-insensitive pattern of context words, none of
     whose matches spans a line break.
 
-    ``starts`` (plain literals, none holding a place where a match may start, run on
-    the lower-cased text, every other character as "x" if a word character else " ")
-    finds every place a match can start, at C speed; the pattern (whose every ASCII
-    alternative starts at a word boundary) is tried there only, in order and never
-    inside its previous match: the same matches. The lines holding one of the
+    ``starts`` (plain literals, none holding a place where a match may start, found
+    with ``str.find`` in the lower-cased text, every other character as "x" if a word
+    character else " ", where they start a word) gives every place a match can start,
+    at C speed; the pattern (whose every ASCII alternative starts at a word boundary)
+    is tried there only, in order and never inside its previous match: the same
+    matches. The lines holding one of the
     characters ``non_ascii`` (those the pattern's non-ASCII alternatives start with, or
     hold where the view would hide them) are scanned in full (no match crosses a line
     break, so a line's matches are the same alone), and a text holding a letter of
@@ -67,10 +80,9 @@ def word_matches(pattern: re.Pattern[str], starts: re.Pattern[str], text: str,
     end = 0
     pos = 0
     for line_start, line_end in [*full, (len(text), len(text))]:
-        for hit in starts.finditer(lower, pos, line_start):
-            at = hit.start()
-            if at < end or (at and (lower[at - 1].isalnum() or lower[at - 1] == "_")):
-                continue  # every context word starts at a word boundary
+        for at in _word_positions(lower, starts, pos, line_start):
+            if at < end:
+                continue
             m = pattern.match(text, at)
             if m is not None:
                 yield m
