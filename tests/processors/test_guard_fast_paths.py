@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from procflow import _secrets
 from procflow._wordscan import word_matches
+from procflow.processors.builtin import _text
 from procflow.processors.builtin._text import View, fold, join_split, leet, normalise, squash
 from procflow.processors.builtin.injection.scan import _embedding
 from procflow.processors.builtin.pii import checks, rules
@@ -241,3 +242,28 @@ def test_url_and_ssn_words_from_a_literal_scan_are_those_of_a_full_scan(text: st
     for pattern, starts in ((rules._URL, rules._URL_STARTS), (rules._SSN_WORD, rules._SSN_STARTS)):
         assert ([m.span() for m in word_matches(pattern, starts, text)]
                 == [m.span() for m in pattern.finditer(text)]), pattern.pattern
+
+
+def _normalise_char_by_char(text: str) -> tuple[str, list[int], list[int]]:
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for i, ch in enumerate(text):
+        for out in (ch if ch.isascii() else _text._normal_char(ch)):
+            chars.append(out)
+            starts.append(i)
+            ends.append(i + 1)
+    return "".join(chars), starts, ends
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["a", "1", " ", "@", ".", "\n", "\u00a0", "\u200b", "\u202e", "\uff20", "\u0664", "\uff15",
+     "\ufb01", "é", "電", "\u3002", "\u2028", "ab12"]), max_size=20).map("".join))
+def test_the_normalised_view_by_runs_is_the_view_char_by_char(text: str) -> None:
+    view = normalise(text)
+    plain, starts, ends = _normalise_char_by_char(text)
+    assert view.text == plain
+    assert list(view.starts) == starts and list(view.ends) == ends
+    assert [view.starts[i] for i in range(-len(starts), 0)] == starts
+    assert list(view.starts[1:5]) == starts[1:5]

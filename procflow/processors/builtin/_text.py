@@ -22,11 +22,11 @@ import html
 import re
 import unicodedata
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TypeVar
+from typing import TypeVar, overload
 from urllib.parse import unquote
 
 import anyio.to_thread
@@ -738,21 +738,68 @@ def normalise(text: str) -> View:
     runs = [m.span() for m in _NON_ASCII.finditer(text)]
     if all(_normal_char(ch) == ch for a, b in runs for ch in text[a:b]):
         return View("normalised", text, range(len(text)), range(1, len(text) + 1))
-    b = _Builder()
-    pos = 0
+    chars: list[str] = []
+    marks: list[int] = []  # where each run of the view starts
+    slopes: list[int] = []  # 1: an ASCII run, copied; 0: one character's reading
+    bases: list[int] = []
+    size = pos = 0
     for start, end in runs:
         if start > pos:
-            b.chars.append(text[pos:start])
-            b.starts.extend(range(pos, start))
-            b.ends.extend(range(pos + 1, start + 1))
+            chars.append(text[pos:start])
+            marks.append(size)
+            slopes.append(1)
+            bases.append(pos - size)
+            size += start - pos
         for i in range(start, end):
-            b.add(_normal_char(text[i]), i, i + 1)
+            out = _normal_char(text[i])
+            if out:
+                chars.append(out)
+                marks.append(size)
+                slopes.append(0)
+                bases.append(i)
+                size += len(out)
         pos = end
     if pos < len(text):
-        b.chars.append(text[pos:])
-        b.starts.extend(range(pos, len(text)))
-        b.ends.extend(range(pos + 1, len(text) + 1))
-    return b.build("normalised")
+        chars.append(text[pos:])
+        marks.append(size)
+        slopes.append(1)
+        bases.append(pos - size)
+        size += len(text) - pos
+    return View("normalised", "".join(chars), _Runs(marks, slopes, bases, 0, size),
+                _Runs(marks, slopes, bases, 1, size))
+
+
+class _Runs(Sequence[int]):
+    """The source indices of a view made of runs, found by bisection (no array of one
+    entry per character to fill): in the run starting at view index ``marks[k]``,
+    character ``v`` came from ``slopes[k] * v + bases[k]`` (plus ``plus``: 0 for the
+    starts, 1 for the ends)."""
+
+    __slots__ = ("_bases", "_marks", "_plus", "_size", "_slopes")
+
+    def __init__(self, marks: list[int], slopes: list[int], bases: list[int], plus: int,
+                 size: int) -> None:
+        self._marks, self._slopes, self._bases = marks, slopes, bases
+        self._plus, self._size = plus, size
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._size))]
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        k = bisect_right(self._marks, index) - 1
+        return self._slopes[k] * index + self._bases[k] + self._plus
 
 
 async def off_loop(fn: Callable[..., _T], text: str, *args: object,
