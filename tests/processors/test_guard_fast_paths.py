@@ -267,3 +267,21 @@ def test_the_normalised_view_by_runs_is_the_view_char_by_char(text: str) -> None
     assert list(view.starts) == starts and list(view.ends) == ends
     assert [view.starts[i] for i in range(-len(starts), 0)] == starts
     assert list(view.starts[1:5]) == starts[1:5]
+
+
+def _luhn_plain(digits: str) -> bool:
+    if not digits.isdigit() or not digits.isascii():
+        return False
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789٤a", max_size=24))
+def test_luhn_by_table_is_luhn_digit_by_digit(digits: str) -> None:
+    assert checks.luhn_valid(digits) == _luhn_plain(digits)
