@@ -150,9 +150,10 @@ def _emails(text: str) -> Iterator[PIIDetection]:
 # ("\+(?<![\w+]\+)" rather than "(?<![\w+])\+"): the same matches, but ``re`` can then
 # skip ahead to that character instead of trying the look-behind at every position.
 _PHONE_INTL = re.compile(r"\+(?<![\w+]\+)[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
-_PHONE_NANP = re.compile(
-    r"(?:1(?<![\w+$#/.-]1)[ .-]?(?:\([2-9]\d{2}\)[ .-]?|[2-9]\d{2}[ .-])"
-    r"|\((?<![\w+$#/.-]\()[2-9]\d{2}\)[ .-]?|[2-9](?<![\w+$#/.-][2-9])\d{2}[ .-])"
+_PHONE_NANP = re.compile(  # one class first, then the branch its character allows
+    r"[1-9(](?<![\w+$#/.-][1-9(])"
+    r"(?:(?<=1)[ .-]?(?:\([2-9]\d{2}\)[ .-]?|[2-9]\d{2}[ .-])"
+    r"|(?<=\()[2-9]\d{2}\)[ .-]?|(?<=[2-9])\d{2}[ .-])"
     r"\d{3}[ .-]\d{4}(?!\d)")
 _PHONE_EXIT = re.compile(  # "00" / "011" international dialling prefixes instead of "+"
     r"0(?<![\w+$#/.-]0)(?:0|11)[ .-]?[1-9]\d{0,3}(?:[ .-]?(?:\(\d{1,5}\)|\d{1,5})){1,6}(?!\d)")
