@@ -92,7 +92,7 @@ def test_one_pass_for_idioms_and_terms_on_the_corpora() -> None:
     for text in _rows("moderation_corpus.jsonl") + _rows("injection_corpus.jsonl"):
         for view in views_for_matching(text, deep=False):
             _check_view(view.text)
-    long = " ".join(_rows("moderation_corpus.jsonl"))  # one set reads any length
+    long = " ".join(_rows("moderation_corpus.jsonl"))  # read by the sets of RE2_GROUP
     _check_view(fold(long).text)
 
 

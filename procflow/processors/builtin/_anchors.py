@@ -171,12 +171,14 @@ class AnchoredScan:
             without a small anchor set is run in full.
         whole_max: Passed to the RE2 prefilter (``Prefilter``): up to how long a text
             one RE2 set of the whole table reads.
+        group: Passed to the RE2 prefilter: how many patterns each of its other sets
+            holds.
     """
 
     __slots__ = ("_edged", "_full", "_loose", "_prefilter", "patterns")
 
     def __init__(self, patterns: Sequence[re.Pattern[str]], *,
-                 whole_max: int = Prefilter.SHORT) -> None:
+                 whole_max: int = Prefilter.SHORT, group: int = Prefilter.GROUP) -> None:
         self.patterns = tuple(patterns)
         edged: dict[str, list[int]] = {}
         loose: dict[str, list[int]] = {}
@@ -195,7 +197,7 @@ class AnchoredScan:
         # the others: a zero-width look-ahead at every position
         self._edged = _Finder(edged, _WORD_EDGE + "(?:{})", self.patterns)
         self._loose = _Finder(loose, "(?=({}))", self.patterns)
-        self._prefilter = _make_prefilter(self.patterns, whole_max)
+        self._prefilter = _make_prefilter(self.patterns, whole_max, group)
 
     def matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
         """``(pattern index, match)`` for every non-empty match, ordered by pattern
@@ -274,12 +276,12 @@ class AnchoredScan:
 
 
 def _make_prefilter(patterns: Sequence[re.Pattern[str]], whole_max: int = Prefilter.SHORT,
-                    ) -> Prefilter | None:
+                    group: int = Prefilter.GROUP) -> Prefilter | None:
     re2 = load_re2()
     if re2 is None:
         return None
     try:
-        return Prefilter(patterns, re2, whole_max=whole_max)
+        return Prefilter(patterns, re2, whole_max=whole_max, group=group)
     except ValueError:
         return None
 
@@ -294,13 +296,14 @@ class JointScan:
     Args:
         tables: The tables.
         whole_max: Up to how long a text the set of all their patterns reads (longer
-            texts, and a set that gives up, go to sets of ``Prefilter.GROUP``).
+            texts, and a set that gives up, go to the sets of ``group`` patterns).
+        group: How many patterns each of those sets holds.
     """
 
     __slots__ = ("_bounds", "_prefilter")
 
     def __init__(self, tables: Sequence[AnchoredScan], *,
-                 whole_max: int = Prefilter.SHORT) -> None:
+                 whole_max: int = Prefilter.SHORT, group: int = Prefilter.GROUP) -> None:
         re2 = load_re2()
         self._prefilter: Prefilter | None = None
         bounds = [0]
@@ -311,7 +314,8 @@ class JointScan:
             return
         try:
             self._prefilter = Prefilter([p for table in tables for p in table.patterns], re2,
-                                        whole_max=whole_max, searchers=False)
+                                        whole_max=whole_max, group=group,
+                                        searchers=False)
         except ValueError:
             return
 

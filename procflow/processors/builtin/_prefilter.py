@@ -264,8 +264,9 @@ class Prefilter:
         patterns: The table (``re`` patterns).
         re2: The ``re2`` module.
         whole_max: The longest text (characters) the set of the whole table reads
-            first (default ``SHORT``). A table whose whole set stays small over long
-            texts (the moderation lexicon's) reads every text with it, in one pass.
+            first (default ``SHORT``; 0: none).
+        group: How many patterns each of the sets that read longer texts holds
+            (default ``GROUP``).
         searchers: Also compile each pattern's searcher for ``starts``; a prefilter
             asked for ``candidates`` only does without.
 
@@ -279,7 +280,7 @@ class Prefilter:
     SHORT = 1_000
 
     def __init__(self, patterns: Sequence[re.Pattern[str]], re2: Any, *,
-                 whole_max: int = SHORT, searchers: bool = True) -> None:
+                 whole_max: int = SHORT, group: int = GROUP, searchers: bool = True) -> None:
         self._whole_max = whole_max
         options = _options(re2, _MAX_MEM)
         small = _options(re2, _SEARCHER_MEM)
@@ -299,8 +300,8 @@ class Prefilter:
                                                                   small))
                                        if searchers else None)
             # each set: (its Match, its patterns' table indexes, its sentinel's index)
-            self._sets = [_set(re2, options, members[first:first + self.GROUP])
-                          for first in range(0, len(members), self.GROUP)]
+            self._sets = [_set(re2, options, members[first:first + group])
+                          for first in range(0, len(members), group)]
             self._whole = _set(re2, _options(re2, _WHOLE_MEM), members)
         except re2.error as exc:
             raise ValueError(f"RE2 could not compile the prefilter: {exc}") from exc

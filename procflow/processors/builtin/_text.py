@@ -110,6 +110,9 @@ _SPLIT_RUN = re.compile(
 # a word), found from the separators: a text without it has no split run
 _SPLIT_GATE = re.compile(
     r"[ .\-_*•·|/,+~:'\"][a-z0-9@$][ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])")
+# what follows the first character of every split run (its first three separated
+# letters): ``_split_runs`` tries a run one character before each match
+_SPLIT_START = re.compile(r"(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3}")
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
@@ -347,11 +350,11 @@ def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[array[int], arra
 
 def _split_runs(text: str) -> Iterator[re.Match[str]]:
     """``_SPLIT_RUN.finditer(text)``, tried only where a run can start: a run starting
-    at ``r`` holds a ``_SPLIT_GATE`` match at ``r + 1``, so it is tried one character
-    before each gate match (and none starts before the first gate match after the
-    last run's end)."""
+    at ``r`` holds a ``_SPLIT_START`` match at ``r + 1``, so it is tried one character
+    before each such match (and none starts before the first one after the last
+    run's end)."""
     pos = 0
-    while (gate := _SPLIT_GATE.search(text, pos)) is not None:
+    while (gate := _SPLIT_START.search(text, pos)) is not None:
         at = gate.start() - 1
         m = _SPLIT_RUN.match(text, at) if at >= pos else None
         if m is None:

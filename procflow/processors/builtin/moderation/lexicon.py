@@ -22,7 +22,7 @@ from procflow.processors.builtin._anchors import AnchoredScan, JointScan
 from procflow.processors.builtin._detection import Evidence
 from procflow.processors.builtin._text import compile_pattern, sentence_bounds, views_for_matching
 from procflow.processors.builtin.moderation import idioms
-from procflow.processors.builtin.moderation.idioms import LONG_TEXTS, mask_idioms
+from procflow.processors.builtin.moderation.idioms import RE2_GROUP, mask_idioms
 
 __all__ = ["MODERATION_CATEGORIES", "NEAR_REACH", "PARENTS", "TERMS", "LexiconScan", "Term",
            "flagged_spans", "score_text", "term_spans"]
@@ -355,14 +355,15 @@ def _sentence(text: str, start: int, end: int) -> str:
     return text[left:mark]
 
 
-_SCAN = AnchoredScan([term.pattern for term in TERMS], whole_max=LONG_TEXTS)
-# the idioms and the terms in one RE2 pass over each view
-_JOINT = JointScan([idioms._SCAN, _SCAN], whole_max=LONG_TEXTS)
+_SCAN = AnchoredScan([term.pattern for term in TERMS], group=RE2_GROUP)
+# the idioms and the terms read by the same RE2 sets over each view (four of them,
+# whatever the text's length: see ``idioms.RE2_GROUP``)
+_JOINT = JointScan([idioms._SCAN, _SCAN], whole_max=0, group=RE2_GROUP)
 
 
 def _view_matches(text: str) -> tuple[str, list[tuple[int, re.Match[str]]]]:
-    """``text`` with its idioms blanked, and the term matches in that: one RE2 pass
-    tells which idioms and terms can match ``text`` (usually none); the terms are
+    """``text`` with its idioms blanked, and the term matches in that: the same RE2
+    sets tell which idioms and terms can match ``text`` (usually none); the terms are
     looked for again in the blanked text only when an idiom was found."""
     joint = _JOINT.candidates(text)
     if joint is None:
