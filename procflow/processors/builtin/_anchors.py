@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any, Final
 
 from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
 
-__all__ = ["AnchoredScan", "literal_prefixes"]
+__all__ = ["AnchoredScan", "JointScan", "literal_prefixes"]
 
 USE_RE2 = True
 """Whether tables use their RE2 prefilter (built when ``google-re2`` is installed);
@@ -168,11 +169,16 @@ class AnchoredScan:
             (a word-edged rule pattern) is tried only where one of its anchors starts
             a word, any other pattern where one of its anchors occurs; a pattern
             without a small anchor set is run in full.
+        whole_max: Passed to the RE2 prefilter (``Prefilter``): up to how long a text
+            one RE2 set of the whole table reads.
+        group: Passed to the RE2 prefilter: how many patterns each of its other sets
+            holds.
     """
 
     __slots__ = ("_edged", "_full", "_loose", "_prefilter", "patterns")
 
-    def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
+    def __init__(self, patterns: Sequence[re.Pattern[str]], *,
+                 whole_max: int = Prefilter.SHORT, group: int = Prefilter.GROUP) -> None:
         self.patterns = tuple(patterns)
         edged: dict[str, list[int]] = {}
         loose: dict[str, list[int]] = {}
@@ -191,7 +197,7 @@ class AnchoredScan:
         # the others: a zero-width look-ahead at every position
         self._edged = _Finder(edged, _WORD_EDGE + "(?:{})", self.patterns)
         self._loose = _Finder(loose, "(?=({}))", self.patterns)
-        self._prefilter = _make_prefilter(self.patterns)
+        self._prefilter = _make_prefilter(self.patterns, whole_max, group)
 
     def matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
         """``(pattern index, match)`` for every non-empty match, ordered by pattern
@@ -231,6 +237,14 @@ class AnchoredScan:
         return found
 
 
+    def verify(self, text: str, data: bytes, candidates: list[int],
+               ) -> list[tuple[int, re.Match[str]]]:
+        """``matches(text)``, given ``data`` (``proxy(text)``) and ``candidates``: the
+        table indexes (ascending) of at least every pattern that can match ``text``, as
+        a ``JointScan`` finds them. Only for a table with a prefilter."""
+        assert self._prefilter is not None
+        return self._verify(text, data, candidates, self._prefilter)
+
     def _verify(self, text: str, data: bytes, candidates: list[int], prefilter: Prefilter,
                 ) -> list[tuple[int, re.Match[str]]]:
         """``matches`` for the patterns the prefilter left, each tried only where its
@@ -261,14 +275,66 @@ class AnchoredScan:
         return found
 
 
-def _make_prefilter(patterns: Sequence[re.Pattern[str]]) -> Prefilter | None:
+def _make_prefilter(patterns: Sequence[re.Pattern[str]], whole_max: int = Prefilter.SHORT,
+                    group: int = Prefilter.GROUP) -> Prefilter | None:
     re2 = load_re2()
     if re2 is None:
         return None
     try:
-        return Prefilter(patterns, re2)
+        return Prefilter(patterns, re2, whole_max=whole_max, group=group)
     except ValueError:
         return None
+
+
+class JointScan:
+    """Several tables read over the same text: one RE2 prefilter of all their patterns
+    answers, in one pass over the text, which patterns of each table can match it
+    (each table then ``verify``-es its own). Without ``google-re2``, when a table has
+    no prefilter of its own or when ``USE_RE2`` is off, ``candidates`` answers
+    ``None`` and the caller uses ``AnchoredScan.matches``.
+
+    Args:
+        tables: The tables.
+        whole_max: Up to how long a text the set of all their patterns reads (longer
+            texts, and a set that gives up, go to the sets of ``group`` patterns).
+        group: How many patterns each of those sets holds.
+    """
+
+    __slots__ = ("_bounds", "_prefilter")
+
+    def __init__(self, tables: Sequence[AnchoredScan], *,
+                 whole_max: int = Prefilter.SHORT, group: int = Prefilter.GROUP) -> None:
+        re2 = load_re2()
+        self._prefilter: Prefilter | None = None
+        bounds = [0]
+        for table in tables:
+            bounds.append(bounds[-1] + len(table.patterns))
+        self._bounds = tuple(bounds)
+        if re2 is None or any(table._prefilter is None for table in tables):
+            return
+        try:
+            self._prefilter = Prefilter([p for table in tables for p in table.patterns], re2,
+                                        whole_max=whole_max, group=group,
+                                        searchers=False)
+        except ValueError:
+            return
+
+    def candidates(self, text: str) -> tuple[bytes, list[list[int]]] | None:
+        """``(proxy(text), candidates of each table)``: the indexes in each table
+        (ascending) of at least every pattern that can match ``text``; ``None`` when
+        the prefilter is not there or could not answer."""
+        prefilter = self._prefilter
+        if prefilter is None or not USE_RE2:
+            return None
+        data = proxy(text)
+        found = prefilter.candidates(data)
+        if found is None:
+            return None
+        bounds = self._bounds
+        if not found:
+            return data, [[] for _ in bounds[1:]]
+        return data, [[i - lo for i in found if lo <= i < hi]
+                      for lo, hi in pairwise(bounds)]
 
 
 _UNBUILT: Final = re.compile("")

@@ -19,15 +19,16 @@ Without ``google-re2`` (the ``procflow[re2]`` extra) the caller keeps its own sc
 
 from __future__ import annotations
 
+import codecs
 import importlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["Prefilter", "load_re2", "proxy", "re2_form"]
+__all__ = ["Prefilter", "load_re2", "proxy", "re2_form", "word_finder"]
 
 # RE2 memory budgets (program and DFA cache): below ~32 MB the sets' DFAs thrash on
 # long texts, and the set of a whole table (short texts only) wants more
@@ -35,8 +36,8 @@ _MAX_MEM = 32 << 20  # a set of GROUP patterns
 _WHOLE_MEM = 64 << 20  # the set of the whole table
 _SEARCHER_MEM = 8 << 20  # one pattern (RE2's default)
 _OTHER = 0x80
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _EXACT_REPEAT = 4
+_LOWER_WORD = re.compile(r"[a-z]+")
 _EDGE_CHARS = frozenset(range(ord("a"), ord("z") + 1)) | frozenset(range(ord("0"), ord("9") + 1))
 
 
@@ -232,11 +233,20 @@ def _forms(pattern: re.Pattern[str]) -> tuple[str, str] | None:
     return head + body, body
 
 
+def _other_bytes(error: UnicodeError) -> tuple[bytes, int]:
+    """The encoding error handler of ``proxy``: 0x80 for each character of a run of
+    non-ASCII characters (one call per run)."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return b"\x80" * (error.end - error.start), error.end
+
+
+codecs.register_error("procflow.proxy", _other_bytes)
+
+
 def proxy(text: str) -> bytes:
     """What RE2 reads for ``text``: one byte per character, 0x80 for each non-ASCII one."""
-    if text.isascii():
-        return text.encode("ascii")
-    return _NON_ASCII.sub("\x80", text).encode("latin-1")
+    return text.encode("ascii", "procflow.proxy")
 
 
 class Prefilter:
@@ -253,17 +263,25 @@ class Prefilter:
     Args:
         patterns: The table (``re`` patterns).
         re2: The ``re2`` module.
+        whole_max: The longest text (characters) the set of the whole table reads
+            first (default ``SHORT``; 0: none).
+        group: How many patterns each of the sets that read longer texts holds
+            (default ``GROUP``).
+        searchers: Also compile each pattern's searcher for ``starts``; a prefilter
+            asked for ``candidates`` only does without.
 
     Raises:
         ValueError: RE2 could not compile a set (the caller keeps its own scan).
     """
 
-    __slots__ = ("_searchers", "_sets", "_whole", "always")
+    __slots__ = ("_searchers", "_sets", "_whole", "_whole_max", "always")
 
     GROUP = 10
     SHORT = 1_000
 
-    def __init__(self, patterns: Sequence[re.Pattern[str]], re2: Any) -> None:
+    def __init__(self, patterns: Sequence[re.Pattern[str]], re2: Any, *,
+                 whole_max: int = SHORT, group: int = GROUP, searchers: bool = True) -> None:
+        self._whole_max = whole_max
         options = _options(re2, _MAX_MEM)
         small = _options(re2, _SEARCHER_MEM)
         self._searchers: list[Any] = []
@@ -279,10 +297,11 @@ class Prefilter:
                 member, start = forms
                 members.append((index, member.encode("ascii")))
                 self._searchers.append(_searcher(re2, re2.compile(start.encode("ascii"),
-                                                                  small)))
+                                                                  small))
+                                       if searchers else None)
             # each set: (its Match, its patterns' table indexes, its sentinel's index)
-            self._sets = [_set(re2, options, members[first:first + self.GROUP])
-                          for first in range(0, len(members), self.GROUP)]
+            self._sets = [_set(re2, options, members[first:first + group])
+                          for first in range(0, len(members), group)]
             self._whole = _set(re2, _options(re2, _WHOLE_MEM), members)
         except re2.error as exc:
             raise ValueError(f"RE2 could not compile the prefilter: {exc}") from exc
@@ -293,7 +312,7 @@ class Prefilter:
         ``proxy`` is ``data``, those without an RE2 form included; ``None`` when a
         set could not answer."""
         out = list(self.always)
-        if len(data) <= self.SHORT:
+        if len(data) <= self._whole_max:
             match, indexes, sentinel = self._whole
             found = match(data)
             if found and sentinel in found:
@@ -311,7 +330,7 @@ class Prefilter:
 
     def starts(self, index: int, data: bytes, pos: int) -> int:
         """The first position at or after ``pos`` where pattern ``index`` may match
-        (``-1``: nowhere)."""
+        (``-1``: nowhere; every position when the searchers were not compiled)."""
         searcher = self._searchers[index]
         if searcher is None:
             return pos
@@ -364,3 +383,31 @@ def _searcher(re2: Any, regexp: Any) -> Any:
         return -1 if m is None else int(m.start())
 
     return search
+
+
+def word_finder(words: Iterable[str]) -> Callable[[bytes], bool] | None:
+    """``data -> whether a whole word of it is one of words``, on RE2: one linear pass
+    over the ``proxy`` of a text tells whether one of its maximal runs of ``a-z`` is in
+    ``words`` (each made of ``a-z`` only; thousands of them make one DFA). ``None``
+    without ``google-re2``, or when RE2 cannot compile it.
+
+    Raises:
+        ValueError: A word holds something other than ``a-z``.
+    """
+    words = sorted(set(words))
+    if not words or any(_LOWER_WORD.fullmatch(word) is None for word in words):
+        raise ValueError("word_finder: words of a-z only, at least one")
+    re2 = load_re2()
+    if re2 is None:
+        return None
+    pattern = rb"(?:\A|[^a-z])(?:" + "|".join(words).encode("ascii") + rb")(?:[^a-z]|\z)"
+    try:
+        regexp = re2.compile(pattern, _options(re2, _MAX_MEM))
+    except re2.error:
+        return None
+    search = _searcher(re2, regexp)
+
+    def found(data: bytes) -> bool:
+        return bool(search(data, 0) >= 0)
+
+    return found

@@ -23,7 +23,7 @@ import re
 import unicodedata
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar, overload
@@ -31,7 +31,8 @@ from urllib.parse import unquote
 
 import anyio.to_thread
 
-from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
+from procflow.processors.builtin import _anchors
+from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy, word_finder
 
 __all__ = [
     "CONFUSABLES",
@@ -91,16 +92,27 @@ _LEET_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": 
                          "8": "b", "9": "g", "@": "a", "$": "s", "!": "i", "|": "l", "+": "t"})
 _LEET_TOKEN = re.compile(r"[a-z0-9@$!|+]+")  # maximal runs; letterless ones are skipped
 # the maximal runs holding a digit or symbol and a letter (the only ones ``leet`` may
-# rewrite), found in C instead of handing every word of the text to Python
+# rewrite); ``_leet_tokens`` finds them with ``_LEET_HIT``, faster (this tries every
+# position of the text; the tests check the two agree)
 _LEET_WORD = re.compile(r"(?<![a-z0-9@$!|+])(?=[a-z0-9@$!|+]*[0-9@$!|+])(?=[a-z0-9@$!|+]*[a-z])"
                         r"[a-z0-9@$!|+]+")
 _LEET_CHARS = re.compile(r"[0-9@$!|+]")
+# the same runs, found from their first digit or symbol (``re`` skips to those in C):
+# one preceded by a letter, or one that starts a run whose digits and symbols are
+# followed by a letter; the match ends where the run does, and the run's letters
+# before it are counted back (no digit or symbol before it in the run: the first one
+# of a qualifying run is always the one found)
+_LEET_HIT = re.compile(r"[0-9@$!|+](?:(?<=[a-z].)|(?<![0-9@$!|+].)(?=[0-9@$!|+]*+[a-z]))"
+                       r"[a-z0-9@$!|+]*+")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
 # what every split run holds (a separator, a letter, a separator, a letter that ends
 # a word), found from the separators: a text without it has no split run
 _SPLIT_GATE = re.compile(
     r"[ .\-_*•·|/,+~:'\"][a-z0-9@$][ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])")
+# what follows the first character of every split run (its first three separated
+# letters): ``_split_runs`` tries a run one character before each match
+_SPLIT_START = re.compile(r"(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3}")
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
@@ -270,22 +282,26 @@ def _folded_spans(text: str) -> tuple[array[int], array[int]]:
         if m.start() > pos:
             b.starts.extend(range(pos, m.start()))
             b.ends.extend(range(pos + 1, m.start() + 1))
-        for i in range(m.start(), m.end()):
-            n = len(_fold_lower(text[i]))
-            if n:
-                b.starts.extend([i] * n)
-                b.ends.extend([i + 1] * n)
-        pos = m.end()
+        start, end = m.span()
+        sizes = [len(_fold_lower(ch)) for ch in text[start:end]]
+        if sizes.count(1) == len(sizes):  # each folds to one character: one to one
+            b.starts.extend(range(start, end))
+            b.ends.extend(range(start + 1, end + 1))
+        else:
+            for i, n in enumerate(sizes, start):
+                if n:
+                    b.starts.extend([i] * n)
+                    b.ends.extend([i + 1] * n)
+        pos = end
     if pos < len(text):
         b.starts.extend(range(pos, len(text)))
         b.ends.extend(range(pos + 1, len(text) + 1))
     return b.starts, b.ends
 
 
-def _substitute(view: View, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str],
-                name: str) -> View:
-    edits = [(m.start(), m.end(), new) for m in pattern.finditer(view.text)
-             if (new := repl(m)) != m.group(0)]
+def _substitute(view: View, matches: Iterable[re.Match[str]],
+                repl: Callable[[re.Match[str]], str], name: str) -> View:
+    edits = [(m.start(), m.end(), new) for m in matches if (new := repl(m)) != m.group(0)]
     return _apply(view, edits, name)
 
 
@@ -332,6 +348,22 @@ def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[array[int], arra
     return b.starts, b.ends
 
 
+def _split_runs(text: str) -> Iterator[re.Match[str]]:
+    """``_SPLIT_RUN.finditer(text)``, tried only where a run can start: a run starting
+    at ``r`` holds a ``_SPLIT_START`` match at ``r + 1``, so it is tried one character
+    before each such match (and none starts before the first one after the last
+    run's end)."""
+    pos = 0
+    while (gate := _SPLIT_START.search(text, pos)) is not None:
+        at = gate.start() - 1
+        m = _SPLIT_RUN.match(text, at) if at >= pos else None
+        if m is None:
+            pos = gate.start() + 1
+            continue
+        yield m
+        pos = m.end()
+
+
 def join_split(view: View) -> View:
     """Join letters split by spacing or punctuation ("i g n o r e", "ig-nore", "i.g.n")."""
     def join(m: re.Match[str]) -> str:
@@ -341,7 +373,7 @@ def join_split(view: View) -> View:
 
     joined = view
     if _SPLIT_GATE.search(view.text) is not None:  # else no split run can be there
-        joined = _substitute(view, _SPLIT_RUN, join, "joined")
+        joined = _substitute(view, _split_runs(view.text), join, "joined")
     # every match is dropped (each holds a character): the text in one C pass, the
     # matches again only when the spans are needed
     text = joined.text
@@ -360,15 +392,17 @@ def _leet_tokens(view: View) -> list[_LeetWord]:
     """The words ``leet`` rewrites: where they are, the part it translates, and the "!"
     that end them (punctuation, left as it is)."""
     out: list[_LeetWord] = []
-    for m in _LEET_WORD.finditer(view.text):
-        token = m.group(0)
+    text = view.text
+    for m in _LEET_HIT.finditer(text):
+        start, end = m.span()
+        while start and "a" <= text[start - 1] <= "z":  # the run's letters before it
+            start -= 1
+        token = text[start:end]
         if token[-1] != "!":
-            start, end = m.span()
             out.append((start, end, token, ""))  # a digit or symbol, and a letter
             continue
         core = token.rstrip("!")
         if _LEET_CHARS.search(core) is not None and _LETTER.search(core) is not None:
-            start, end = m.span()
             out.append((start, end, core, token[len(core):]))
     return out
 
@@ -431,14 +465,24 @@ def _typo_table(vocabulary: frozenset[str]) -> dict[str, str]:
     return _typos(vocabulary)
 
 
+@lru_cache(maxsize=4)
+def _typo_finder(vocabulary: frozenset[str]) -> Callable[[bytes], bool] | None:
+    return word_finder(_typo_table(vocabulary)) if _typo_table(vocabulary) else None
+
+
 def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
     """Read one-typo misspellings of the attack vocabulary as the word ("ignoer",
     "prevoius"); inflections ("ignored", "prompts") are left alone. A table of the
-    misspellings is made once; a text none of whose words is in it is not rewritten."""
+    misspellings is made once; a text none of whose words is in it is not rewritten
+    (with ``google-re2``, one RE2 pass over the text tells; else its words are looked
+    up)."""
     table = _typo_table(vocabulary)
-    if table.keys().isdisjoint(_WORDS.findall(view.text)):
+    finder = _typo_finder(vocabulary) if _anchors.USE_RE2 else None
+    if (table.keys().isdisjoint(_WORDS.findall(view.text)) if finder is None
+            else not finder(proxy(view.text))):
         return View("spelling", view.text, view.starts, view.ends)
-    return _substitute(view, _WORDS, lambda m: table.get(m.group(0), m.group(0)), "spelling")
+    return _substitute(view, _WORDS.finditer(view.text),
+                       lambda m: table.get(m.group(0), m.group(0)), "spelling")
 
 
 class _DeferredSpans:

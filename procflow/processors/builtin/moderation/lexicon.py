@@ -18,10 +18,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from procflow.processors.builtin._anchors import AnchoredScan
+from procflow.processors.builtin._anchors import AnchoredScan, JointScan
 from procflow.processors.builtin._detection import Evidence
 from procflow.processors.builtin._text import compile_pattern, sentence_bounds, views_for_matching
-from procflow.processors.builtin.moderation.idioms import mask_idioms
+from procflow.processors.builtin.moderation import idioms
+from procflow.processors.builtin.moderation.idioms import RE2_GROUP, mask_idioms
 
 __all__ = ["MODERATION_CATEGORIES", "NEAR_REACH", "PARENTS", "TERMS", "LexiconScan", "Term",
            "flagged_spans", "score_text", "term_spans"]
@@ -354,7 +355,28 @@ def _sentence(text: str, start: int, end: int) -> str:
     return text[left:mark]
 
 
-_SCAN = AnchoredScan([term.pattern for term in TERMS])
+_SCAN = AnchoredScan([term.pattern for term in TERMS], group=RE2_GROUP)
+# the idioms and the terms read by the same RE2 sets over each view (four of them,
+# whatever the text's length: see ``idioms.RE2_GROUP``)
+_JOINT = JointScan([idioms._SCAN, _SCAN], whole_max=0, group=RE2_GROUP)
+
+
+def _view_matches(text: str) -> tuple[str, list[tuple[int, re.Match[str]]]]:
+    """``text`` with its idioms blanked, and the term matches in that: the same RE2
+    sets tell which idioms and terms can match ``text`` (usually none); the terms are
+    looked for again in the blanked text only when an idiom was found."""
+    joint = _JOINT.candidates(text)
+    if joint is None:
+        masked = mask_idioms(text)
+        return masked, _SCAN.matches(masked)
+    data, (idiom_candidates, term_candidates) = joint
+    if idiom_candidates:
+        masked = idioms.masked(text, idioms._SCAN.verify(text, data, idiom_candidates))
+        if masked is not text:
+            return masked, _SCAN.matches(masked)
+    if not term_candidates:
+        return text, []
+    return text, _SCAN.verify(text, data, term_candidates)
 
 
 NEAR_REACH = 150
@@ -366,8 +388,8 @@ def _hits(text: str, pending: list[tuple[int, int]] | None = None) -> list[_Hit]
     lack their ``near`` context (which text still to come could supply) go there."""
     hits: list[_Hit] = []
     for view in views_for_matching(text, deep=False):
-        masked = mask_idioms(view.text)
-        for index, m in _SCAN.matches(masked):
+        masked, found = _view_matches(view.text)
+        for index, m in found:
             term = TERMS[index]
             if term.near is not None and not term.near.search(
                     masked[max(0, m.start() - NEAR_REACH):m.end() + NEAR_REACH]):
