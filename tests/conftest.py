@@ -9,12 +9,15 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from typing import NoReturn
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, NoReturn
 from uuid import uuid4
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
 
 __all__ = ["anyio_backend", "postgres_dsn", "postgres_schema", "redis_prefix", "redis_url"]
 
@@ -115,6 +118,18 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
         keys = list(client.scan_iter(match=f"{prefix}:*", count=500))
         if keys:
             client.delete(*keys)
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A plain ``redis.asyncio`` client (strings decoded), to look at what a test wrote."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        await client.aclose()
 
 
 def _postgres_unavailable(reason: str) -> NoReturn:

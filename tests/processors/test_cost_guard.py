@@ -4,7 +4,6 @@ strategies, pricing, and fail-open ledgers (in memory and Redis)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 from uuid import uuid4
@@ -197,13 +196,6 @@ def test_invalid_arguments_are_explained(kwargs: dict[str, Any], message: str) -
 
 
 # -- Redis ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
 
 
 @pytest.mark.redis

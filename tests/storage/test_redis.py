@@ -22,15 +22,6 @@ async def storage(redis_url: str, redis_prefix: str) -> AsyncIterator[RedisStora
         yield instance
 
 
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        yield client
-    finally:
-        await client.aclose()
-
-
 def header(run_id: str = "run-1") -> RunSnapshot:
     return RunSnapshot(workflow_id="wf", run_id=run_id, status="suspended", updated_at=1.0)
 

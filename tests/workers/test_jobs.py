@@ -139,15 +139,6 @@ async def app(request: pytest.FixtureRequest, flows: Flows, redis_url: str,
             worker._listener.close()
 
 
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        yield client
-    finally:
-        await client.aclose()
-
-
 async def _parked(app: WorkerApp, wf: Workflow, input_data: Any,
                   ) -> tuple[str, str, int, list[Job]]:
     """Submit a run and execute it up to its fan-out: (run id, join, total, jobs)."""
