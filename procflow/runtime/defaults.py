@@ -7,7 +7,8 @@ Resolution order (the same for every ``procflow`` command and for Python code):
 2. ``PROCFLOW_DB``: a SQLite file path or a ``redis://`` URL;
 3. the project's ``.procflow/procflow.db``, found by walking up from the current
    directory (like git finds ``.git``); it is never created here;
-4. for Python code only, an in-memory store keeping the last ``FALLBACK_MAX_RUNS`` runs.
+4. for Python code only, an in-memory store keeping the last ``FALLBACK_MAX_RUNS`` finished
+   runs (and every run that can still go on: see ``InMemoryStorage``).
 """
 
 from __future__ import annotations

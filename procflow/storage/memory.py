@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from typing import final
 
 from procflow._backends import lease_ttl
-from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.records import (
+    TERMINAL_STATUSES,
+    Lease,
+    RunSnapshot,
+    RunStatus,
+    StepResult,
+    TraceRecord,
+)
 
 __all__ = ["InMemoryStorage"]
 
@@ -36,7 +43,8 @@ class InMemoryStorage:
         ```
     """
 
-    __slots__ = ("__weakref__", "_leases", "_max_runs", "_runs", "_steps", "_traces")
+    __slots__ = ("__weakref__", "_finished", "_leases", "_max_runs", "_runs", "_steps",
+                 "_traces")
 
     keeps_objects = True
     """Values are kept as they are, never encoded (so any value can be stored)."""
@@ -46,9 +54,12 @@ class InMemoryStorage:
 
     def __init__(self, *, max_runs: int | None = None) -> None:
         """Args:
-            max_runs: Keep at most this many runs and traces, forgetting the oldest
-                first (``None``: keep everything). The process-wide fallback storage
-                uses a bound so a long-lived process does not grow without end.
+            max_runs: Keep at most this many finished runs (status "success", "failed",
+                "tripwire" or "canceled") and traces, forgetting the run that finished
+                first (``None``: keep everything). A run that can still go on (suspended,
+                waiting for an approval, or running) is never forgotten, however many
+                runs finish after it. The process-wide fallback storage uses a bound so
+                a long-lived process does not grow without end.
         """
         if max_runs is not None and (not isinstance(max_runs, int) or max_runs < 1):
             raise ValueError(f"max_runs must be an int >= 1 or None, got {max_runs!r}")
@@ -62,6 +73,8 @@ class InMemoryStorage:
         # Likewise, insertion order of ``_traces`` is the tie-break of ``list_traces``.
         self._traces: OrderedDict[str, TraceRecord] = OrderedDict()
         self._leases: dict[_RunKey, Lease] = {}
+        # The finished runs, in the order they finished: the ones ``max_runs`` may drop.
+        self._finished: OrderedDict[_RunKey, None] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"InMemoryStorage(runs={len(self._runs)})"
@@ -70,17 +83,28 @@ class InMemoryStorage:
                             steps: Mapping[str, StepResult]) -> None:
         """Store the header and the given step results (by reference)."""
         key = (snapshot.workflow_id, snapshot.run_id)
-        if self._max_runs is not None and key not in self._runs \
-                and len(self._runs) >= self._max_runs:
-            oldest, _ = self._runs.popitem(last=False)
-            self._steps.pop(oldest, None)
-            self._leases.pop(oldest, None)
         self._runs[key] = snapshot
         stored = self._steps.get(key)
         if stored is None:
             self._steps[key] = dict(steps)
         elif steps:
             stored.update(steps)
+        if self._max_runs is not None:
+            self._bound(key, snapshot.status, self._max_runs)
+
+    def _bound(self, key: _RunKey, status: RunStatus, max_runs: int) -> None:
+        """Note whether the run ``key`` has finished; past ``max_runs`` finished runs,
+        forget the one that finished first (a run that can go on is never dropped)."""
+        finished = self._finished
+        if status not in TERMINAL_STATUSES:
+            finished.pop(key, None)  # back to running: a resume, a replay
+        elif key not in finished:
+            finished[key] = None
+            if len(finished) > max_runs:
+                oldest, _ = finished.popitem(last=False)
+                self._runs.pop(oldest, None)
+                self._steps.pop(oldest, None)
+                self._leases.pop(oldest, None)
 
     async def load_snapshot(self, workflow_id: str, run_id: str,
                             ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
@@ -111,6 +135,7 @@ class InMemoryStorage:
         self._runs.pop(key, None)
         self._steps.pop(key, None)
         self._leases.pop(key, None)
+        self._finished.pop(key, None)
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
@@ -121,6 +146,8 @@ class InMemoryStorage:
             return False
         # No await between the check and the write: atomic within the event loop.
         self._runs[key] = dataclasses.replace(snapshot, status=new)
+        if self._max_runs is not None:
+            self._bound(key, new, self._max_runs)
         return True
 
     async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,

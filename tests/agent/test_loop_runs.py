@@ -160,3 +160,26 @@ async def test_a_run_suspended_by_another_process_is_resumed_here_through_redis(
         assert (await agent.workflow.get_run(run_id)).status == "success"
         trace = await storage.load_trace(run_id)
         assert trace is not None and trace.status == "success"
+
+
+# -- a bounded in-memory storage never drops a run waiting for an approval ---------------
+
+async def test_a_suspended_run_outlives_the_bound_of_its_in_memory_storage() -> None:
+    storage = InMemoryStorage(max_runs=3)
+    ops = Agent(id="ops", tools=[refund], storage=storage,
+                model=ScriptedModel([[ToolCall("refund", {"order_id": "C-3"}, id="call-9")],
+                                     "refund sent"]))
+    out = await ops.generate("refund C-3")
+    assert out.finish_reason == "suspended"
+    chat = Agent(id="chat", storage=storage, model=ScriptedModel(["hi"] * 13))
+    ids = [(await chat.generate("hello")).run_id for _ in range(10)]
+    # The bound drops the finished runs that finished first, never the suspended one.
+    assert [r.run_id for r in await storage.list_runs(workflow_id="agent:chat")] == \
+        ids[::-1][:3]
+    done = await ops.resume(out.run_id, approve=["call-9"])
+    assert done.text == "refund sent"
+    # Once finished, it counts against the bound like any other run.
+    assert (await ops.workflow.get_run(out.run_id)).status == "success"
+    for _ in range(3):
+        await chat.generate("hello")
+    assert await storage.load_snapshot("agent:ops", out.run_id) is None

@@ -437,6 +437,27 @@ async def test_memory_storage_bound_forgets_the_oldest() -> None:
     assert await storage.load_trace("r0") is None and await storage.load_trace("r2") is not None
 
 
+async def test_memory_storage_bound_keeps_runs_that_can_go_on() -> None:
+    from procflow.runtime.results import RunSnapshot
+    from procflow.storage import InMemoryStorage
+
+    storage = InMemoryStorage(max_runs=2)
+    await storage.save_snapshot(RunSnapshot("w", "waiting", "suspended"), {})
+    await storage.save_snapshot(RunSnapshot("w", "going", "running"), {})
+    for i in range(4):
+        await storage.save_snapshot(RunSnapshot("w", f"r{i}", "success"), {})
+    kept = {r.run_id for r in await storage.list_runs()}
+    assert kept == {"waiting", "going", "r2", "r3"}
+    # A claimed run that then finishes counts from when it finished.
+    assert await storage.claim_run("w", "waiting", expected="suspended", new="canceled")
+    assert {r.run_id for r in await storage.list_runs()} == {"waiting", "going", "r3"}
+    await storage.save_snapshot(RunSnapshot("w", "going", "failed"), {})
+    assert {r.run_id for r in await storage.list_runs()} == {"waiting", "going"}
+    await storage.delete_run("w", "going")
+    await storage.save_snapshot(RunSnapshot("w", "r9", "success"), {})
+    assert {r.run_id for r in await storage.list_runs()} == {"waiting", "r9"}
+
+
 # -- damage stays local ------------------------------------------------------------
 
 
