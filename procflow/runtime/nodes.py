@@ -169,7 +169,12 @@ async def _together(ex: Execution, steps: Sequence[Unit], data: Any, scope: Scop
 
 
 def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
-    """``.branch(pairs)``: every step whose condition holds, at once; the rest skipped."""
+    """``.branch(pairs)``: every step whose condition holds, at once; the rest skipped.
+
+    Traced, a branch of several arms is a "branch" span holding the arms that ran (and
+    those skipped); a branch of one arm (a step run only when its condition holds: the
+    agent loop's gates) has no span of its own, its arm's span sits where the branch is.
+    """
 
     count = len(branches)
 
@@ -213,7 +218,7 @@ def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
 
     async def branch(ex: Execution, data: Any, scope: Scope) -> Any:
         tracer = ex.tracer
-        if tracer is None:
+        if tracer is None or count == 1:
             return await choose(ex, data, scope)
         # ``_contained``, inlined: a branch runs several times per agent step
         span = tracer.open("branch", "branch", scope.span, scope.prefix + "branch", _now())

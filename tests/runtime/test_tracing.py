@@ -83,6 +83,31 @@ async def test_failed_and_skipped_spans() -> None:
     assert spans["run: w"]["status"] == "failed"
 
 
+async def test_a_branch_span_groups_several_arms_and_a_gate_has_none() -> None:
+    storage = InMemoryStorage()
+    wf = (create_workflow(id="w", storage=storage)
+          .branch([(lambda c: True, s("left", lambda c: 1)),
+                   (lambda c: True, s("right", lambda c: 2))])
+          .map(lambda c: c.input_data["left"])
+          .branch([(lambda c: c.input_data > 0, s("gated", lambda c: c.input_data))])
+          .map(lambda c: c.input_data["gated"])
+          .branch([(lambda c: False, s("never", lambda c: 0))])
+          .commit())
+    run = wf.create_run()
+    await run.start()
+    trace = await storage.load_trace(run.run_id)
+    assert trace is not None
+    spans = by_name(trace)
+    root, branch = spans["run: w"], spans["branch"]
+    assert [r["name"] for r in trace.spans if r["kind"] == "branch"] == ["branch"]
+    assert branch["attributes"] == {"branches": 2}
+    assert spans["left"]["parent_id"] == spans["right"]["parent_id"] == branch["span_id"]
+    # One arm: its step's span (run or skipped) sits where the branch is.
+    assert spans["gated"]["parent_id"] == root["span_id"] and spans["gated"]["output"] == 1
+    assert spans["never"]["parent_id"] == root["span_id"]
+    assert spans["never"]["status"] == "skipped"
+
+
 async def test_suspend_and_resume_append_to_one_trace(tmp_path: Path) -> None:
     async def wait(ctx: StepContext) -> str:
         if ctx.resume_data is None:
