@@ -10,7 +10,8 @@ the best and median CPU µs per call of each and the median of the per-round rat
 A/B: a slow spell of the machine hits both sides of a round alike, so the ratio holds
 where the figures of ``benchmarks/agent.py`` run minutes apart do not. Check the
 harness with the same path twice (an A/A run): its ratio should be within a few
-percent of 1.00.
+percent of 1.00. ``COMPARE_GC=off`` (or ``freeze``) disables (or freezes) the garbage
+collector in both processes after the warm-up, to tell its share apart.
 """
 
 from __future__ import annotations
@@ -69,6 +70,12 @@ def worker(processors: int, traced: bool) -> None:
         agent.workflow.tracing = traced
         for _ in range(300):
             await agent.generate("hi")
+        if os.environ.get("COMPARE_GC") == "freeze":
+            import gc
+            gc.freeze()
+        elif os.environ.get("COMPARE_GC") == "off":
+            import gc
+            gc.disable()
         while line := sys.stdin.readline().strip():
             calls = int(line)
             cpu = time.process_time()
