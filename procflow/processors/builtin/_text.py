@@ -23,7 +23,7 @@ import re
 import unicodedata
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar, overload
@@ -525,13 +525,18 @@ class _LazyIndex(Sequence[int]):
         return (seq if seq is not None else self._resolve())[index]
 
 
-def _squashed_spans(source: View) -> tuple[array[int], array[int]]:
-    starts: array[int] = array("q")
-    ends: array[int] = array("q")
+def _squashed_spans(source: View) -> tuple[Sequence[int], Sequence[int]]:
+    """The starts and ends of ``squash(source)``: those of ``source`` at its letters,
+    looked up through the letter runs (one entry per run, not per letter)."""
+    marks: list[int] = []
+    bases: list[int] = []
+    size = 0
     for m in _LETTER_RUN.finditer(source.text):
-        starts.extend(source.starts[m.start():m.end()])
-        ends.extend(source.ends[m.start():m.end()])
-    return starts, ends
+        marks.append(size)
+        bases.append(m.start() - size)
+        size += m.end() - m.start()
+    letters = _Runs(marks, [1] * len(marks), bases, 0, size)
+    return _Through(letters, source.starts), _Through(letters, source.ends)
 
 
 def squash(view: View) -> View:
@@ -693,12 +698,15 @@ def smuggling_signals(text: str) -> list[str]:
     return signals
 
 
-def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
+def views_for_matching(text: str, *, deep: bool = True,
+                       skip: Callable[[View], Container[str]] | None = None) -> Iterator[View]:
     """The base view, then each further view that differs from the ones before it.
 
     Args:
         text: The original text.
         deep: Also yield the squashed, ROT13 and reversed views.
+        skip: Given the base view, the names of the deep views not to make ("squashed",
+            "rot13", "reversed"): the caller knows none of its rules can match them.
     """
     base = fold(text)
     seen = {base.text}
@@ -711,7 +719,11 @@ def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
               else View("leet-l", leet_i.text, leet_i.starts, leet_i.ends))
     candidates = [joined, spellfix(joined), leet_i, leet_l]
     if deep:
-        candidates += [squash(candidates[1]), rot13(base), reverse(base)]
+        unwanted = () if skip is None else skip(base)
+        for name, make, source in (("squashed", squash, candidates[1]), ("rot13", rot13, base),
+                                   ("reversed", reverse, base)):
+            if name not in unwanted:
+                candidates.append(make(source))
     for view in candidates:
         key = view.text if view.name != "squashed" else "\0" + view.text
         if key not in seen:
@@ -844,6 +856,30 @@ class _Runs(Sequence[int]):
             raise IndexError(index)
         k = bisect_right(self._marks, index) - 1
         return self._slopes[k] * index + self._bases[k] + self._plus
+
+
+class _Through(Sequence[int]):
+    """``source[index[v]]`` for each ``v``: entries of another view's spans, picked
+    on use."""
+
+    __slots__ = ("_index", "_source")
+
+    def __init__(self, index: Sequence[int], source: Sequence[int]) -> None:
+        self._index, self._source = index, source
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self._source[i] for i in self._index[index]]
+        return self._source[self._index[index]]
 
 
 async def off_loop(fn: Callable[..., _T], text: str, *args: object,

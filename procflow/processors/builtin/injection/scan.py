@@ -16,12 +16,16 @@ Scoring, per text:
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from procflow.processors.builtin import _anchors
 from procflow.processors.builtin._anchors import AnchoredScan
+from procflow.processors.builtin._literals import literal_gate
+from procflow.processors.builtin._prefilter import proxy
 from procflow.processors.builtin._text import (
     View,
     decode_payloads,
@@ -189,23 +193,55 @@ _STRONG_RULES = tuple(rule for rule in RULES if rule.weight >= 0.6)
 _STRONG = AnchoredScan([rule.pattern for rule in _STRONG_RULES])
 _SQUASHED = AnchoredScan([rule.squashed for rule in SQUASH_RULES if rule.squashed is not None])
 
+# which strong rules may match the ROT13 / reversed reading of a base view, read off
+# the base view itself (their literals ROT13'd / reversed): most texts hold none, and
+# those views are then not made at all (with ``google-re2``; else they always are)
+_DEEP_GATES = {
+    "rot13": literal_gate(_STRONG.patterns, transform=lambda s: codecs.encode(s, "rot13")),
+    "reversed": literal_gate(_STRONG.patterns, transform=lambda s: s[::-1]),
+} if _STRONG.prefiltered else {}
 
-def _rule_matches(view: View) -> Iterable[tuple[Rule, re.Match[str]]]:
-    """Each rule's matches in ``view``, in table order: one anchor pass for the table."""
+
+def _deep_candidates(base: View) -> dict[str, list[int]]:
+    """For the ROT13 and reversed views of ``base``: the strong rules (indexes) that
+    may match them, when the gates can tell (an empty list: none can)."""
+    if not _anchors.USE_RE2:
+        return {}
+    data = proxy(base.text)
+    out: dict[str, list[int]] = {}
+    for name, gate in _DEEP_GATES.items():
+        found = gate.possible(data) if gate is not None else None
+        if found is not None:
+            out[name] = found
+    return out
+
+
+def _rule_matches(view: View, candidates: list[int] | None,
+                  ) -> Iterable[tuple[Rule, re.Match[str]]]:
+    """Each rule's matches in ``view``, in table order: one anchor pass for the table
+    (for the ROT13 and reversed views, only the ``candidates`` their gate left)."""
     if view.name == "squashed":
         table, index = SQUASH_RULES, _SQUASHED
     elif view.name in _STRONG_ONLY_VIEWS:
         table, index = _STRONG_RULES, _STRONG
     else:
         table, index = RULES, _ALL
-    for i, m in index.matches(view.text):
+    found = (index.matches(view.text) if candidates is None
+             else index.verify(view.text, proxy(view.text), candidates))
+    for i, m in found:
         yield table[i], m
 
 
 def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[Hit]:
     meta = bool(_META.search(text.lower()))
-    for view in views_for_matching(text):
-        for rule, m in _rule_matches(view):
+    deep: dict[str, list[int]] = {}
+
+    def gated(base: View) -> frozenset[str]:
+        deep.update(_deep_candidates(base))
+        return frozenset(name for name, found in deep.items() if not found)
+
+    for view in views_for_matching(text, skip=gated):
+        for rule, m in _rule_matches(view, deep.get(view.name)):
             if rule.category not in categories:
                 continue
             weight = _weight(rule, view, m, text, meta)
