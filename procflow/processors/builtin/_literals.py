@@ -122,10 +122,15 @@ def _usable(strings: frozenset[str] | None) -> bool:
     return strings is not None and "" not in strings
 
 
+def _selectivity(strings: frozenset[str]) -> tuple[int, int]:
+    """How selective a required set is: longest shortest string, then fewest strings."""
+    return min(map(len, strings)), -len(strings)
+
+
 def _best(sets: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
-    """The most selective usable set (longest shortest string, then fewest strings)."""
-    usable = [s for s in sets if s is not None and _usable(s)]
-    return max(usable, key=lambda s: (min(map(len, s)), -len(s)), default=None)
+    """The most selective usable set."""
+    return max((s for s in sets if s is not None and _usable(s)), key=_selectivity,
+               default=None)
 
 
 def required(pattern: re.Pattern[str]) -> _Needs:
@@ -172,17 +177,20 @@ class LiteralGate:
             if not needs:
                 always.append(index)
             conjunction: list[frozenset[int]] = []
-            for strings in needs:
+            # the most selective set first: a pattern is looked at only when a string
+            # of it is there, then the others are checked
+            for n, strings in enumerate(sorted(needs, key=_selectivity, reverse=True)):
                 need: set[int] = set()
                 for string in strings:
                     # the proxy of a literal: 0x80 stands for any non-ASCII character
                     key = ids.setdefault(proxy(transform(string)), len(ids))
                     if key == len(by_literal):
                         by_literal.append(set())
-                    by_literal[key].add(index)
+                    if n == 0:
+                        by_literal[key].add(index)
                     need.add(key)
                 conjunction.append(frozenset(need))
-            self._needs.append(tuple(conjunction))
+            self._needs.append(tuple(conjunction[1:]))
         self.always = tuple(always)
         members = [(k, b"".join(b"\\x%02x" % c for c in literal))
                    for k, literal in enumerate(ids)]
@@ -199,14 +207,22 @@ class LiteralGate:
         found = self._match(data)
         if not found or self._sentinel not in found:
             return None
-        present = set(found)
+        if len(found) == 1:  # no literal: only the patterns without any
+            return list(self.always)
         touched = set(self.always)
+        by_literal = self._by_literal
         for k in found:
             if k != self._sentinel:
-                touched.update(self._by_literal[k])
+                touched.update(by_literal[k])
         needs = self._needs
-        return [i for i in sorted(touched)
-                if all(not need.isdisjoint(present) for need in needs[i])]
+        out: list[int] = []
+        for i in sorted(touched):
+            for need in needs[i]:
+                if need.isdisjoint(found):
+                    break
+            else:
+                out.append(i)
+        return out
 
 
 def literal_gate(patterns: Sequence[re.Pattern[str]], *,

@@ -32,7 +32,7 @@ from urllib.parse import unquote
 import anyio.to_thread
 
 from procflow.processors.builtin import _anchors
-from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy, word_finder
+from procflow.processors.builtin._prefilter import proxy, word_finder
 
 __all__ = [
     "CONFUSABLES",
@@ -111,13 +111,16 @@ _SPLIT_RUN = re.compile(
 _SPLIT_GATE = re.compile(
     r"[ .\-_*•·|/,+~:'\"][a-z0-9@$][ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])")
 # what follows the first character of every split run (its first three separated
-# letters): ``_split_runs`` tries a run one character before each match
-_SPLIT_START = re.compile(r"(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3}")
+# letters): ``_split_runs`` tries a run one character before each match (the first
+# repetition written out: a pattern opening with a class lets ``re`` skip ahead in C)
+_SPLIT_START = re.compile(r"[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])"
+                          r"(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){2}")
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
 _LETTER_RUN = re.compile(r"[a-z]+")
-_NON_LETTERS = re.compile(r"[^a-z]+")
+# every byte but a-z: what ``squash`` deletes from a text's ASCII bytes
+_NON_LETTER_BYTES = bytes(c for c in range(256) if not ord("a") <= c <= ord("z"))
 _LETTER = re.compile(r"[a-z]")
 
 
@@ -542,7 +545,10 @@ def _squashed_spans(source: View) -> tuple[Sequence[int], Sequence[int]]:
 def squash(view: View) -> View:
     """Letters only: what "i-g n o r e" and "ig nore" have in common."""
     spans = _DeferredSpans(lambda: _squashed_spans(view))
-    return View("squashed", _NON_LETTERS.sub("", view.text), _LazyIndex(spans, False),
+    # the letters a-z are ASCII: the other characters dropped first, the rest bytewise
+    letters = (view.text.encode("ascii", "ignore").translate(None, _NON_LETTER_BYTES)
+               .decode("ascii"))
+    return View("squashed", letters, _LazyIndex(spans, False),
                 _LazyIndex(spans, True))
 
 
@@ -597,9 +603,13 @@ def _readable(raw: bytes) -> str | None:
     return text
 
 
+_LOWER = re.compile(r"[a-z]")
+_B64_NOT_LOWER = re.compile(r"[A-Z0-9+/]")
+
+
 def _b64(blob: str) -> str | None:
-    if not (re.search(r"[A-Za-z]", blob) and re.search(r"[a-z]", blob)
-            and re.search(r"[A-Z0-9+/]", blob)):
+    # base64 of text holds a lower-case letter and an upper-case one, a digit or + /
+    if _LOWER.search(blob) is None or _B64_NOT_LOWER.search(blob) is None:
         return None
     padded = blob + "=" * (-len(blob) % 4)
     for decode in (base64.b64decode, base64.urlsafe_b64decode):
@@ -629,7 +639,17 @@ def _escapes(blob: str) -> str | None:
         return None
 
 
-_DECODE_NEEDS = {"base64": "", "hex": "", "url": "%", "escape": "\\", "html": "&#"}
+_DECODERS: tuple[tuple[str, Callable[[str], str | None]], ...] = (
+    ("base64", _b64),
+    ("hex", _hex),
+    ("url", lambda s: _readable(unquote(s).encode("utf-8"))),
+    ("escape", _escapes),
+    ("html", lambda s: _readable(html.unescape(s).encode("utf-8"))),
+)
+# with google-re2, one linear pass tells which blob patterns can match at all, and
+# each is tried only where its RE2 form matches (a base64 run has no anchor for
+# ``re`` to skip ahead on: tried at every position, it was most of the cost)
+_BLOBS = _anchors.AnchoredScan([_B64, _HEX, _PERCENT, _ESCAPES, _ENTITIES])
 
 
 def decode_payloads(text: str) -> list[Decoded]:
@@ -638,38 +658,12 @@ def decode_payloads(text: str) -> list[Decoded]:
     Random identifiers, hashes and binary data decode to noise and are skipped.
     """
     found: list[Decoded] = []
-    # with google-re2, one linear pass tells which blob patterns can match at all
-    possible = _BLOB_PREFILTER.candidates(proxy(text)) if _BLOB_PREFILTER else None
-    decoders: tuple[tuple[str, re.Pattern[str], Callable[[str], str | None]], ...] = (
-        ("base64", _B64, _b64),
-        ("hex", _HEX, _hex),
-        ("url", _PERCENT, lambda s: _readable(unquote(s).encode("utf-8"))),
-        ("escape", _ESCAPES, _escapes),
-        ("html", _ENTITIES, lambda s: _readable(html.unescape(s).encode("utf-8"))),
-    )
-    for index, (kind, pattern, decode) in enumerate(decoders):
-        if _DECODE_NEEDS[kind] not in text:
-            continue  # the pattern cannot match without it
-        if possible is not None and index not in possible:
-            continue
-        for m in pattern.finditer(text):
-            out = decode(m.group(0).strip())
-            if out is not None:
-                found.append(Decoded(kind, out, m.start(), m.end()))
+    for index, m in _BLOBS.matches(text):
+        kind, decode = _DECODERS[index]
+        out = decode(m.group(0).strip())
+        if out is not None:
+            found.append(Decoded(kind, out, m.start(), m.end()))
     return found
-
-
-def _blob_prefilter() -> Prefilter | None:
-    re2 = load_re2()
-    if re2 is None:
-        return None
-    try:
-        return Prefilter([_B64, _HEX, _PERCENT, _ESCAPES, _ENTITIES], re2)
-    except ValueError:
-        return None
-
-
-_BLOB_PREFILTER = _blob_prefilter()
 
 
 _TAG = re.compile("[\U000e0000-\U000e007f]")
