@@ -19,6 +19,7 @@ import base64
 import binascii
 import codecs
 import html
+import operator
 import re
 import unicodedata
 from array import array
@@ -26,6 +27,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 from typing import TypeVar, overload
 from urllib.parse import unquote
 
@@ -118,7 +120,7 @@ _SPLIT_START = re.compile(r"[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])"
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
-_LETTER_RUN = re.compile(r"[a-z]+")
+_LETTER_RUN_SPLIT = re.compile(r"([a-z]+)")
 # every byte but a-z: what ``squash`` deletes from a text's ASCII bytes
 _NON_LETTER_BYTES = bytes(c for c in range(256) if not ord("a") <= c <= ord("z"))
 _LETTER = re.compile(r"[a-z]")
@@ -531,13 +533,14 @@ class _LazyIndex(Sequence[int]):
 def _squashed_spans(source: View) -> tuple[Sequence[int], Sequence[int]]:
     """The starts and ends of ``squash(source)``: those of ``source`` at its letters,
     looked up through the letter runs (one entry per run, not per letter)."""
-    marks: list[int] = []
-    bases: list[int] = []
-    size = 0
-    for m in _LETTER_RUN.finditer(source.text):
-        marks.append(size)
-        bases.append(m.start() - size)
-        size += m.end() - m.start()
+    # the text split around its letter runs (every other part is one), the sums of
+    # the parts' lengths in C: where each run starts in the text and in the view
+    lengths = list(map(len, _LETTER_RUN_SPLIT.split(source.text)))
+    offsets = list(accumulate(lengths, initial=0))
+    runs = lengths[1::2]
+    marks = list(accumulate(runs, initial=0))
+    size = marks.pop()
+    bases = list(map(operator.sub, offsets[1:-1:2], marks))
     letters = _Runs(marks, [1] * len(marks), bases, 0, size)
     return _Through(letters, source.starts), _Through(letters, source.ends)
 
