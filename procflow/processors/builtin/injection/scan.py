@@ -50,7 +50,6 @@ _META = re.compile(
 _QUOTES = "\"'“”‘’`«»"
 _STRONG_ONLY_VIEWS = frozenset({"rot13", "reversed"})
 _OBFUSCATION_BONUS = 0.05
-_NO_SPAN = (-1, -1)
 _SIGNALS = {"unicode-tags": 0.6, "zero-width": 0.3, "homoglyphs": 0.3}
 
 
@@ -163,31 +162,33 @@ def _embedding(original: str) -> bytes:
 
 
 def _weight(rule: Rule, view: View, m: re.Match[str], original: str, meta: bool,
-            span: tuple[int, int]) -> float:
-    """The weight a match earns in its context (0: none); ``span`` is where it lies in
-    ``original`` (only read for an ``embedded`` rule or a ``meta`` text)."""
+            ) -> tuple[float, tuple[int, int] | None]:
+    """The weight a match earns in its context (0: none), and where it lies in
+    ``original`` when that was looked up (a view's spans are made on first use: only
+    for a match that earns a weight)."""
     text = view.text
     squashed = view.name.endswith("squashed")
     before = text[max(0, m.start() - 14):m.start()]
     if rule.negatable and (_SQUASHED_NEGATION if squashed else _NEGATION).search(before):
-        return 0.0
+        return 0.0, None
     if rule.unless_before is not None and rule.unless_before.search(before):
-        return 0.0
+        return 0.0, None
     if rule.unless_after is not None and rule.unless_after.search(text[m.end():m.end() + 40]):
-        return 0.0
+        return 0.0, None
     if rule.near is not None and not rule.near.search(
             text[max(0, m.start() - 200):m.end() + 200]):
-        return 0.0
-    if rule.embedded and not _embedded(original, span[0]):
-        return 0.0
+        return 0.0, None
+    span = view.span(m.start(), m.end()) if rule.embedded or meta else None
+    if rule.embedded and span is not None and not _embedded(original, span[0]):
+        return 0.0, span
     weight = rule.weight
     if rule.howto and not squashed:
         left, _ = _sentence(text, m.start(), m.end())
         if _HOWTO.search(text, left, m.end()):
             weight *= 0.5
-    if meta and _quoted(original, *span):
+    if meta and span is not None and _quoted(original, *span):
         weight *= 0.5
-    return min(weight, 0.99)
+    return min(weight, 0.99), span
 
 
 _ALL = AnchoredScan([rule.pattern for rule in RULES])
@@ -246,13 +247,10 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[
         for rule, m in _rule_matches(view, deep.get(view.name)):
             if rule.category not in categories:
                 continue
-            # a view's spans are made on first use: looked up once per match, and
-            # before the weight only when it needs them
-            span = view.span(m.start(), m.end()) if meta or rule.embedded else _NO_SPAN
-            weight = _weight(rule, view, m, text, meta, span)
+            weight, span = _weight(rule, view, m, text, meta)
             if weight <= 0:
                 continue
-            start, end = span if span is not _NO_SPAN else view.span(m.start(), m.end())
+            start, end = span if span is not None else view.span(m.start(), m.end())
             snippet = " ".join(m.group(0).split())
             yield Hit(rule, weight, prefix + view.name, start, end,
                       snippet if len(snippet) <= 60 else snippet[:57] + "...",
