@@ -266,14 +266,21 @@ def fold(text: str) -> View:
         # the common case, without a Python step per character: same result
         return View("base", _fold_ascii(text), range(len(text)), range(1, len(text) + 1))
     pieces: list[str] = []
+    slow: set[str] = set()
     pos = 0
     for m in _SLOW_FOLD.finditer(text):
         if m.start() > pos:  # an ASCII run: folded in one go
             pieces.append(_fold_ascii(text[pos:m.start()]))
-        pieces.extend(map(_fold_lower, text[m.start():m.end()]))
+        run = m.group(0)
+        pieces.extend(map(_fold_lower, run))
+        slow.update(run)
         pos = m.end()
     if pos < len(text):
         pieces.append(_fold_ascii(text[pos:]))
+    if all(len(_fold_lower(ch)) == 1 for ch in slow):
+        # each character folds to one (dashes, quotes, accented letters...): the
+        # view maps one to one onto the text, as an ASCII text's does
+        return View("base", "".join(pieces), range(len(text)), range(1, len(text) + 1))
     spans = _DeferredSpans(lambda: _folded_spans(text))
     return View("base", "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
