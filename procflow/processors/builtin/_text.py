@@ -210,11 +210,6 @@ class _Builder:
             self.starts.append(start)
             self.ends.append(end)
 
-    def copy(self, view: View, start: int, end: int) -> None:
-        """The spans of ``view.text[start:end]`` (its characters are not copied)."""
-        self.starts.extend(view.starts[start:end])
-        self.ends.extend(view.ends[start:end])
-
     def build(self, name: str) -> View:
         return View(name, "".join(self.chars), self.starts, self.ends)
 
@@ -337,27 +332,39 @@ def _apply(view: View, edits: list[_Edit], name: str) -> View:
     return View(name, "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
-def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[array[int], array[int]]:
-    """The starts and ends of ``_apply``'s view."""
-    b = _Builder()
-    pos = 0
+def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[Sequence[int], Sequence[int]]:
+    """The starts and ends of ``_apply``'s view: those of ``view``, looked up through a
+    map of the new view's runs onto ``view`` (one entry per edit, not per character)."""
+    marks: list[int] = []  # where each run of the new view starts
+    slopes: list[int] = []  # 1: copied from view; 0: one character of view for all
+    starts: list[int] = []  # the bases of the runs, for the starts and for the ends
+    ends: list[int] = []
+    size = pos = 0
+
+    def run(length: int, slope: int, first: int, last: int) -> None:
+        nonlocal size
+        if length:
+            marks.append(size)
+            slopes.append(slope)
+            starts.append(first - slope * size)
+            ends.append(last - slope * size)
+            size += length
+
     for start, end, new in edits:
-        b.copy(view, pos, start)
+        run(start - pos, 1, pos, pos)
         if len(new) == end - start:
-            b.starts.extend(view.starts[start:end])
-            b.ends.extend(view.ends[start:end])
+            run(len(new), 1, start, start)
         else:
             kept = [k for k in range(start, end) if not _SEPARATORS.fullmatch(view.text[k])]
             if len(kept) == len(new):  # the replacement only dropped separators
                 for k in kept:
-                    b.starts.append(view.starts[k])
-                    b.ends.append(view.ends[k])
+                    run(1, 0, k, k)
             else:
-                b.starts.extend([view.starts[start]] * len(new))
-                b.ends.extend([view.ends[end - 1]] * len(new))
+                run(len(new), 0, start, end - 1)
         pos = end
-    b.copy(view, pos, len(view.text))
-    return b.starts, b.ends
+    run(len(view.text) - pos, 1, pos, pos)
+    return (_Through(_Runs(marks, slopes, starts, 0, size), view.starts),
+            _Through(_Runs(marks, slopes, ends, 0, size), view.ends))
 
 
 def _split_runs(text: str) -> Iterator[re.Match[str]]:
