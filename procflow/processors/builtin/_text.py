@@ -685,6 +685,9 @@ def decode_payloads(text: str) -> list[Decoded]:
 
 _TAG = re.compile("[\U000e0000-\U000e007f]")
 _ZERO_WIDTH_IN_WORD = re.compile(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w")
+# what ``_ZERO_WIDTH_IN_WORD`` cannot match without: looked for first (a pattern
+# opening with ``\w`` is tried at every letter)
+_ZERO_WIDTH_ANY = re.compile("[" + "".join(sorted(ZERO_WIDTH)) + "]")
 _LOOKALIKE = re.compile("[" + "".join(sorted(ch for ch in CONFUSABLES if ch.isalpha())) + "]")
 
 
@@ -697,7 +700,7 @@ def smuggling_signals(text: str) -> list[str]:
         return signals
     if _TAG.search(text):
         signals.append("unicode-tags")
-    if _ZERO_WIDTH_IN_WORD.search(text):
+    if _ZERO_WIDTH_ANY.search(text) and _ZERO_WIDTH_IN_WORD.search(text):
         signals.append("zero-width")
     if _LOOKALIKE.search(text) is None:
         return signals
