@@ -363,8 +363,8 @@ def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[Sequence[int], S
                 run(len(new), 0, start, end - 1)
         pos = end
     run(len(view.text) - pos, 1, pos, pos)
-    return (_Through(_Runs(marks, slopes, starts, 0, size), view.starts),
-            _Through(_Runs(marks, slopes, ends, 0, size), view.ends))
+    return (_Mapped(marks, slopes, starts, size, view.starts),
+            _Mapped(marks, slopes, ends, size, view.ends))
 
 
 def _split_runs(text: str) -> Iterator[re.Match[str]]:
@@ -555,8 +555,9 @@ def _squashed_spans(source: View) -> tuple[Sequence[int], Sequence[int]]:
     marks = list(accumulate(runs, initial=0))
     size = marks.pop()
     bases = list(map(operator.sub, offsets[1:-1:2], marks))
-    letters = _Runs(marks, [1] * len(marks), bases, 0, size)
-    return _Through(letters, source.starts), _Through(letters, source.ends)
+    slopes = [1] * len(marks)
+    return (_Mapped(marks, slopes, bases, size, source.starts),
+            _Mapped(marks, slopes, bases, size, source.ends))
 
 
 def squash(view: View) -> View:
@@ -872,17 +873,21 @@ class _Runs(Sequence[int]):
         return self._slopes[k] * index + self._bases[k] + self._plus
 
 
-class _Through(Sequence[int]):
-    """``source[index[v]]`` for each ``v``: entries of another view's spans, picked
-    on use."""
+class _Mapped(Sequence[int]):
+    """The spans of a view read through a map of its runs onto the view it came from:
+    in the run starting at view index ``marks[k]``, character ``v`` has the span entry
+    ``source[slopes[k] * v + bases[k]]`` (one entry per run, not per character)."""
 
-    __slots__ = ("_index", "_source")
+    __slots__ = ("_bases", "_marks", "_size", "_slopes", "_source")
 
-    def __init__(self, index: Sequence[int], source: Sequence[int]) -> None:
-        self._index, self._source = index, source
+    def __init__(self, marks: list[int], slopes: list[int], bases: list[int], size: int,
+                 source: Sequence[int]) -> None:
+        self._marks, self._slopes, self._bases, self._size = marks, slopes, bases, size
+        # the source's own deferred spans are made now (every lookup reads them)
+        self._source = source._resolve() if isinstance(source, _LazyIndex) else source
 
     def __len__(self) -> int:
-        return len(self._index)
+        return self._size
 
     @overload
     def __getitem__(self, index: int) -> int: ...
@@ -892,8 +897,13 @@ class _Through(Sequence[int]):
 
     def __getitem__(self, index: int | slice) -> int | list[int]:
         if isinstance(index, slice):
-            return [self._source[i] for i in self._index[index]]
-        return self._source[self._index[index]]
+            return [self[i] for i in range(*index.indices(self._size))]
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        k = bisect_right(self._marks, index) - 1
+        return self._source[self._slopes[k] * index + self._bases[k]]
 
 
 async def off_loop(fn: Callable[..., _T], text: str, *args: object,
