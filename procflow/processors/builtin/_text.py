@@ -614,8 +614,9 @@ def _readable(raw: bytes) -> str | None:
         return None
     if len(text) < 6:
         return None
-    printable = sum(ch.isprintable() or ch in "\n\t" for ch in text)
-    letters = sum(ch.isalpha() or ch == " " for ch in text)
+    # counted in C ("\n", "\t" and " " are neither printable nor letters to str)
+    printable = sum(map(str.isprintable, text)) + text.count("\n") + text.count("\t")
+    letters = sum(map(str.isalpha, text)) + text.count(" ")
     if printable < 0.95 * len(text) or letters < 0.6 * len(text):
         return None
     return text

@@ -47,7 +47,7 @@ _META = re.compile(
     r"\b(?:means?|meaning|example|examples|attacks?|defend|defen[cs]e|detect|detection|detector"
     r"|phrase|phrases|explain|classifier|security|called|known as|research|paper|dataset|"
     r"injection|jailbreaks?|red team|guardrails?|filter|block|blocked|flag|flagged)\b")
-_QUOTES = "\"'“”‘’`«»"
+_QUOTES = frozenset("\"'“”‘’`«»")
 _STRONG_ONLY_VIEWS = frozenset({"rot13", "reversed"})
 _OBFUSCATION_BONUS = 0.05
 _SIGNALS = {"unicode-tags": 0.6, "zero-width": 0.3, "homoglyphs": 0.3}
@@ -104,7 +104,7 @@ def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
 def _quoted(original: str, start: int, end: int) -> bool:
     before = original[max(0, start - 3):start]
     after = original[end:end + 3]
-    return any(q in before for q in _QUOTES) and any(q in after for q in _QUOTES)
+    return not _QUOTES.isdisjoint(before) and not _QUOTES.isdisjoint(after)
 
 
 def _embedded(original: str, pos: int) -> bool:
