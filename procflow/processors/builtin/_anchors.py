@@ -237,6 +237,11 @@ class AnchoredScan:
         return found
 
 
+    @property
+    def prefiltered(self) -> bool:
+        """Whether the table has an RE2 prefilter (``verify`` needs one)."""
+        return self._prefilter is not None
+
     def verify(self, text: str, data: bytes, candidates: list[int],
                ) -> list[tuple[int, re.Match[str]]]:
         """``matches(text)``, given ``data`` (``proxy(text)``) and ``candidates``: the

@@ -19,20 +19,22 @@ import base64
 import binascii
 import codecs
 import html
+import operator
 import re
 import unicodedata
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 from typing import TypeVar, overload
 from urllib.parse import unquote
 
 import anyio.to_thread
 
 from procflow.processors.builtin import _anchors
-from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy, word_finder
+from procflow.processors.builtin._prefilter import proxy, word_finder
 
 __all__ = [
     "CONFUSABLES",
@@ -111,13 +113,16 @@ _SPLIT_RUN = re.compile(
 _SPLIT_GATE = re.compile(
     r"[ .\-_*•·|/,+~:'\"][a-z0-9@$][ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])")
 # what follows the first character of every split run (its first three separated
-# letters): ``_split_runs`` tries a run one character before each match
-_SPLIT_START = re.compile(r"(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3}")
+# letters): ``_split_runs`` tries a run one character before each match (the first
+# repetition written out: a pattern opening with a class lets ``re`` skip ahead in C)
+_SPLIT_START = re.compile(r"[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])"
+                          r"(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){2}")
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
-_LETTER_RUN = re.compile(r"[a-z]+")
-_NON_LETTERS = re.compile(r"[^a-z]+")
+_LETTER_RUN_SPLIT = re.compile(r"([a-z]+)")
+# every byte but a-z: what ``squash`` deletes from a text's ASCII bytes
+_NON_LETTER_BYTES = bytes(c for c in range(256) if not ord("a") <= c <= ord("z"))
 _LETTER = re.compile(r"[a-z]")
 
 
@@ -205,11 +210,6 @@ class _Builder:
             self.starts.append(start)
             self.ends.append(end)
 
-    def copy(self, view: View, start: int, end: int) -> None:
-        """The spans of ``view.text[start:end]`` (its characters are not copied)."""
-        self.starts.extend(view.starts[start:end])
-        self.ends.extend(view.ends[start:end])
-
     def build(self, name: str) -> View:
         return View(name, "".join(self.chars), self.starts, self.ends)
 
@@ -261,14 +261,21 @@ def fold(text: str) -> View:
         # the common case, without a Python step per character: same result
         return View("base", _fold_ascii(text), range(len(text)), range(1, len(text) + 1))
     pieces: list[str] = []
+    slow: set[str] = set()
     pos = 0
     for m in _SLOW_FOLD.finditer(text):
         if m.start() > pos:  # an ASCII run: folded in one go
             pieces.append(_fold_ascii(text[pos:m.start()]))
-        pieces.extend(map(_fold_lower, text[m.start():m.end()]))
+        run = m.group(0)
+        pieces.extend(map(_fold_lower, run))
+        slow.update(run)
         pos = m.end()
     if pos < len(text):
         pieces.append(_fold_ascii(text[pos:]))
+    if all(len(_fold_lower(ch)) == 1 for ch in slow):
+        # each character folds to one (dashes, quotes, accented letters...): the
+        # view maps one to one onto the text, as an ASCII text's does
+        return View("base", "".join(pieces), range(len(text)), range(1, len(text) + 1))
     spans = _DeferredSpans(lambda: _folded_spans(text))
     return View("base", "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
@@ -325,27 +332,39 @@ def _apply(view: View, edits: list[_Edit], name: str) -> View:
     return View(name, "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
-def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[array[int], array[int]]:
-    """The starts and ends of ``_apply``'s view."""
-    b = _Builder()
-    pos = 0
+def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[Sequence[int], Sequence[int]]:
+    """The starts and ends of ``_apply``'s view: those of ``view``, looked up through a
+    map of the new view's runs onto ``view`` (one entry per edit, not per character)."""
+    marks: list[int] = []  # where each run of the new view starts
+    slopes: list[int] = []  # 1: copied from view; 0: one character of view for all
+    starts: list[int] = []  # the bases of the runs, for the starts and for the ends
+    ends: list[int] = []
+    size = pos = 0
+
+    def run(length: int, slope: int, first: int, last: int) -> None:
+        nonlocal size
+        if length:
+            marks.append(size)
+            slopes.append(slope)
+            starts.append(first - slope * size)
+            ends.append(last - slope * size)
+            size += length
+
     for start, end, new in edits:
-        b.copy(view, pos, start)
+        run(start - pos, 1, pos, pos)
         if len(new) == end - start:
-            b.starts.extend(view.starts[start:end])
-            b.ends.extend(view.ends[start:end])
+            run(len(new), 1, start, start)
         else:
             kept = [k for k in range(start, end) if not _SEPARATORS.fullmatch(view.text[k])]
             if len(kept) == len(new):  # the replacement only dropped separators
                 for k in kept:
-                    b.starts.append(view.starts[k])
-                    b.ends.append(view.ends[k])
+                    run(1, 0, k, k)
             else:
-                b.starts.extend([view.starts[start]] * len(new))
-                b.ends.extend([view.ends[end - 1]] * len(new))
+                run(len(new), 0, start, end - 1)
         pos = end
-    b.copy(view, pos, len(view.text))
-    return b.starts, b.ends
+    run(len(view.text) - pos, 1, pos, pos)
+    return (_Mapped(marks, slopes, starts, size, view.starts),
+            _Mapped(marks, slopes, ends, size, view.ends))
 
 
 def _split_runs(text: str) -> Iterator[re.Match[str]]:
@@ -525,19 +544,29 @@ class _LazyIndex(Sequence[int]):
         return (seq if seq is not None else self._resolve())[index]
 
 
-def _squashed_spans(source: View) -> tuple[array[int], array[int]]:
-    starts: array[int] = array("q")
-    ends: array[int] = array("q")
-    for m in _LETTER_RUN.finditer(source.text):
-        starts.extend(source.starts[m.start():m.end()])
-        ends.extend(source.ends[m.start():m.end()])
-    return starts, ends
+def _squashed_spans(source: View) -> tuple[Sequence[int], Sequence[int]]:
+    """The starts and ends of ``squash(source)``: those of ``source`` at its letters,
+    looked up through the letter runs (one entry per run, not per letter)."""
+    # the text split around its letter runs (every other part is one), the sums of
+    # the parts' lengths in C: where each run starts in the text and in the view
+    lengths = list(map(len, _LETTER_RUN_SPLIT.split(source.text)))
+    offsets = list(accumulate(lengths, initial=0))
+    runs = lengths[1::2]
+    marks = list(accumulate(runs, initial=0))
+    size = marks.pop()
+    bases = list(map(operator.sub, offsets[1:-1:2], marks))
+    slopes = [1] * len(marks)
+    return (_Mapped(marks, slopes, bases, size, source.starts),
+            _Mapped(marks, slopes, bases, size, source.ends))
 
 
 def squash(view: View) -> View:
     """Letters only: what "i-g n o r e" and "ig nore" have in common."""
     spans = _DeferredSpans(lambda: _squashed_spans(view))
-    return View("squashed", _NON_LETTERS.sub("", view.text), _LazyIndex(spans, False),
+    # the letters a-z are ASCII: the other characters dropped first, the rest bytewise
+    letters = (view.text.encode("ascii", "ignore").translate(None, _NON_LETTER_BYTES)
+               .decode("ascii"))
+    return View("squashed", letters, _LazyIndex(spans, False),
                 _LazyIndex(spans, True))
 
 
@@ -585,16 +614,21 @@ def _readable(raw: bytes) -> str | None:
         return None
     if len(text) < 6:
         return None
-    printable = sum(ch.isprintable() or ch in "\n\t" for ch in text)
-    letters = sum(ch.isalpha() or ch == " " for ch in text)
+    # counted in C ("\n", "\t" and " " are neither printable nor letters to str)
+    printable = sum(map(str.isprintable, text)) + text.count("\n") + text.count("\t")
+    letters = sum(map(str.isalpha, text)) + text.count(" ")
     if printable < 0.95 * len(text) or letters < 0.6 * len(text):
         return None
     return text
 
 
+_LOWER = re.compile(r"[a-z]")
+_B64_NOT_LOWER = re.compile(r"[A-Z0-9+/]")
+
+
 def _b64(blob: str) -> str | None:
-    if not (re.search(r"[A-Za-z]", blob) and re.search(r"[a-z]", blob)
-            and re.search(r"[A-Z0-9+/]", blob)):
+    # base64 of text holds a lower-case letter and an upper-case one, a digit or + /
+    if _LOWER.search(blob) is None or _B64_NOT_LOWER.search(blob) is None:
         return None
     padded = blob + "=" * (-len(blob) % 4)
     for decode in (base64.b64decode, base64.urlsafe_b64decode):
@@ -624,7 +658,17 @@ def _escapes(blob: str) -> str | None:
         return None
 
 
-_DECODE_NEEDS = {"base64": "", "hex": "", "url": "%", "escape": "\\", "html": "&#"}
+_DECODERS: tuple[tuple[str, Callable[[str], str | None]], ...] = (
+    ("base64", _b64),
+    ("hex", _hex),
+    ("url", lambda s: _readable(unquote(s).encode("utf-8"))),
+    ("escape", _escapes),
+    ("html", lambda s: _readable(html.unescape(s).encode("utf-8"))),
+)
+# with google-re2, one linear pass tells which blob patterns can match at all, and
+# each is tried only where its RE2 form matches (a base64 run has no anchor for
+# ``re`` to skip ahead on: tried at every position, it was most of the cost)
+_BLOBS = _anchors.AnchoredScan([_B64, _HEX, _PERCENT, _ESCAPES, _ENTITIES])
 
 
 def decode_payloads(text: str) -> list[Decoded]:
@@ -633,42 +677,19 @@ def decode_payloads(text: str) -> list[Decoded]:
     Random identifiers, hashes and binary data decode to noise and are skipped.
     """
     found: list[Decoded] = []
-    # with google-re2, one linear pass tells which blob patterns can match at all
-    possible = _BLOB_PREFILTER.candidates(proxy(text)) if _BLOB_PREFILTER else None
-    decoders: tuple[tuple[str, re.Pattern[str], Callable[[str], str | None]], ...] = (
-        ("base64", _B64, _b64),
-        ("hex", _HEX, _hex),
-        ("url", _PERCENT, lambda s: _readable(unquote(s).encode("utf-8"))),
-        ("escape", _ESCAPES, _escapes),
-        ("html", _ENTITIES, lambda s: _readable(html.unescape(s).encode("utf-8"))),
-    )
-    for index, (kind, pattern, decode) in enumerate(decoders):
-        if _DECODE_NEEDS[kind] not in text:
-            continue  # the pattern cannot match without it
-        if possible is not None and index not in possible:
-            continue
-        for m in pattern.finditer(text):
-            out = decode(m.group(0).strip())
-            if out is not None:
-                found.append(Decoded(kind, out, m.start(), m.end()))
+    for index, m in _BLOBS.matches(text):
+        kind, decode = _DECODERS[index]
+        out = decode(m.group(0).strip())
+        if out is not None:
+            found.append(Decoded(kind, out, m.start(), m.end()))
     return found
-
-
-def _blob_prefilter() -> Prefilter | None:
-    re2 = load_re2()
-    if re2 is None:
-        return None
-    try:
-        return Prefilter([_B64, _HEX, _PERCENT, _ESCAPES, _ENTITIES], re2)
-    except ValueError:
-        return None
-
-
-_BLOB_PREFILTER = _blob_prefilter()
 
 
 _TAG = re.compile("[\U000e0000-\U000e007f]")
 _ZERO_WIDTH_IN_WORD = re.compile(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w")
+# what ``_ZERO_WIDTH_IN_WORD`` cannot match without: looked for first (a pattern
+# opening with ``\w`` is tried at every letter)
+_ZERO_WIDTH_ANY = re.compile("[" + "".join(sorted(ZERO_WIDTH)) + "]")
 _LOOKALIKE = re.compile("[" + "".join(sorted(ch for ch in CONFUSABLES if ch.isalpha())) + "]")
 
 
@@ -681,7 +702,7 @@ def smuggling_signals(text: str) -> list[str]:
         return signals
     if _TAG.search(text):
         signals.append("unicode-tags")
-    if _ZERO_WIDTH_IN_WORD.search(text):
+    if _ZERO_WIDTH_ANY.search(text) and _ZERO_WIDTH_IN_WORD.search(text):
         signals.append("zero-width")
     if _LOOKALIKE.search(text) is None:
         return signals
@@ -693,12 +714,15 @@ def smuggling_signals(text: str) -> list[str]:
     return signals
 
 
-def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
+def views_for_matching(text: str, *, deep: bool = True,
+                       skip: Callable[[View], Container[str]] | None = None) -> Iterator[View]:
     """The base view, then each further view that differs from the ones before it.
 
     Args:
         text: The original text.
         deep: Also yield the squashed, ROT13 and reversed views.
+        skip: Given the base view, the names of the deep views not to make ("squashed",
+            "rot13", "reversed"): the caller knows none of its rules can match them.
     """
     base = fold(text)
     seen = {base.text}
@@ -711,7 +735,11 @@ def views_for_matching(text: str, *, deep: bool = True) -> Iterator[View]:
               else View("leet-l", leet_i.text, leet_i.starts, leet_i.ends))
     candidates = [joined, spellfix(joined), leet_i, leet_l]
     if deep:
-        candidates += [squash(candidates[1]), rot13(base), reverse(base)]
+        unwanted = () if skip is None else skip(base)
+        for name, make, source in (("squashed", squash, candidates[1]), ("rot13", rot13, base),
+                                   ("reversed", reverse, base)):
+            if name not in unwanted:
+                candidates.append(make(source))
     for view in candidates:
         key = view.text if view.name != "squashed" else "\0" + view.text
         if key not in seen:
@@ -844,6 +872,39 @@ class _Runs(Sequence[int]):
             raise IndexError(index)
         k = bisect_right(self._marks, index) - 1
         return self._slopes[k] * index + self._bases[k] + self._plus
+
+
+class _Mapped(Sequence[int]):
+    """The spans of a view read through a map of its runs onto the view it came from:
+    in the run starting at view index ``marks[k]``, character ``v`` has the span entry
+    ``source[slopes[k] * v + bases[k]]`` (one entry per run, not per character)."""
+
+    __slots__ = ("_bases", "_marks", "_size", "_slopes", "_source")
+
+    def __init__(self, marks: list[int], slopes: list[int], bases: list[int], size: int,
+                 source: Sequence[int]) -> None:
+        self._marks, self._slopes, self._bases, self._size = marks, slopes, bases, size
+        # the source's own deferred spans are made now (every lookup reads them)
+        self._source = source._resolve() if isinstance(source, _LazyIndex) else source
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._size))]
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        k = bisect_right(self._marks, index) - 1
+        return self._source[self._slopes[k] * index + self._bases[k]]
 
 
 async def off_loop(fn: Callable[..., _T], text: str, *args: object,

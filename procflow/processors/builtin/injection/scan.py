@@ -16,12 +16,16 @@ Scoring, per text:
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from procflow.processors.builtin import _anchors
 from procflow.processors.builtin._anchors import AnchoredScan
+from procflow.processors.builtin._literals import literal_gate
+from procflow.processors.builtin._prefilter import proxy
 from procflow.processors.builtin._text import (
     View,
     decode_payloads,
@@ -43,7 +47,7 @@ _META = re.compile(
     r"\b(?:means?|meaning|example|examples|attacks?|defend|defen[cs]e|detect|detection|detector"
     r"|phrase|phrases|explain|classifier|security|called|known as|research|paper|dataset|"
     r"injection|jailbreaks?|red team|guardrails?|filter|block|blocked|flag|flagged)\b")
-_QUOTES = "\"'“”‘’`«»"
+_QUOTES = frozenset("\"'“”‘’`«»")
 _STRONG_ONLY_VIEWS = frozenset({"rot13", "reversed"})
 _OBFUSCATION_BONUS = 0.05
 _SIGNALS = {"unicode-tags": 0.6, "zero-width": 0.3, "homoglyphs": 0.3}
@@ -100,7 +104,7 @@ def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
 def _quoted(original: str, start: int, end: int) -> bool:
     before = original[max(0, start - 3):start]
     after = original[end:end + 3]
-    return any(q in before for q in _QUOTES) and any(q in after for q in _QUOTES)
+    return not _QUOTES.isdisjoint(before) and not _QUOTES.isdisjoint(after)
 
 
 def _embedded(original: str, pos: int) -> bool:
@@ -157,31 +161,34 @@ def _embedding(original: str) -> bytes:
     return bytes(flags)
 
 
-def _weight(rule: Rule, view: View, m: re.Match[str], original: str, meta: bool) -> float:
+def _weight(rule: Rule, view: View, m: re.Match[str], original: str, meta: bool,
+            ) -> tuple[float, tuple[int, int] | None]:
+    """The weight a match earns in its context (0: none), and where it lies in
+    ``original`` when that was looked up (a view's spans are made on first use: only
+    for a match that earns a weight)."""
     text = view.text
     squashed = view.name.endswith("squashed")
     before = text[max(0, m.start() - 14):m.start()]
     if rule.negatable and (_SQUASHED_NEGATION if squashed else _NEGATION).search(before):
-        return 0.0
+        return 0.0, None
     if rule.unless_before is not None and rule.unless_before.search(before):
-        return 0.0
+        return 0.0, None
     if rule.unless_after is not None and rule.unless_after.search(text[m.end():m.end() + 40]):
-        return 0.0
+        return 0.0, None
     if rule.near is not None and not rule.near.search(
             text[max(0, m.start() - 200):m.end() + 200]):
-        return 0.0
-    if rule.embedded and not _embedded(original, view.span(m.start(), m.end())[0]):
-        return 0.0
+        return 0.0, None
+    span = view.span(m.start(), m.end()) if rule.embedded or meta else None
+    if rule.embedded and span is not None and not _embedded(original, span[0]):
+        return 0.0, span
     weight = rule.weight
     if rule.howto and not squashed:
         left, _ = _sentence(text, m.start(), m.end())
         if _HOWTO.search(text, left, m.end()):
             weight *= 0.5
-    if meta:
-        start, end = view.span(m.start(), m.end())
-        if _quoted(original, start, end):
-            weight *= 0.5
-    return min(weight, 0.99)
+    if meta and span is not None and _quoted(original, *span):
+        weight *= 0.5
+    return min(weight, 0.99), span
 
 
 _ALL = AnchoredScan([rule.pattern for rule in RULES])
@@ -189,29 +196,61 @@ _STRONG_RULES = tuple(rule for rule in RULES if rule.weight >= 0.6)
 _STRONG = AnchoredScan([rule.pattern for rule in _STRONG_RULES])
 _SQUASHED = AnchoredScan([rule.squashed for rule in SQUASH_RULES if rule.squashed is not None])
 
+# which strong rules may match the ROT13 / reversed reading of a base view, read off
+# the base view itself (their literals ROT13'd / reversed): most texts hold none, and
+# those views are then not made at all (with ``google-re2``; else they always are)
+_DEEP_GATES = {
+    "rot13": literal_gate(_STRONG.patterns, transform=lambda s: codecs.encode(s, "rot13")),
+    "reversed": literal_gate(_STRONG.patterns, transform=lambda s: s[::-1]),
+} if _STRONG.prefiltered else {}
 
-def _rule_matches(view: View) -> Iterable[tuple[Rule, re.Match[str]]]:
-    """Each rule's matches in ``view``, in table order: one anchor pass for the table."""
+
+def _deep_candidates(base: View) -> dict[str, list[int]]:
+    """For the ROT13 and reversed views of ``base``: the strong rules (indexes) that
+    may match them, when the gates can tell (an empty list: none can)."""
+    if not _anchors.USE_RE2:
+        return {}
+    data = proxy(base.text)
+    out: dict[str, list[int]] = {}
+    for name, gate in _DEEP_GATES.items():
+        found = gate.possible(data) if gate is not None else None
+        if found is not None:
+            out[name] = found
+    return out
+
+
+def _rule_matches(view: View, candidates: list[int] | None,
+                  ) -> Iterable[tuple[Rule, re.Match[str]]]:
+    """Each rule's matches in ``view``, in table order: one anchor pass for the table
+    (for the ROT13 and reversed views, only the ``candidates`` their gate left)."""
     if view.name == "squashed":
         table, index = SQUASH_RULES, _SQUASHED
     elif view.name in _STRONG_ONLY_VIEWS:
         table, index = _STRONG_RULES, _STRONG
     else:
         table, index = RULES, _ALL
-    for i, m in index.matches(view.text):
+    found = (index.matches(view.text) if candidates is None
+             else index.verify(view.text, proxy(view.text), candidates))
+    for i, m in found:
         yield table[i], m
 
 
 def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[Hit]:
     meta = bool(_META.search(text.lower()))
-    for view in views_for_matching(text):
-        for rule, m in _rule_matches(view):
+    deep: dict[str, list[int]] = {}
+
+    def gated(base: View) -> frozenset[str]:
+        deep.update(_deep_candidates(base))
+        return frozenset(name for name, found in deep.items() if not found)
+
+    for view in views_for_matching(text, skip=gated):
+        for rule, m in _rule_matches(view, deep.get(view.name)):
             if rule.category not in categories:
                 continue
-            weight = _weight(rule, view, m, text, meta)
+            weight, span = _weight(rule, view, m, text, meta)
             if weight <= 0:
                 continue
-            start, end = view.span(m.start(), m.end())
+            start, end = span if span is not None else view.span(m.start(), m.end())
             snippet = " ".join(m.group(0).split())
             yield Hit(rule, weight, prefix + view.name, start, end,
                       snippet if len(snippet) <= 60 else snippet[:57] + "...",

@@ -1,0 +1,238 @@
+"""Required literals: strings one of which every match of a pattern contains.
+
+"ignore (?:all )?previous instructions" cannot match a text holding none of "ignore",
+"previous", "instructions": each is a *required* literal set of the pattern (here of
+one string each). ``required`` reads a pattern's parse tree once and picks its most
+selective such set (longest shortest string, then fewest strings). A text holding no
+string of that set needs no further look for that pattern: one pass of all the
+tables' literals (an RE2 set of plain strings, whose DFA stays small) rules out most
+patterns of a table at once, and tells which views of a text are worth building (a
+ROT13 view can only match where the text holds a ROT13'd literal).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from re import _constants as sre  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any
+
+from procflow.processors.builtin._prefilter import _options, _set, load_re2, proxy
+
+__all__ = ["LiteralGate", "literal_gate", "required"]
+
+_MAX_STRINGS = 64  # an exact set larger than this is given up (the cross products grow)
+_MAX_CLASS = 4  # a character class of more members is not spelled out
+
+_Exact = frozenset[str] | None  # every string an item can match, when few and known
+
+
+_Needs = tuple[frozenset[str], ...]  # every match holds a string of each set
+
+
+class _Reader:
+    """Walks a parse tree: for each item the set of strings it matches exactly (when
+    small), and the sets of strings every match of it holds one of."""
+
+    def __init__(self, flags: int) -> None:
+        self.ignore_case = bool(flags & re.IGNORECASE)
+
+    def sequence(self, items: Any) -> tuple[_Exact, _Needs]:
+        """``(exact, needs)`` of a sequence of items: a run of items with exact sets is
+        one exact set (their product), required when it cannot be empty."""
+        needs: list[frozenset[str]] = []
+        run: _Exact = frozenset({""})
+        whole: _Exact = frozenset({""})
+        for op, av in items:
+            exact, inner = self.item(op, av)
+            if exact is not None and run is not None:
+                run = _product(run, exact)
+            else:
+                if run is not None and _usable(run):
+                    needs.append(run)
+                run = exact
+            needs.extend(inner)
+            whole = _product(whole, exact) if whole is not None and exact is not None else None
+        if run is not None and _usable(run):
+            needs.append(run)
+        return whole, tuple(needs)
+
+    def item(self, op: Any, av: Any) -> tuple[_Exact, _Needs]:
+        """``(exact, needs)`` of one item (``exact`` holds "" when it may be empty)."""
+        if op is sre.LITERAL:
+            return (None, ()) if self.ignore_case else (frozenset({chr(av)}), ())
+        if op is sre.IN:
+            return self.members(av), ()
+        if op in (sre.AT, sre.ASSERT, sre.ASSERT_NOT):
+            return frozenset({""}), ()  # zero width: a literal runs on across it
+        if op is sre.BRANCH:
+            parts = [self.sequence(alternative) for alternative in av[1]]
+            exact: _Exact = None
+            if all(e is not None for e, _ in parts):
+                exact = frozenset().union(*(e for e, _ in parts if e is not None))
+                exact = exact if len(exact) <= _MAX_STRINGS else None
+            # one string of one alternative's best set: their union is required
+            bests = [_best((*needs, e) if e is not None else needs) for e, needs in parts]
+            if all(b is not None for b in bests):
+                return exact, (frozenset().union(*(b for b in bests if b is not None)),)
+            return exact, ()
+        if op is sre.SUBPATTERN:
+            _, add_flags, del_flags, sub = av
+            saved = self.ignore_case
+            if add_flags & re.IGNORECASE or del_flags & re.IGNORECASE:
+                self.ignore_case = bool(add_flags & re.IGNORECASE)
+            try:
+                return self.sequence(sub)
+            finally:
+                self.ignore_case = saved
+        if op is sre.ATOMIC_GROUP:
+            return self.sequence(av)
+        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+            lo, hi, sub = av
+            exact, needs = self.sequence(sub)
+            if lo == 0:
+                return (exact | {""} if exact is not None and hi == 1 else None), ()
+            if lo == hi == 1:
+                return exact, needs
+            return None, (*needs, exact) if exact is not None and _usable(exact) else needs
+        return None, ()  # any character, categories, back references...
+
+    def members(self, items: Any) -> _Exact:
+        if self.ignore_case:
+            return None
+        out: set[str] = set()
+        for op, av in items:
+            if op is sre.LITERAL:
+                out.add(chr(av))
+            elif op is sre.RANGE and av[1] - av[0] < _MAX_CLASS:
+                out.update(chr(c) for c in range(av[0], av[1] + 1))
+            else:
+                return None
+        return frozenset(out) if len(out) <= _MAX_CLASS else None
+
+
+def _product(left: frozenset[str], right: frozenset[str]) -> _Exact:
+    if len(left) * len(right) > _MAX_STRINGS:
+        return None
+    return frozenset(a + b for a in left for b in right)
+
+
+def _usable(strings: frozenset[str] | None) -> bool:
+    return strings is not None and "" not in strings
+
+
+def _selectivity(strings: frozenset[str]) -> tuple[int, int]:
+    """How selective a required set is: longest shortest string, then fewest strings."""
+    return min(map(len, strings)), -len(strings)
+
+
+def _best(sets: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    """The most selective usable set."""
+    return max((s for s in sets if s is not None and _usable(s)), key=_selectivity,
+               default=None)
+
+
+def required(pattern: re.Pattern[str]) -> _Needs:
+    """Sets of strings (non-empty) such that every match of ``pattern`` holds one string
+    of each, as far as the parse tree shows (``()``: it shows none)."""
+    try:
+        exact, needs = _Reader(pattern.flags).sequence(
+            sre_parse.parse(pattern.pattern, pattern.flags))
+    except RecursionError:
+        return ()
+    if exact is not None and _usable(exact):
+        needs = (*needs, exact)
+    return tuple(dict.fromkeys(needs))
+
+
+_GATE_MEM = 16 << 20
+
+
+class LiteralGate:
+    """Which patterns of a table may match a text, told by their required literals in
+    one pass of an RE2 set of plain strings (``google-re2``).
+
+    Args:
+        patterns: The table.
+        re2: The ``re2`` module.
+        transform: Applied to each literal first: the gate then answers for the text
+            read that way (``codecs.encode(s, "rot13")``: which patterns may match the
+            ROT13 reading of the text; ``s[::-1]``: its reversal), without making it.
+
+    Raises:
+        ValueError: RE2 could not compile the set.
+    """
+
+    __slots__ = ("_by_literal", "_match", "_needs", "_sentinel", "always")
+
+    def __init__(self, patterns: Sequence[re.Pattern[str]], re2: Any, *,
+                 transform: Callable[[str], str] = str) -> None:
+        ids: dict[bytes, int] = {}
+        by_literal: list[set[int]] = []
+        self._needs: list[tuple[frozenset[int], ...]] = []
+        always: list[int] = []
+        for index, pattern in enumerate(patterns):
+            needs = required(pattern)
+            if not needs:
+                always.append(index)
+            conjunction: list[frozenset[int]] = []
+            # the most selective set first: a pattern is looked at only when a string
+            # of it is there, then the others are checked
+            for n, strings in enumerate(sorted(needs, key=_selectivity, reverse=True)):
+                need: set[int] = set()
+                for string in strings:
+                    # the proxy of a literal: 0x80 stands for any non-ASCII character
+                    key = ids.setdefault(proxy(transform(string)), len(ids))
+                    if key == len(by_literal):
+                        by_literal.append(set())
+                    if n == 0:
+                        by_literal[key].add(index)
+                    need.add(key)
+                conjunction.append(frozenset(need))
+            self._needs.append(tuple(conjunction[1:]))
+        self.always = tuple(always)
+        members = [(k, b"".join(b"\\x%02x" % c for c in literal))
+                   for k, literal in enumerate(ids)]
+        try:
+            self._match, _, self._sentinel = _set(re2, _options(re2, _GATE_MEM), members)
+        except re2.error as exc:
+            raise ValueError(f"RE2 could not compile the literal gate: {exc}") from exc
+        self._by_literal = tuple(tuple(sorted(indexes)) for indexes in by_literal)
+
+    def possible(self, data: bytes) -> list[int] | None:
+        """The indexes (ascending) of the patterns that may match the text whose
+        ``proxy`` is ``data`` (read through ``transform``); ``None`` when the set could
+        not answer."""
+        found = self._match(data)
+        if not found or self._sentinel not in found:
+            return None
+        if len(found) == 1:  # no literal: only the patterns without any
+            return list(self.always)
+        touched = set(self.always)
+        by_literal = self._by_literal
+        for k in found:
+            if k != self._sentinel:
+                touched.update(by_literal[k])
+        needs = self._needs
+        out: list[int] = []
+        for i in sorted(touched):
+            for need in needs[i]:
+                if need.isdisjoint(found):
+                    break
+            else:
+                out.append(i)
+        return out
+
+
+def literal_gate(patterns: Sequence[re.Pattern[str]], *,
+                 transform: Callable[[str], str] = str) -> LiteralGate | None:
+    """A ``LiteralGate`` of ``patterns``, or ``None`` without ``google-re2`` (or when
+    RE2 cannot compile it)."""
+    re2 = load_re2()
+    if re2 is None:
+        return None
+    try:
+        return LiteralGate(patterns, re2, transform=transform)
+    except ValueError:
+        return None
