@@ -182,6 +182,9 @@ _PLACEHOLDER = re.compile(r"(?i)^(?:[*•x.#_-]+|[<\[{$%].*|.*(?:your|xxxx|_here
                           r"[A-Za-z_][\w.]*\(.*)$")
 
 
+_DIGITS: Final = "0123456789"
+
+
 def _entropy(text: str) -> float:
     size = len(text)
     return -sum(n / size * math.log2(n / size) for n in Counter(text).values())
@@ -212,10 +215,36 @@ def _vendor(text: str) -> Iterator[SecretSpan]:
             yield SecretSpan(m.start(), m.end(), confidence)
 
 
+_SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz"
+                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+
+
+def _url_password_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_URL_PASSWORD.finditer(text)``, found from the "://" signs instead of at every
+    letter.
+
+    A match's scheme is the whole run of scheme characters (its look-behind allows none
+    before it) just before the first "://" of the match, and no scheme character is a
+    colon: each "://" gives the one start a match through it can have, and the starts
+    rise with the signs. They are tried in order, never inside the previous match: the
+    same matches.
+    """
+    end = 0
+    sign = text.find("://")
+    while sign >= 0:
+        start = sign
+        while start > end and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        if start >= end and (start == 0 or text[start - 1] not in _SCHEME_CHARS):
+            m = _URL_PASSWORD.match(text, start)
+            if m is not None:
+                yield m
+                end = m.end()
+        sign = text.find("://", max(sign + 1, end))
+
+
 def _url_passwords(text: str) -> Iterator[SecretSpan]:
-    if "://" not in text:
-        return
-    for m in _URL_PASSWORD.finditer(text):
+    for m in _url_password_matches(text):
         if not _is_placeholder(m.group("value")):
             yield SecretSpan(m.start("value"), m.end("value"), 0.9)
 
@@ -314,12 +343,13 @@ def _contextual_tokens(text: str, lower: str) -> Iterator[SecretSpan]:
         line_end = text.find("\n", word.end())
         window_end = min(len(text) if line_end < 0 else line_end, word.end() + 64)
         for m in _TOKEN.finditer(text, word.end(), window_end):
+            # random-looking: two digits or more, a letter, entropy 3.5 or more (the
+            # cheap tests first, the entropy once)
             value = m.group()
-            if value.count("/") > 3 or not _random_looking(value) or _is_placeholder(value):
+            if value.count("/") > 3 or sum(map(value.count, _DIGITS)) < 2 \
+                    or not any(map(str.isalpha, value)) or _entropy(value) < 3.5:
                 continue
-            if _PUBLIC_KEY.search(text[max(0, m.start() - 24):m.start()]):
-                continue
-            if _entropy(value) < 3.5 or sum(ch.isdigit() for ch in value) < 2:
+            if _is_placeholder(value) or _PUBLIC_KEY.search(text[max(0, m.start() - 24):m.start()]):
                 continue
             yield SecretSpan(m.start(), m.end(), 0.75)
 
