@@ -364,8 +364,9 @@ _IPV4_DOT = re.compile(r"\.(?<=\d\.)(?=\d{1,3}\.\d{1,3}\.\d)")
 _IPV6 = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?"
     r"(?![\w:])(?!\.\w)")
-_IPV6_COLONS = re.compile(r":[0-9A-Fa-f]{0,4}:")
-"""Two of ``_IPV6``'s first colons, as every match of it holds them."""
+_IPV6_COLON = re.compile(r":(?=[0-9A-Fa-f]{0,4}:)")
+"""A colon followed by up to 4 hex digits and a colon, as the first one of every
+``_IPV6`` match is."""
 _VERSION_WORD = re.compile(r"(?i)\b(?:version|ver|v|release|build|firmware|chrome|"
                            r"firefox|safari|edge|os|ios|android|kernel|sdk|api|chapter|section|sec|clause|"
                            r"article|art|figure|fig|table|step|para|paragraph|§)\.?[\s:]*$")
@@ -381,14 +382,26 @@ def _ipv4_starts(text: str) -> Iterator[int]:
         yield start
 
 
+def _ipv6_starts(text: str) -> Iterator[int]:
+    """Where an ``_IPV6`` match can start: the start of the word run (up to 4 hex
+    digits, with no word character, colon or dot before it) just before its first
+    colon."""
+    for colon in _IPV6_COLON.finditer(text):
+        start = colon.start()
+        while start > 0 and colon.start() - start < 5 and (text[start - 1].isalnum()
+                                                           or text[start - 1] == "_"):
+            start -= 1
+        yield start
+
+
 def _ips(text: str) -> Iterator[PIIDetection]:
     if text.count(".") >= 3 and _digit_count(text) >= 4:
         for m in _matches_at(_IPV4, text, _ipv4_starts(text)):
             if ip_valid(m.group()) and not _VERSION_WORD.search(context_before(text, m.start())):
                 yield PIIDetection("ip-address", m.start(), m.end(), m.group(), 0.9)
-    if text.count(":") < 2 or _IPV6_COLONS.search(text) is None:
+    if text.count(":") < 2:
         return
-    for m in _finditer(_IPV6, text):
+    for m in _matches_at(_IPV6, text, _ipv6_starts(text)):
         value = m.group()
         if value.count(":") >= 2 and any(ch not in ":" for ch in value) and ip_valid(value):
             yield PIIDetection("ip-address", m.start(), m.end(), value, 0.9)
@@ -502,7 +515,7 @@ def _wallets(text: str) -> Iterator[PIIDetection]:
 # finds their matches in one prefilter pass per text (RE2 sets), each pattern tried
 # only where its RE2 form matches: the same matches as ``finditer``.
 
-_SCANNED = (_PHONE_NANP, _PHONE_TRUNK, _CARD, _IPV6, _IBAN_START, _BTC_LEGACY)
+_SCANNED = (_PHONE_NANP, _PHONE_TRUNK, _CARD, _IBAN_START, _BTC_LEGACY)
 _SCAN = AnchoredScan(_SCANNED)
 
 
