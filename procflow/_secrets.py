@@ -195,9 +195,8 @@ def _is_placeholder(value: str) -> bool:
 
 
 def _random_looking(value: str, *, min_entropy: float = 3.3) -> bool:
-    has_digit = any(ch.isdigit() for ch in value)
-    has_alpha = any(ch.isalpha() for ch in value)
-    return has_digit and has_alpha and _entropy(value) >= min_entropy
+    return any(map(str.isdigit, value)) and any(map(str.isalpha, value)) \
+        and _entropy(value) >= min_entropy
 
 
 # Every vendor trigger, in one pattern: one pass tells most texts they hold none.

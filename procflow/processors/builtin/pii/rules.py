@@ -217,7 +217,7 @@ _DATE_OR_TIME = re.compile(r"^\d{4}[-/.]\d{1,2}[-/.]\d{1,2}$|^\d{1,2}[-/.]\d{1,2
 
 
 def _phone_shape_ok(value: str, low: int, high: int) -> bool:
-    digits = sum(ch.isdigit() for ch in value)
+    digits = sum(map(str.isdigit, value))
     if not low <= digits <= high or _DATE_OR_TIME.match(value):
         return False
     if any(sep * 2 in value for sep in " .-") or value.count("(") != value.count(")"):
