@@ -261,7 +261,7 @@ def _assignments(text: str, lower: str) -> Iterator[SecretSpan]:
     if ("=" in text or ":" in text) and _has(lower, _KEY_TRIGGERS):
         yield from _key_values(text)
     if _has(lower, ("authorization", "cookie")):
-        for m in _HEADER.finditer(text):
+        for m in _header_matches(text, lower):
             yield SecretSpan(m.start("value"), m.end("value"), 0.8)
     if _has(lower, ("pass", "contrase")):
         for m in word_matches(_PROSE_PASSWORD, _PROSE_PASSWORD_STARTS, text):
@@ -273,6 +273,34 @@ def _assignments(text: str, lower: str) -> Iterator[SecretSpan]:
             value = m.group("value")
             if not _is_placeholder(value) and _random_looking(value):
                 yield SecretSpan(m.start("value"), m.end("value"), 0.85)
+
+
+# Letters a case-insensitive ASCII letter matches that do not lower-case to it (or, "İ",
+# to one character): with one of them about, a lower-cased text is no exact guide.
+_CASE_SPECIAL: Final = ("\u212a", "\u017f", "\u0131", "\u0130")
+
+
+def _header_matches(text: str, lower: str) -> Iterator[re.Match[str]]:
+    """``_HEADER.finditer(text)``, tried only at the starts of the lines of ``lower``
+    (``text`` lower-cased) holding "authorization" or "cookie".
+
+    A match starts a line and never holds a line break (so a line holds at most one),
+    and it holds one of those words: the same matches, without trying the pattern at
+    every position. A text holding one of ``_CASE_SPECIAL`` is scanned in full.
+    """
+    if len(lower) != len(text) or any(ch in text for ch in _CASE_SPECIAL):
+        yield from _HEADER.finditer(text)
+        return
+    starts: set[int] = set()
+    for word in ("authorization", "cookie"):
+        at = lower.find(word)
+        while at >= 0:
+            starts.add(text.rfind("\n", 0, at) + 1)
+            at = lower.find(word, at + 1)
+    for start in sorted(starts):
+        m = _HEADER.match(text, start)
+        if m is not None:
+            yield m
 
 
 _ASSIGN_SIGN = re.compile(r"[:=]")
