@@ -304,12 +304,12 @@ def _header_matches(text: str, lower: str) -> Iterator[re.Match[str]]:
 
 
 _ASSIGN_SIGN = re.compile(r"[:=]")
-_KEY_REVERSED = re.compile(r"[ \t]{0,8}+[\"']?+[\w.-]{1,64}+")
+_KEY_REVERSED = re.compile(r"[ \t]{0,8}+[\"']?+(?P<run>[\w.-]{1,64}+)")
 
 
-def _assign_matches(text: str) -> Iterator[re.Match[str]]:
-    r"""``_ASSIGN.finditer(text)``, found from the ":" and "=" signs instead of at every
-    word.
+def _secret_assign_matches(text: str) -> Iterator[re.Match[str]]:
+    r"""The matches of ``_ASSIGN.finditer(text)`` whose key names a secret
+    (``is_secret_key``), found from the ":" and "=" signs instead of at every word.
 
     Before its sign a match has up to 8 blanks, maybe a quote and its key: the whole
     run of ``[\w.-]`` it starts (its look-behind allows no such character before it),
@@ -318,26 +318,50 @@ def _assign_matches(text: str) -> Iterator[re.Match[str]]:
     tried (a run of more than 64 characters gives a start inside it, where the
     look-behind fails, as it must). The signs are taken in order, never inside the
     previous match: the same matches.
+
+    Most keys name no secret; their matches only tell whether a later sign is inside
+    one, and no match holds a line break. So a sign whose run is no secret key is put
+    aside, and those put aside on a line are tried (in order) only when a sign with a
+    secret key follows them on it: the same secret matches, most others never tried.
     """
+    size = len(text)
+    reversed_text = text[::-1]
     end = 0
-    reversed_text = ""
+    line_end = -1
+    waiting: list[tuple[int, re.Match[str]]] = []
+
+    def take(at: int, key: re.Match[str]) -> re.Match[str] | None:
+        nonlocal end
+        if at <= end or size - key.end() < end:
+            return None  # (a run that starts inside the previous match starts no match)
+        m = _ASSIGN.match(text, size - key.end())
+        if m is not None:
+            end = m.end()
+        return m
+
     for sign in _ASSIGN_SIGN.finditer(text):
         at = sign.start()
-        if at <= end:
+        if at > line_end:
+            waiting.clear()  # their matches end before this line
+            line_end = text.find("\n", at)
+            if line_end < 0:
+                line_end = size
+        key = _KEY_REVERSED.match(reversed_text, size - at)
+        if key is None:
             continue
-        if not reversed_text:
-            reversed_text = text[::-1]
-        key = _KEY_REVERSED.match(reversed_text, len(text) - at)
-        if key is None or len(text) - key.end() < end:
-            continue  # (a run that starts inside the previous match starts no match)
-        m = _ASSIGN.match(text, len(text) - key.end())
+        if not is_secret_key(text[size - key.end():size - key.start("run")]):
+            waiting.append((at, key))
+            continue
+        for earlier in waiting:
+            take(*earlier)
+        waiting.clear()
+        m = take(at, key)
         if m is not None:
             yield m
-            end = m.end()
 
 
 def _key_values(text: str) -> Iterator[SecretSpan]:
-    for m in _assign_matches(text):
+    for m in _secret_assign_matches(text):
         key = m.group("key")
         if not is_secret_key(key):
             continue
