@@ -281,6 +281,9 @@ def test_vendor_patterns_starting_with_their_prefix_match_like_the_plain_ones(te
     for (_, fast, _), plain in zip(_secrets._VENDOR, _PLAIN_VENDOR, strict=False):
         assert [m.span() for m in fast.finditer(text)] == [
             m.span() for m in re.finditer(plain, text)], plain
+    triggers = "|".join(re.escape(t) for triggers, _, _ in _secrets._VENDOR for t in triggers)
+    assert ((_secrets._ANY_VENDOR_TRIGGER.search(text) is None)
+            == (re.search(triggers, text) is None))
 
 
 @settings(max_examples=300, deadline=None)
