@@ -540,6 +540,12 @@ def _finditer(pattern: re.Pattern[str], text: str) -> Iterable[re.Match[str]]:
     return _scanned(text)[_SCANNED.index(pattern)]
 
 
+def _birth_dates(text: str) -> Iterator[PIIDetection]:
+    if _digit_count(text) < 4:
+        return  # every written date holds four digits or more (its birth words are not looked for)
+    yield from find_birth_dates(text)
+
+
 RULES: dict[PIIType, Finder] = {
     "email": _emails,
     "phone": _phones,
@@ -551,7 +557,7 @@ RULES: dict[PIIType, Finder] = {
     "uuid": _uuids,
     "iban": _ibans,
     "crypto-wallet": _wallets,
-    "date-of-birth": find_birth_dates,
+    "date-of-birth": _birth_dates,
     "name": find_names,
     "address": find_addresses,
 }
