@@ -19,6 +19,7 @@ from procflow._wordscan import word_matches
 from procflow.processors.builtin import _text
 from procflow.processors.builtin._text import View, fold, join_split, leet, normalise, squash
 from procflow.processors.builtin.injection.scan import _embedding
+from procflow.processors.builtin.moderation import lexicon
 from procflow.processors.builtin.pii import checks, rules
 from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD
 
@@ -338,3 +339,14 @@ def _luhn_plain(digits: str) -> bool:
 @given(st.text(alphabet="0123456789٤a", max_size=24))
 def test_luhn_by_table_is_luhn_digit_by_digit(digits: str) -> None:
     assert checks.luhn_valid(digits) == _luhn_plain(digits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["kill the process", "killing it", "i will kill you", "die", "dead", "deadline", "shoot",
+     "shoot me a quick email", "you idiot", "hate", " ", "\n", ".", "k1ll", "x", "é"]),
+    max_size=12).map("".join))
+def test_term_matches_of_a_masked_text_from_the_joint_sets_are_the_tables(text: str) -> None:
+    masked = lexicon.mask_idioms(text)
+    assert ([(i, m.span()) for i, m in lexicon._masked_matches(masked)]
+            == [(i, m.span()) for i, m in lexicon._SCAN.matches(masked)])
