@@ -405,11 +405,22 @@ def _key_values(text: str) -> Iterator[SecretSpan]:
             yield SecretSpan(start, end, 0.85)
 
 
+def _ends_public_key(window: str) -> bool:
+    """``_PUBLIC_KEY.search(window) is not None``, the pattern tried only when an ASCII
+    window holds one of its words (case-insensitively, an ASCII letter matches only
+    ASCII letters there)."""
+    if window.isascii():
+        lower = window.lower()
+        if "public" not in lower and "ssh-" not in lower and "ecdsa-sha2-" not in lower:
+            return False
+    return _PUBLIC_KEY.search(window) is not None
+
+
 def _contextual_tokens(text: str, lower: str) -> Iterator[SecretSpan]:
     if not _has(lower, ("key", "secret", "token", "credential", "aws", "password")):
         return
     for word in word_matches(_SECRET_WORD, _SECRET_WORD_STARTS, text):
-        if _PUBLIC_KEY.search(text[max(0, word.start() - 12):word.start()]):
+        if _ends_public_key(text[max(0, word.start() - 12):word.start()]):
             continue
         line_end = text.find("\n", word.end())
         window_end = min(len(text) if line_end < 0 else line_end, word.end() + 64)
@@ -420,7 +431,7 @@ def _contextual_tokens(text: str, lower: str) -> Iterator[SecretSpan]:
             if value.count("/") > 3 or sum(map(value.count, _DIGITS)) < 2 \
                     or not any(map(str.isalpha, value)) or _entropy(value) < 3.5:
                 continue
-            if _is_placeholder(value) or _PUBLIC_KEY.search(text[max(0, m.start() - 24):m.start()]):
+            if _is_placeholder(value) or _ends_public_key(text[max(0, m.start() - 24):m.start()]):
                 continue
             yield SecretSpan(m.start(), m.end(), 0.75)
 

@@ -350,3 +350,11 @@ def test_term_matches_of_a_masked_text_from_the_joint_sets_are_the_tables(text: 
     masked = lexicon.mask_idioms(text)
     assert ([(i, m.span()) for i, m in lexicon._masked_matches(masked)]
             == [(i, m.span()) for i, m in lexicon._SCAN.matches(masked)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["public", "PUBLIC", "ssh-rsa", "SSH-Ed25519", "ssh-dss", "ecdsa-sha2-nistp256", "key", ":",
+     " ", "\t", "x", "ſ", "\u212a", "ı", "é", "-", "pub", "lic"]), max_size=6).map("".join))
+def test_public_key_check_is_the_search_of_its_window(window: str) -> None:
+    assert _secrets._ends_public_key(window) == (_secrets._PUBLIC_KEY.search(window) is not None)
