@@ -182,6 +182,9 @@ _PLACEHOLDER = re.compile(r"(?i)^(?:[*•x.#_-]+|[<\[{$%].*|.*(?:your|xxxx|_here
                           r"[A-Za-z_][\w.]*\(.*)$")
 
 
+_DIGITS: Final = "0123456789"
+
+
 def _entropy(text: str) -> float:
     size = len(text)
     return -sum(n / size * math.log2(n / size) for n in Counter(text).values())
@@ -192,14 +195,33 @@ def _is_placeholder(value: str) -> bool:
 
 
 def _random_looking(value: str, *, min_entropy: float = 3.3) -> bool:
-    has_digit = any(ch.isdigit() for ch in value)
-    has_alpha = any(ch.isalpha() for ch in value)
-    return has_digit and has_alpha and _entropy(value) >= min_entropy
+    return any(map(str.isdigit, value)) and any(map(str.isalpha, value)) \
+        and _entropy(value) >= min_entropy
+
+
+_RARE_FIRST: Final = "JASx_-"
+"""Characters of the vendor triggers rarer in prose and code than letters such as
+"s", "e" or "h", rarest first."""
+
+
+def _from_rarest(trigger: str) -> str:
+    """A pattern matching where ``trigger`` occurs, written from its rarest character
+    (see ``_RARE_FIRST``), the rest as a look-behind and a look-ahead: ``re`` skips
+    ahead to the first characters of an alternation's branches, so the pattern of all
+    triggers is tried at a few places of a text rather than at every "s" or "e"."""
+    rank = {ch: i for i, ch in enumerate(_RARE_FIRST)}
+    at = min(range(len(trigger)), key=lambda i: (rank.get(trigger[i], len(rank)), i))
+    out = re.escape(trigger[at])
+    if at:
+        out += f"(?<={re.escape(trigger[:at + 1])})"
+    if at + 1 < len(trigger):
+        out += f"(?={re.escape(trigger[at + 1:])})"
+    return out
 
 
 # Every vendor trigger, in one pattern: one pass tells most texts they hold none.
 _ANY_VENDOR_TRIGGER = re.compile("|".join(
-    re.escape(trigger) for triggers, _, _ in _VENDOR for trigger in triggers))
+    _from_rarest(trigger) for triggers, _, _ in _VENDOR for trigger in triggers))
 
 
 def _vendor(text: str) -> Iterator[SecretSpan]:
@@ -212,10 +234,36 @@ def _vendor(text: str) -> Iterator[SecretSpan]:
             yield SecretSpan(m.start(), m.end(), confidence)
 
 
+_SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz"
+                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+
+
+def _url_password_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_URL_PASSWORD.finditer(text)``, found from the "://" signs instead of at every
+    letter.
+
+    A match's scheme is the whole run of scheme characters (its look-behind allows none
+    before it) just before the first "://" of the match, and no scheme character is a
+    colon: each "://" gives the one start a match through it can have, and the starts
+    rise with the signs. They are tried in order, never inside the previous match: the
+    same matches.
+    """
+    end = 0
+    sign = text.find("://")
+    while sign >= 0:
+        start = sign
+        while start > end and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        if start >= end and (start == 0 or text[start - 1] not in _SCHEME_CHARS):
+            m = _URL_PASSWORD.match(text, start)
+            if m is not None:
+                yield m
+                end = m.end()
+        sign = text.find("://", max(sign + 1, end))
+
+
 def _url_passwords(text: str) -> Iterator[SecretSpan]:
-    if "://" not in text:
-        return
-    for m in _URL_PASSWORD.finditer(text):
+    for m in _url_password_matches(text):
         if not _is_placeholder(m.group("value")):
             yield SecretSpan(m.start("value"), m.end("value"), 0.9)
 
@@ -233,7 +281,7 @@ def _assignments(text: str, lower: str) -> Iterator[SecretSpan]:
     if ("=" in text or ":" in text) and _has(lower, _KEY_TRIGGERS):
         yield from _key_values(text)
     if _has(lower, ("authorization", "cookie")):
-        for m in _HEADER.finditer(text):
+        for m in _header_matches(text, lower):
             yield SecretSpan(m.start("value"), m.end("value"), 0.8)
     if _has(lower, ("pass", "contrase")):
         for m in word_matches(_PROSE_PASSWORD, _PROSE_PASSWORD_STARTS, text):
@@ -247,13 +295,41 @@ def _assignments(text: str, lower: str) -> Iterator[SecretSpan]:
                 yield SecretSpan(m.start("value"), m.end("value"), 0.85)
 
 
+# Letters a case-insensitive ASCII letter matches that do not lower-case to it (or, "İ",
+# to one character): with one of them about, a lower-cased text is no exact guide.
+_CASE_SPECIAL: Final = ("\u212a", "\u017f", "\u0131", "\u0130")
+
+
+def _header_matches(text: str, lower: str) -> Iterator[re.Match[str]]:
+    """``_HEADER.finditer(text)``, tried only at the starts of the lines of ``lower``
+    (``text`` lower-cased) holding "authorization" or "cookie".
+
+    A match starts a line and never holds a line break (so a line holds at most one),
+    and it holds one of those words: the same matches, without trying the pattern at
+    every position. A text holding one of ``_CASE_SPECIAL`` is scanned in full.
+    """
+    if len(lower) != len(text) or any(ch in text for ch in _CASE_SPECIAL):
+        yield from _HEADER.finditer(text)
+        return
+    starts: set[int] = set()
+    for word in ("authorization", "cookie"):
+        at = lower.find(word)
+        while at >= 0:
+            starts.add(text.rfind("\n", 0, at) + 1)
+            at = lower.find(word, at + 1)
+    for start in sorted(starts):
+        m = _HEADER.match(text, start)
+        if m is not None:
+            yield m
+
+
 _ASSIGN_SIGN = re.compile(r"[:=]")
-_KEY_REVERSED = re.compile(r"[ \t]{0,8}+[\"']?+[\w.-]{1,64}+")
+_KEY_REVERSED = re.compile(r"[ \t]{0,8}+[\"']?+(?P<run>[\w.-]{1,64}+)")
 
 
-def _assign_matches(text: str) -> Iterator[re.Match[str]]:
-    r"""``_ASSIGN.finditer(text)``, found from the ":" and "=" signs instead of at every
-    word.
+def _secret_assign_matches(text: str) -> Iterator[re.Match[str]]:
+    r"""The matches of ``_ASSIGN.finditer(text)`` whose key names a secret
+    (``is_secret_key``), found from the ":" and "=" signs instead of at every word.
 
     Before its sign a match has up to 8 blanks, maybe a quote and its key: the whole
     run of ``[\w.-]`` it starts (its look-behind allows no such character before it),
@@ -262,26 +338,50 @@ def _assign_matches(text: str) -> Iterator[re.Match[str]]:
     tried (a run of more than 64 characters gives a start inside it, where the
     look-behind fails, as it must). The signs are taken in order, never inside the
     previous match: the same matches.
+
+    Most keys name no secret; their matches only tell whether a later sign is inside
+    one, and no match holds a line break. So a sign whose run is no secret key is put
+    aside, and those put aside on a line are tried (in order) only when a sign with a
+    secret key follows them on it: the same secret matches, most others never tried.
     """
+    size = len(text)
+    reversed_text = text[::-1]
     end = 0
-    reversed_text = ""
+    line_end = -1
+    waiting: list[tuple[int, re.Match[str]]] = []
+
+    def take(at: int, key: re.Match[str]) -> re.Match[str] | None:
+        nonlocal end
+        if at <= end or size - key.end() < end:
+            return None  # (a run that starts inside the previous match starts no match)
+        m = _ASSIGN.match(text, size - key.end())
+        if m is not None:
+            end = m.end()
+        return m
+
     for sign in _ASSIGN_SIGN.finditer(text):
         at = sign.start()
-        if at <= end:
+        if at > line_end:
+            waiting.clear()  # their matches end before this line
+            line_end = text.find("\n", at)
+            if line_end < 0:
+                line_end = size
+        key = _KEY_REVERSED.match(reversed_text, size - at)
+        if key is None:
             continue
-        if not reversed_text:
-            reversed_text = text[::-1]
-        key = _KEY_REVERSED.match(reversed_text, len(text) - at)
-        if key is None or len(text) - key.end() < end:
-            continue  # (a run that starts inside the previous match starts no match)
-        m = _ASSIGN.match(text, len(text) - key.end())
+        if not is_secret_key(text[size - key.end():size - key.start("run")]):
+            waiting.append((at, key))
+            continue
+        for earlier in waiting:
+            take(*earlier)
+        waiting.clear()
+        m = take(at, key)
         if m is not None:
             yield m
-            end = m.end()
 
 
 def _key_values(text: str) -> Iterator[SecretSpan]:
-    for m in _assign_matches(text):
+    for m in _secret_assign_matches(text):
         key = m.group("key")
         if not is_secret_key(key):
             continue
@@ -305,21 +405,33 @@ def _key_values(text: str) -> Iterator[SecretSpan]:
             yield SecretSpan(start, end, 0.85)
 
 
+def _ends_public_key(window: str) -> bool:
+    """``_PUBLIC_KEY.search(window) is not None``, the pattern tried only when an ASCII
+    window holds one of its words (case-insensitively, an ASCII letter matches only
+    ASCII letters there)."""
+    if window.isascii():
+        lower = window.lower()
+        if "public" not in lower and "ssh-" not in lower and "ecdsa-sha2-" not in lower:
+            return False
+    return _PUBLIC_KEY.search(window) is not None
+
+
 def _contextual_tokens(text: str, lower: str) -> Iterator[SecretSpan]:
     if not _has(lower, ("key", "secret", "token", "credential", "aws", "password")):
         return
     for word in word_matches(_SECRET_WORD, _SECRET_WORD_STARTS, text):
-        if _PUBLIC_KEY.search(text[max(0, word.start() - 12):word.start()]):
+        if _ends_public_key(text[max(0, word.start() - 12):word.start()]):
             continue
         line_end = text.find("\n", word.end())
         window_end = min(len(text) if line_end < 0 else line_end, word.end() + 64)
         for m in _TOKEN.finditer(text, word.end(), window_end):
+            # random-looking: two digits or more, a letter, entropy 3.5 or more (the
+            # cheap tests first, the entropy once)
             value = m.group()
-            if value.count("/") > 3 or not _random_looking(value) or _is_placeholder(value):
+            if value.count("/") > 3 or sum(map(value.count, _DIGITS)) < 2 \
+                    or not any(map(str.isalpha, value)) or _entropy(value) < 3.5:
                 continue
-            if _PUBLIC_KEY.search(text[max(0, m.start() - 24):m.start()]):
-                continue
-            if _entropy(value) < 3.5 or sum(ch.isdigit() for ch in value) < 2:
+            if _is_placeholder(value) or _ends_public_key(text[max(0, m.start() - 24):m.start()]):
                 continue
             yield SecretSpan(m.start(), m.end(), 0.75)
 

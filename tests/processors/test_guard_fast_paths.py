@@ -2,8 +2,10 @@
 
 Each shortcut (a pattern that consumes its first character before its look-behind, the
 e-mail scan from the "@" signs, context words found by a literal scan, the lazily made
-spans of the squashed view, the quote/bracket map walked from one quote to the next)
-is checked against the straightforward version on generated texts."""
+spans of the squashed view, the quote/bracket map walked from one quote to the next,
+patterns tried from a dash, dot, colon or "://", the PII patterns of the RE2 table,
+secret assignments worked out only near a secret key) is checked against the
+straightforward version on generated texts."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from procflow._wordscan import word_matches
 from procflow.processors.builtin import _text
 from procflow.processors.builtin._text import View, fold, join_split, leet, normalise, squash
 from procflow.processors.builtin.injection.scan import _embedding
+from procflow.processors.builtin.moderation import lexicon
 from procflow.processors.builtin.pii import checks, rules
 from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD
 
@@ -59,6 +62,49 @@ def test_first_character_patterns_match_like_the_look_behind_first_ones(text: st
         fast = getattr(rules, name)
         assert ([m.span() for m in fast.finditer(text)]
                 == [m.span() for m in re.finditer(source, text)]), name
+        if fast in rules._SCANNED:  # (from the RE2 table when google-re2 is installed)
+            assert ([m.span() for m in rules._finditer(fast, text)]
+                    == [m.span() for m in re.finditer(source, text)]), name
+
+
+_ANCHORED = st.lists(st.sampled_from(
+    ["123-45-6789", "078-05-1120", "12-3456", "-", ".", ":", "::", "192.168.0.1", "10.0.0",
+     "2001:db8::1", "fe80::", "a:b:c", "1.2.3.4.5", "0123", "ab", "F", "ffff", "x", "_", " ",
+     "\n", "٣", "12345678-1234-1234-1234-123456789abc", "deadbeef-", "1234", "v", "::ffff:"]),
+    max_size=14).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ANCHORED)
+def test_patterns_found_from_a_dash_dot_or_colon_match_like_finditer(text: str) -> None:
+    for pattern, starts in (
+            (rules._SSN, [d.start() - 3 for d in rules._SSN_DASH.finditer(text)]),
+            (rules._UUID, [d.start() - 8 for d in rules._UUID_DASH.finditer(text)]),
+            (rules._IPV4, list(rules._ipv4_starts(text))),
+            (rules._IPV6, list(rules._ipv6_starts(text)))):
+        assert ([m.span() for m in rules._matches_at(pattern, text, starts)]
+                == [m.span() for m in pattern.finditer(text)]), pattern.pattern
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["order", "Orders", "s/n", "S/N", "no.", "#", "ID", "po", "ver", "call", "me", "at", "12",
+     " ", ":", "-", ".", "\t", "\n", "x", "\u212a", "ſ", "é", "İ", "ticket", "code"]),
+    max_size=10).map("".join))
+def test_other_identifier_check_is_the_search_of_its_window(text: str) -> None:
+    for start in range(len(text) + 1):
+        window = rules.context_before(text, start, 28)
+        assert (rules._introduced_as_other_id(text, start)
+                == (rules._OTHER_ID.search(window) is not None)), window
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["postgres", "s3", "a", "+", ".", "-", "://", ":", "@", "/", " ", "pw", "é", "\n", "x1"]),
+    max_size=14).map("".join))
+def test_url_passwords_from_the_scheme_signs_are_those_of_a_full_scan(text: str) -> None:
+    assert ([m.span() for m in _secrets._url_password_matches(text)]
+            == [m.span() for m in _secrets._URL_PASSWORD.finditer(text)])
 
 
 @settings(max_examples=200, deadline=None)
@@ -149,7 +195,8 @@ _SECRET_TEXT = st.lists(st.sampled_from(
      "k" * 30, "x.y-z", " " * 8, " " * 9, "\t", "9",
      "PASSWORD is", "mot de passe", "contraseña", "aws", "access-key", "credentials", "x",
      "db.pass", "_", "-", ".", "=", ":", " ", "\t", '"', "'", "[", "]", "\n", "a1B2c3D4e5",
-     "Zq9xW8vU7t6S5r4Q", "é", "\u212a", "ſ", "—"]), max_size=16).map("".join)
+     "Zq9xW8vU7t6S5r4Q", "é", "\u212a", "ſ", "—", "Authorization", "cookie", "SET-COOKIE",
+     "proxy-", "\r", "note=\"a=b, password=zz\""]), max_size=16).map("".join)
 
 _PLAIN_ASSIGN = (
     r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]{0,63})[\"']?[ \t]{0,8}[:=][ \t]{0,8}"
@@ -163,7 +210,11 @@ def test_secret_finders_fast_paths_match_the_plain_scans(text: str) -> None:
     groups = ("key", "dq", "sq", "list", "bare")
     plain = [[m.span(g) for g in groups] for m in re.finditer(_PLAIN_ASSIGN, text)]
     assert [[m.span(g) for g in groups] for m in _secrets._ASSIGN.finditer(text)] == plain
-    assert [[m.span(g) for g in groups] for m in _secrets._assign_matches(text)] == plain
+    secret = [[m.span(g) for g in groups] for m in re.finditer(_PLAIN_ASSIGN, text)
+              if _secrets.is_secret_key(m.group("key"))]
+    assert [[m.span(g) for g in groups] for m in _secrets._secret_assign_matches(text)] == secret
+    assert ([m.span() for m in _secrets._header_matches(text, text.lower())]
+            == [m.span() for m in _secrets._HEADER.finditer(text)])
     for pattern, starts in ((_secrets._SECRET_WORD, _secrets._SECRET_WORD_STARTS),
                             (_secrets._BEARER, _secrets._BEARER_STARTS),
                             (_secrets._PROSE_PASSWORD, _secrets._PROSE_PASSWORD_STARTS)):
@@ -231,6 +282,9 @@ def test_vendor_patterns_starting_with_their_prefix_match_like_the_plain_ones(te
     for (_, fast, _), plain in zip(_secrets._VENDOR, _PLAIN_VENDOR, strict=False):
         assert [m.span() for m in fast.finditer(text)] == [
             m.span() for m in re.finditer(plain, text)], plain
+    triggers = "|".join(re.escape(t) for triggers, _, _ in _secrets._VENDOR for t in triggers)
+    assert ((_secrets._ANY_VENDOR_TRIGGER.search(text) is None)
+            == (re.search(triggers, text) is None))
 
 
 @settings(max_examples=300, deadline=None)
@@ -285,3 +339,22 @@ def _luhn_plain(digits: str) -> bool:
 @given(st.text(alphabet="0123456789٤a", max_size=24))
 def test_luhn_by_table_is_luhn_digit_by_digit(digits: str) -> None:
     assert checks.luhn_valid(digits) == _luhn_plain(digits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["kill the process", "killing it", "i will kill you", "die", "dead", "deadline", "shoot",
+     "shoot me a quick email", "you idiot", "hate", " ", "\n", ".", "k1ll", "x", "é"]),
+    max_size=12).map("".join))
+def test_term_matches_of_a_masked_text_from_the_joint_sets_are_the_tables(text: str) -> None:
+    masked = lexicon.mask_idioms(text)
+    assert ([(i, m.span()) for i, m in lexicon._masked_matches(masked)]
+            == [(i, m.span()) for i, m in lexicon._SCAN.matches(masked)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["public", "PUBLIC", "ssh-rsa", "SSH-Ed25519", "ssh-dss", "ecdsa-sha2-nistp256", "key", ":",
+     " ", "\t", "x", "ſ", "\u212a", "ı", "é", "-", "pub", "lic"]), max_size=6).map("".join))
+def test_public_key_check_is_the_search_of_its_window(window: str) -> None:
+    assert _secrets._ends_public_key(window) == (_secrets._PUBLIC_KEY.search(window) is not None)

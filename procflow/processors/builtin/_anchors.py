@@ -199,6 +199,12 @@ class AnchoredScan:
         self._loose = _Finder(loose, "(?=({}))", self.patterns)
         self._prefilter = _make_prefilter(self.patterns, whole_max, group)
 
+    @property
+    def prefiltered(self) -> bool:
+        """Whether ``matches`` reads texts with the RE2 prefilter (``google-re2`` is
+        installed, the table has a prefilter and ``USE_RE2`` is on)."""
+        return self._prefilter is not None and USE_RE2
+
     def matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
         """``(pattern index, match)`` for every non-empty match, ordered by pattern
         index, then position: what ``finditer`` of each pattern in turn would give."""

@@ -191,8 +191,10 @@ class View:
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The original span that produced ``text[start:end]`` (``end > start``)."""
         last = max(end - 1, start)
-        return (min(self.starts[start], self.starts[last]),
-                max(self.ends[start], self.ends[last]))
+        starts = self.starts
+        if isinstance(starts, _Runs) and start >= 0 and last < len(starts):
+            return starts.span(start, last)  # (ends are the same runs plus one)
+        return (min(starts[start], starts[last]), max(self.ends[start], self.ends[last]))
 
 
 class _Builder:
@@ -872,6 +874,18 @@ class _Runs(Sequence[int]):
             raise IndexError(index)
         k = bisect_right(self._marks, index) - 1
         return self._slopes[k] * index + self._bases[k] + self._plus
+
+    def span(self, first: int, last: int) -> tuple[int, int]:
+        """``(min(self[first], self[last]), max(self[first], self[last]) + 1)`` for the
+        starts of a ``normalise`` view (whose ends are the same runs plus one): its
+        ``View.span``, in two bisections instead of four item look-ups (a text full
+        of PII maps hundreds of spans). Indices in range."""
+        marks, slopes, bases = self._marks, self._slopes, self._bases
+        k = bisect_right(marks, first) - 1
+        a = slopes[k] * first + bases[k] + self._plus
+        k = bisect_right(marks, last) - 1
+        b = slopes[k] * last + bases[k] + self._plus
+        return (a, b + 1) if a <= b else (b, a + 1)
 
 
 class _Mapped(Sequence[int]):

@@ -373,10 +373,21 @@ def _view_matches(text: str) -> tuple[str, list[tuple[int, re.Match[str]]]]:
     if idiom_candidates:
         masked = idioms.masked(text, idioms._SCAN.verify(text, data, idiom_candidates))
         if masked is not text:
-            return masked, _SCAN.matches(masked)
+            return masked, _masked_matches(masked)
     if not term_candidates:
         return text, []
     return text, _SCAN.verify(text, data, term_candidates)
+
+
+def _masked_matches(masked: str) -> list[tuple[int, re.Match[str]]]:
+    """``_SCAN.matches(masked)``, its candidates from the joint sets: every text goes
+    through those, so RE2 has built their DFA states, while the table's own sets only
+    ever read texts with an idiom (the first long one cost ~2 ms of state building)."""
+    joint = _JOINT.candidates(masked)
+    if joint is None:
+        return _SCAN.matches(masked)
+    data, (_, term_candidates) = joint
+    return _SCAN.verify(masked, data, term_candidates) if term_candidates else []
 
 
 NEAR_REACH = 150

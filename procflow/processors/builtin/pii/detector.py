@@ -198,6 +198,10 @@ class PIIDetector(Processor):
         for d in found:
             start, end = view.span(d.start, d.end)
             value = text[start:end]
+            if value == d.value and start == d.start and end == d.end \
+                    and (d.source, d.view) == ("rules", "original"):
+                out.append(d)  # the same detection (the normalisation moved nothing before it)
+                continue
             view_name = "original" if value == d.value else "normalised"
             out.append(PIIDetection(d.type, start, end, value, d.confidence, "rules", view_name))
         return out

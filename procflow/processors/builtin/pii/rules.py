@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 
+from procflow.processors.builtin._anchors import AnchoredScan
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin.pii.addresses import find_addresses
 from procflow.processors.builtin.pii.checks import (
@@ -43,11 +44,17 @@ __all__ = ["RULES", "context_before", "find_rule_detections"]
 
 Finder = Callable[[str], Iterator[PIIDetection]]
 
-_OTHER_ID = re.compile(
-    r"(?i)(?:\b(?:order|orders|invoice|inv|tracking|track|shipment|parcel|sku|part|item|"
-    r"model|serial|s/n|ref|reference|ticket|case|po|isbn|issn|id|transaction|txn|"
-    r"confirmation|booking|receipt|batch|lot|version|ver|build|release|patent|policy|claim|"
-    r"product|code|no)\b\.?|#)[\s:#.-]*(?:\w+[\s:#.-]+)?$")
+_OTHER_ID_WORDS = (
+    "order", "orders", "invoice", "inv", "tracking", "track", "shipment", "parcel", "sku",
+    "part", "item", "model", "serial", "s/n", "ref", "reference", "ticket", "case", "po",
+    "isbn", "issn", "id", "transaction", "txn", "confirmation", "booking", "receipt", "batch",
+    "lot", "version", "ver", "build", "release", "patent", "policy", "claim", "product",
+    "code", "no")
+_OTHER_ID = re.compile(r"(?i)(?:\b(?:" + "|".join(_OTHER_ID_WORDS) + r")\b\.?|#)"
+                       r"[\s:#.-]*(?:\w+[\s:#.-]+)?$")
+_OTHER_ID_RUNS = frozenset(word for word in _OTHER_ID_WORDS if "/" not in word) | {"s"}
+"""The word runs an ``_OTHER_ID`` match can start with (in lower case; "s" of "s/n")."""
+_WORD_RUN = re.compile(r"\w+")
 
 
 def context_before(text: str, start: int, width: int = 32) -> str:
@@ -89,8 +96,47 @@ def _may_hold(text: str, words: tuple[str, ...]) -> bool:
     return lower is None or any(word in lower for word in words)
 
 
+def _matches_at(pattern: re.Pattern[str], text: str,
+                starts: Iterable[int]) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text)``, given ``starts``: rising places among which is every
+    place a match can start.
+
+    A pattern that starts with a digit or a letter is tried by ``re`` at every one of
+    them (~10 ns a character over prose or code); its matches may instead hold a rarer
+    character at a known offset ("-", "."), which a look-around pattern starting with
+    that literal finds at C speed. The pattern is then tried at the starts this gives
+    only, never inside its previous match: the same matches.
+    """
+    end = 0
+    for start in starts:
+        if start >= end:
+            m = pattern.match(text, start)
+            if m is not None:
+                yield m
+                end = m.end()
+
+
 def _introduced_as_other_id(text: str, start: int) -> bool:
-    return _OTHER_ID.search(context_before(text, start, 28)) is not None
+    """Whether ``_OTHER_ID`` matches the 28 characters before ``start`` (its line).
+
+    A match ends the window and holds at most one word run after its own word (two
+    for "s/n"), so it starts at one of the last three runs or at a "#": the pattern
+    (40 words, ~10 us a search) is tried there only, and at a run only when it is one
+    of the words (an ASCII run; a case-insensitive ASCII letter also matches a few
+    other letters, such as the Kelvin sign, so other runs are tried).
+    """
+    window = context_before(text, start, 28)
+    for run in list(_WORD_RUN.finditer(window))[-3:]:
+        word = run.group()
+        if (not word.isascii() or word.lower() in _OTHER_ID_RUNS) \
+                and _OTHER_ID.match(window, run.start()):
+            return True
+    sign = window.find("#")
+    while sign >= 0:
+        if _OTHER_ID.match(window, sign):
+            return True
+        sign = window.find("#", sign + 1)
+    return False
 
 
 def _stands_alone(text: str, start: int, end: int) -> bool:
@@ -171,7 +217,7 @@ _DATE_OR_TIME = re.compile(r"^\d{4}[-/.]\d{1,2}[-/.]\d{1,2}$|^\d{1,2}[-/.]\d{1,2
 
 
 def _phone_shape_ok(value: str, low: int, high: int) -> bool:
-    digits = sum(ch.isdigit() for ch in value)
+    digits = sum(map(str.isdigit, value))
     if not low <= digits <= high or _DATE_OR_TIME.match(value):
         return False
     if any(sep * 2 in value for sep in " .-") or value.count("(") != value.count(")"):
@@ -198,10 +244,10 @@ def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
             if _phone_shape_ok(m.group(), 10, 17) and any(ch in m.group() for ch in " .-("):
                 yield m.start(), m.end(), 0.8
     if digits >= 10:
-        for m in _PHONE_NANP.finditer(text):
+        for m in _finditer(_PHONE_NANP, text):
             yield m.start(), m.end(), 0.8
     if "0" in text and digits >= 3:
-        for m in _PHONE_TRUNK.finditer(text):
+        for m in _finditer(_PHONE_TRUNK, text):
             if _phone_shape_ok(m.group(), 9, 12):
                 yield m.start(), m.end(), 0.7
     for word in word_matches(_PHONE_WORD, _PHONE_STARTS, text, "éÉ電手致电"):
@@ -248,9 +294,13 @@ def _card_groups_ok(value: str) -> bool:
     return all(3 <= len(g) <= 6 for g in groups)
 
 
+@lru_cache(maxsize=1024)
 def _card_in(value: str) -> tuple[int, int] | None:
     """The longest run of whole digit groups in ``value`` (a ``_CARD`` match: digits,
-    spaces and dashes) that is a card number."""
+    spaces and dashes) that is a card number.
+
+    Cached by value: a table, a log or a list of account numbers repeats the same
+    digit runs, and each costs ~10 us of group arithmetic and checksums."""
     seps = [i for i, ch in enumerate(value) if not ch.isdigit()]
     starts, ends = [0] + [i + 1 for i in seps], [*seps, len(value)]
     # value[starts[i]:ends[j]] (j >= i) holds j - i separators: only runs of 13 to 19
@@ -270,7 +320,7 @@ def _card_in(value: str) -> tuple[int, int] | None:
 def _cards(text: str) -> Iterator[PIIDetection]:
     if _digit_count(text) < 13:
         return
-    for m in _CARD.finditer(text):
+    for m in _finditer(_CARD, text):
         span = _card_in(m.group())
         if span is None:
             continue
@@ -284,6 +334,8 @@ def _cards(text: str) -> Iterator[PIIDetection]:
 # -- SSN ---------------------------------------------------------------------------
 
 _SSN = re.compile(r"\d(?<![\w-]\d)\d{2}-\d{2}-\d{4}(?![\w])(?!-\d)")
+_SSN_DASH = re.compile(r"-(?<=\d{3}-)(?=\d{2}-\d{4})")
+"""The first dash of an ``_SSN`` match, 3 characters after its start."""
 _SSN_WORD = re.compile(r"(?i)\b(?:ssn|ss#|social security(?: number| no\.?| #)?|"
                        r"social insurance)(?![\w])[^\d\n]{0,16}?(\d{3}[- ]?\d{2}[- ]?\d{4})"
                        r"(?![\w])(?![.-]?\d)")
@@ -299,7 +351,7 @@ def _ssns(text: str) -> Iterator[PIIDetection]:
                 yield PIIDetection("ssn", m.start(1), m.end(1), m.group(1), 0.95)
     if text.count("-") < 2:
         return
-    for m in _SSN.finditer(text):
+    for m in _matches_at(_SSN, text, (dash.start() - 3 for dash in _SSN_DASH.finditer(text))):
         if ssn_valid(m.group()) and not _introduced_as_other_id(text, m.start()):
             yield PIIDetection("ssn", m.start(), m.end(), m.group(), 0.85)
 
@@ -307,24 +359,49 @@ def _ssns(text: str) -> Iterator[PIIDetection]:
 # -- IP addresses ------------------------------------------------------------------
 
 _IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w])(?!\.\d)(?!-[A-Za-z])")
+_IPV4_DOT = re.compile(r"\.(?<=\d\.)(?=\d{1,3}\.\d{1,3}\.\d)")
+"""The first dot of an ``_IPV4`` match, after its first 1 to 3 digits."""
 _IPV6 = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?"
     r"(?![\w:])(?!\.\w)")
-_IPV6_COLONS = re.compile(r":[0-9A-Fa-f]{0,4}:")
-"""Two of ``_IPV6``'s first colons, as every match of it holds them."""
+_IPV6_COLON = re.compile(r":(?=[0-9A-Fa-f]{0,4}:)")
+"""A colon followed by up to 4 hex digits and a colon, as the first one of every
+``_IPV6`` match is."""
 _VERSION_WORD = re.compile(r"(?i)\b(?:version|ver|v|release|build|firmware|chrome|"
                            r"firefox|safari|edge|os|ios|android|kernel|sdk|api|chapter|section|sec|clause|"
                            r"article|art|figure|fig|table|step|para|paragraph|§)\.?[\s:]*$")
 
 
+def _ipv4_starts(text: str) -> Iterator[int]:
+    """Where an ``_IPV4`` match can start: the start of the 1 to 3 digits before a dot
+    (``\\d`` is ``str.isdecimal``; with no word character before them)."""
+    for dot in _IPV4_DOT.finditer(text):
+        start = dot.start() - 1
+        while start > 0 and dot.start() - start < 4 and text[start - 1].isdecimal():
+            start -= 1
+        yield start
+
+
+def _ipv6_starts(text: str) -> Iterator[int]:
+    """Where an ``_IPV6`` match can start: the start of the word run (up to 4 hex
+    digits, with no word character, colon or dot before it) just before its first
+    colon."""
+    for colon in _IPV6_COLON.finditer(text):
+        start = colon.start()
+        while start > 0 and colon.start() - start < 5 and (text[start - 1].isalnum()
+                                                           or text[start - 1] == "_"):
+            start -= 1
+        yield start
+
+
 def _ips(text: str) -> Iterator[PIIDetection]:
     if text.count(".") >= 3 and _digit_count(text) >= 4:
-        for m in _IPV4.finditer(text):
+        for m in _matches_at(_IPV4, text, _ipv4_starts(text)):
             if ip_valid(m.group()) and not _VERSION_WORD.search(context_before(text, m.start())):
                 yield PIIDetection("ip-address", m.start(), m.end(), m.group(), 0.9)
-    if text.count(":") < 2 or _IPV6_COLONS.search(text) is None:
+    if text.count(":") < 2:
         return
-    for m in _IPV6.finditer(text):
+    for m in _matches_at(_IPV6, text, _ipv6_starts(text)):
         value = m.group()
         if value.count(":") >= 2 and any(ch not in ":" for ch in value) and ip_valid(value):
             yield PIIDetection("ip-address", m.start(), m.end(), value, 0.9)
@@ -365,12 +442,15 @@ def _urls(text: str) -> Iterator[PIIDetection]:
 
 _UUID = re.compile(r"[0-9a-fA-F](?<![\w-][0-9a-fA-F])[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-"
                    r"[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
+_UUID_DASH = re.compile(r"-(?<=[0-9a-fA-F]{8}-)(?=[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                        r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
+"""The first dash of a ``_UUID`` match, 8 characters after its start."""
 
 
 def _uuids(text: str) -> Iterator[PIIDetection]:
     if text.count("-") < 4:
         return
-    for m in _UUID.finditer(text):
+    for m in _matches_at(_UUID, text, (dash.start() - 8 for dash in _UUID_DASH.finditer(text))):
         value = m.group()
         rfc = value[14] in "12345678" and value[19].lower() in "89ab"
         yield PIIDetection("uuid", m.start(), m.end(), value, 0.92 if rfc else 0.8)
@@ -384,7 +464,7 @@ _IBAN_START = re.compile(r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?= ?[A-Z0-9])")
 def _ibans(text: str) -> Iterator[PIIDetection]:
     if _digit_count(text) < 2:
         return
-    for m in _IBAN_START.finditer(text):
+    for m in _finditer(_IBAN_START, text):
         length = IBAN_LENGTHS.get(m.group()[:2])
         if length is None:
             continue
@@ -411,7 +491,7 @@ _ETH = re.compile(r"0(?<![A-Za-z0-9]0)x[0-9a-fA-F]{40}(?![A-Za-z0-9])")
 
 def _wallets(text: str) -> Iterator[PIIDetection]:
     if "1" in text or "3" in text:
-        for m in _BTC_LEGACY.finditer(text):
+        for m in _finditer(_BTC_LEGACY, text):
             if base58check_valid(m.group()):
                 yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
     if "bc1" in text:
@@ -428,6 +508,44 @@ def _wallets(text: str) -> Iterator[PIIDetection]:
         yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), confidence)
 
 
+# -- one RE2 pass for the patterns that start with a digit or a letter -------------------
+#
+# ``re`` tries such a pattern at every digit or letter (~10 ns a character over prose
+# or code, for each pattern). With ``google-re2`` installed, ``_anchors.AnchoredScan``
+# finds their matches in one prefilter pass per text (RE2 sets), each pattern tried
+# only where its RE2 form matches: the same matches as ``finditer``. The table is one
+# RE2 set (five patterns), so texts of every length read the same set (``whole_max=0``)
+# rather than a copy of it for short texts: RE2 builds its DFA states lazily, and the
+# states short texts built serve long texts too (a first 10 KB of chat-like text built
+# ~1 ms of them).
+
+_SCANNED = (_PHONE_NANP, _PHONE_TRUNK, _CARD, _IBAN_START, _BTC_LEGACY)
+_SCAN = AnchoredScan(_SCANNED, whole_max=0)
+
+
+@lru_cache(maxsize=4)
+def _scanned(text: str) -> tuple[list[re.Match[str]], ...]:
+    """The matches of each ``_SCANNED`` pattern in ``text``, made once per text."""
+    found: tuple[list[re.Match[str]], ...] = tuple([] for _ in _SCANNED)
+    for index, m in _SCAN.matches(text):
+        found[index].append(m)
+    return found
+
+
+def _finditer(pattern: re.Pattern[str], text: str) -> Iterable[re.Match[str]]:
+    """``pattern.finditer(text)`` for a ``_SCANNED`` pattern, from the RE2 pass when
+    there is one."""
+    if not _SCAN.prefiltered:
+        return pattern.finditer(text)
+    return _scanned(text)[_SCANNED.index(pattern)]
+
+
+def _birth_dates(text: str) -> Iterator[PIIDetection]:
+    if _digit_count(text) < 4:
+        return  # every written date holds four digits or more (its birth words are not looked for)
+    yield from find_birth_dates(text)
+
+
 RULES: dict[PIIType, Finder] = {
     "email": _emails,
     "phone": _phones,
@@ -439,7 +557,7 @@ RULES: dict[PIIType, Finder] = {
     "uuid": _uuids,
     "iban": _ibans,
     "crypto-wallet": _wallets,
-    "date-of-birth": find_birth_dates,
+    "date-of-birth": _birth_dates,
     "name": find_names,
     "address": find_addresses,
 }
