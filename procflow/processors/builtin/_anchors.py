@@ -202,7 +202,8 @@ class AnchoredScan:
     @property
     def prefiltered(self) -> bool:
         """Whether ``matches`` reads texts with the RE2 prefilter (``google-re2`` is
-        installed, the table has a prefilter and ``USE_RE2`` is on)."""
+        installed, the table has a prefilter and ``USE_RE2`` is on); ``verify`` needs
+        the prefilter."""
         return self._prefilter is not None and USE_RE2
 
     def matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
@@ -241,12 +242,6 @@ class AnchoredScan:
                         found.append((index, m))
         found.sort(key=lambda pair: (pair[0], pair[1].start()))
         return found
-
-
-    @property
-    def prefiltered(self) -> bool:
-        """Whether the table has an RE2 prefilter (``verify`` needs one)."""
-        return self._prefilter is not None
 
     def verify(self, text: str, data: bytes, candidates: list[int],
                ) -> list[tuple[int, re.Match[str]]]:
