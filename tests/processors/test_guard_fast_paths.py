@@ -96,7 +96,7 @@ def test_patterns_found_from_a_dash_dot_or_colon_match_like_finditer(text: str) 
 def test_other_identifier_check_is_the_search_of_its_window(text: str) -> None:
     for start in range(len(text) + 1):
         window = rules.context_before(text, start, 28)
-        assert (rules._introduced_as_other_id(text, start)
+        assert (rules._introduced_as_other_id(window)
                 == (rules._OTHER_ID.search(window) is not None)), window
 
 
@@ -124,6 +124,9 @@ def test_context_words_from_a_literal_scan_are_those_of_a_full_scan(text: str) -
                                   (_BIRTH_WORD, _BIRTH_STARTS, "éÉñÑ出生誕")):
         assert ([m.span() for m in word_matches(pattern, starts, text, rare)]
                 == [m.span() for m in pattern.finditer(text)])
+    for start in range(0, len(text) + 1, 3):
+        near = rules.context_before(text, start, 28)
+        assert rules._phone_word_in(near) == (rules._PHONE_WORD.search(near) is not None), near
 
 
 def _embedding_char_by_char(original: str) -> bytes:
