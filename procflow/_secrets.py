@@ -342,7 +342,20 @@ def _header_matches(text: str, lower: str) -> Iterator[re.Match[str]]:
             yield m
 
 
-_ASSIGN_SIGN = re.compile(r"[:=]")
+def _assign_signs(text: str) -> list[int]:
+    """Where the ":" and "=" signs of ``text`` are, in order: a ``str.find`` pass per
+    sign (C speed), where the class ``[:=]`` would be tried at every character (~8 ns
+    each: a quarter of the assignment scan on a 10 KB text)."""
+    found: list[int] = []
+    for sign in ":=":
+        at = text.find(sign)
+        while at >= 0:
+            found.append(at)
+            at = text.find(sign, at + 1)
+    found.sort()
+    return found
+
+
 _KEY_REVERSED = re.compile(r"[ \t]{0,8}+[\"']?+(?P<run>[\w.-]{1,64}+)")
 
 
@@ -378,8 +391,7 @@ def _secret_assign_matches(text: str) -> Iterator[re.Match[str]]:
             end = m.end()
         return m
 
-    for sign in _ASSIGN_SIGN.finditer(text):
-        at = sign.start()
+    for at in _assign_signs(text):
         if at > line_end:
             waiting.clear()  # their matches end before this line
             line_end = text.find("\n", at)
