@@ -247,7 +247,9 @@ def _fold_char(ch: str) -> str:
 
 
 _ASCII_DROPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_SLOW_FOLD = re.compile(r"[^\t\n\x20-\x7e]+")  # what the ASCII fast path does not cover
+# What the ASCII fast path does not cover: a class and its repetition rather than "+", so
+# that ``re`` skips ahead to the class at C speed (as for ``_NON_ASCII``).
+_SLOW_FOLD = re.compile(r"[^\t\n\x20-\x7e][^\t\n\x20-\x7e]*")
 
 
 def _fold_ascii(run: str) -> str:
