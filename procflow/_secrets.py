@@ -185,9 +185,28 @@ _PLACEHOLDER = re.compile(r"(?i)^(?:[*•x.#_-]+|[<\[{$%].*|.*(?:your|xxxx|_here
 _DIGITS: Final = "0123456789"
 
 
+_TABLED_SIZE: Final = 128
+
+
+@lru_cache(maxsize=_TABLED_SIZE)
+def _entropy_terms(size: int) -> list[float]:
+    """``n / size * log2(n / size)`` for each count ``n`` of a character in a text of
+    ``size`` characters (index ``n``; 0 for 0)."""
+    return [n / size * math.log2(n / size) if n else 0.0 for n in range(size + 1)]
+
+
 def _entropy(text: str) -> float:
+    """The Shannon entropy of ``text`` (bits a character).
+
+    The terms of a value up to ``_TABLED_SIZE`` characters (most tokens and passwords)
+    are read from a table per length rather than computed per character (the entropy
+    check was a quarter of the secret rules on a text full of them); the sum is the
+    same, term for term and in the same order, so the same float."""
     size = len(text)
-    return -sum(n / size * math.log2(n / size) for n in Counter(text).values())
+    counts = Counter(text).values()
+    if size <= _TABLED_SIZE:
+        return -sum(map(_entropy_terms(size).__getitem__, counts))
+    return -sum(n / size * math.log2(n / size) for n in counts)
 
 
 def _is_placeholder(value: str) -> bool:
@@ -323,7 +342,20 @@ def _header_matches(text: str, lower: str) -> Iterator[re.Match[str]]:
             yield m
 
 
-_ASSIGN_SIGN = re.compile(r"[:=]")
+def _assign_signs(text: str) -> list[int]:
+    """Where the ":" and "=" signs of ``text`` are, in order: a ``str.find`` pass per
+    sign (C speed), where the class ``[:=]`` would be tried at every character (~8 ns
+    each: a quarter of the assignment scan on a 10 KB text)."""
+    found: list[int] = []
+    for sign in ":=":
+        at = text.find(sign)
+        while at >= 0:
+            found.append(at)
+            at = text.find(sign, at + 1)
+    found.sort()
+    return found
+
+
 _KEY_REVERSED = re.compile(r"[ \t]{0,8}+[\"']?+(?P<run>[\w.-]{1,64}+)")
 
 
@@ -359,8 +391,7 @@ def _secret_assign_matches(text: str) -> Iterator[re.Match[str]]:
             end = m.end()
         return m
 
-    for sign in _ASSIGN_SIGN.finditer(text):
-        at = sign.start()
+    for at in _assign_signs(text):
         if at > line_end:
             waiting.clear()  # their matches end before this line
             line_end = text.find("\n", at)

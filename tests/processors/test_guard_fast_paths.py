@@ -9,7 +9,9 @@ straightforward version on generated texts."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -94,7 +96,7 @@ def test_patterns_found_from_a_dash_dot_or_colon_match_like_finditer(text: str) 
 def test_other_identifier_check_is_the_search_of_its_window(text: str) -> None:
     for start in range(len(text) + 1):
         window = rules.context_before(text, start, 28)
-        assert (rules._introduced_as_other_id(text, start)
+        assert (rules._introduced_as_other_id(window)
                 == (rules._OTHER_ID.search(window) is not None)), window
 
 
@@ -122,6 +124,9 @@ def test_context_words_from_a_literal_scan_are_those_of_a_full_scan(text: str) -
                                   (_BIRTH_WORD, _BIRTH_STARTS, "éÉñÑ出生誕")):
         assert ([m.span() for m in word_matches(pattern, starts, text, rare)]
                 == [m.span() for m in pattern.finditer(text)])
+    for start in range(0, len(text) + 1, 3):
+        near = rules.context_before(text, start, 28)
+        assert rules._phone_word_in(near) == (rules._PHONE_WORD.search(near) is not None), near
 
 
 def _embedding_char_by_char(original: str) -> bytes:
@@ -321,6 +326,23 @@ def test_the_normalised_view_by_runs_is_the_view_char_by_char(text: str) -> None
     assert list(view.starts) == starts and list(view.ends) == ends
     assert [view.starts[i] for i in range(-len(starts), 0)] == starts
     assert list(view.starts[1:5]) == starts[1:5]
+    if view.keeps_indices:
+        assert starts == list(range(len(plain))) and ends == list(range(1, len(plain) + 1))
+
+
+def test_a_normalisation_one_character_for_one_keeps_every_index() -> None:
+    view = normalise("call\u00a0\uff10\u0661 2 at x\uff20y.com")
+    assert view.text == "call 01 2 at x@y.com" and view.keeps_indices
+    assert view.span(5, 9) == (5, 9)
+    assert not normalise("call\u200b 01").keeps_indices  # the zero-width space is dropped
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aAbB01_-+/=xyz9", min_size=1, max_size=200))
+def test_the_entropy_from_a_table_is_the_entropy_computed(text: str) -> None:
+    size = len(text)
+    computed = -sum(n / size * math.log2(n / size) for n in Counter(text).values())
+    assert repr(_secrets._entropy(text)) == repr(computed)  # the same float, bit for bit
 
 
 def _luhn_plain(digits: str) -> bool:

@@ -195,8 +195,10 @@ class PIIDetector(Processor):
         if view.text is text:
             return found
         out: list[PIIDetection] = []
+        same_indices = view.keeps_indices
         for d in found:
-            start, end = view.span(d.start, d.end)
+            start, end = (d.start, d.end) if same_indices and d.end > d.start \
+                else view.span(d.start, d.end)
             value = text[start:end]
             if value == d.value and start == d.start and end == d.end \
                     and (d.source, d.view) == ("rules", "original"):

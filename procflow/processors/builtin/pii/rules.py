@@ -116,8 +116,9 @@ def _matches_at(pattern: re.Pattern[str], text: str,
                 end = m.end()
 
 
-def _introduced_as_other_id(text: str, start: int) -> bool:
-    """Whether ``_OTHER_ID`` matches the 28 characters before ``start`` (its line).
+def _introduced_as_other_id(window: str) -> bool:
+    """Whether ``_OTHER_ID`` matches ``window``: the 28 characters before a value on its
+    line (``context_before(text, start, 28)``, which the callers also read).
 
     A match ends the window and holds at most one word run after its own word (two
     for "s/n"), so it starts at one of the last three runs or at a "#": the pattern
@@ -125,7 +126,6 @@ def _introduced_as_other_id(text: str, start: int) -> bool:
     of the words (an ASCII run; a case-insensitive ASCII letter also matches a few
     other letters, such as the Kelvin sign, so other runs are tried).
     """
-    window = context_before(text, start, 28)
     for run in list(_WORD_RUN.finditer(window))[-3:]:
         word = run.group()
         if (not word.isascii() or word.lower() in _OTHER_ID_RUNS) \
@@ -231,6 +231,16 @@ _PHONE_STARTS = word_starts("call", "phone", "tel", "mob", "cell", "whatsapp", "
 does (see ``dates.word_matches``)."""
 
 
+def _phone_word_in(near: str) -> bool:
+    """``_PHONE_WORD.search(near)`` for a window ``context_before`` gave (lower case):
+    in an ASCII one, every match starts with one of ``_PHONE_STARTS``, so a window
+    holding none of them (most) is told so by ``in`` tests (~1 us) rather than the
+    pattern tried at every position (~4 us)."""
+    if near.isascii() and not any(word in near for word in _PHONE_STARTS):
+        return False
+    return _PHONE_WORD.search(near) is not None
+
+
 def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
     digits = _digit_count(text)
     if digits < 2:
@@ -270,9 +280,9 @@ def _phones(text: str) -> Iterator[PIIDetection]:
         if not _stands_alone(text, start, end):
             continue
         near = context_before(text, start, 28)
-        if _PHONE_WORD.search(near):
+        if _phone_word_in(near):
             confidence = max(confidence, 0.9)
-        elif _introduced_as_other_id(text, start) or near.rstrip().endswith(("$", "€", "£")):
+        elif _introduced_as_other_id(near) or near.rstrip().endswith(("$", "€", "£")):
             continue
         yield PIIDetection("phone", start, end, text[start:end], confidence)
 
@@ -326,7 +336,7 @@ def _cards(text: str) -> Iterator[PIIDetection]:
             continue
         start, end = m.start() + span[0], m.start() + span[1]
         near = context_before(text, start, 28)
-        if _introduced_as_other_id(text, start) and not _CARD_WORD.search(near):
+        if _introduced_as_other_id(near) and not _CARD_WORD.search(near):
             continue
         yield PIIDetection("credit-card", start, end, text[start:end], 0.99)
 
@@ -352,7 +362,8 @@ def _ssns(text: str) -> Iterator[PIIDetection]:
     if text.count("-") < 2:
         return
     for m in _matches_at(_SSN, text, (dash.start() - 3 for dash in _SSN_DASH.finditer(text))):
-        if ssn_valid(m.group()) and not _introduced_as_other_id(text, m.start()):
+        if ssn_valid(m.group()) \
+                and not _introduced_as_other_id(context_before(text, m.start(), 28)):
             yield PIIDetection("ssn", m.start(), m.end(), m.group(), 0.85)
 
 
