@@ -863,18 +863,19 @@ def normalise(text: str) -> View:
                 _Runs(marks, slopes, bases, 1, size))
 
 
-class _Runs(Sequence[int]):
-    """The source indices of a view made of runs, found by bisection (no array of one
-    entry per character to fill): in the run starting at view index ``marks[k]``,
-    character ``v`` came from ``slopes[k] * v + bases[k]`` (plus ``plus``: 0 for the
-    starts, 1 for the ends)."""
+class _RunTable(Sequence[int]):
+    """Span entries of a view made of runs, found by bisection (no array of one entry
+    per character to fill): in the run starting at view index ``marks[k]``, character
+    ``v`` has entry ``_at(k, v)``, from ``slopes[k] * v + bases[k]``."""
 
-    __slots__ = ("_bases", "_marks", "_plus", "_size", "_slopes")
+    __slots__ = ("_bases", "_marks", "_size", "_slopes")
 
-    def __init__(self, marks: list[int], slopes: list[int], bases: list[int], plus: int,
+    def __init__(self, marks: list[int], slopes: list[int], bases: list[int],
                  size: int) -> None:
-        self._marks, self._slopes, self._bases = marks, slopes, bases
-        self._plus, self._size = plus, size
+        self._marks, self._slopes, self._bases, self._size = marks, slopes, bases, size
+
+    def _at(self, k: int, index: int) -> int:
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return self._size
@@ -892,7 +893,21 @@ class _Runs(Sequence[int]):
             index += self._size
         if not 0 <= index < self._size:
             raise IndexError(index)
-        k = bisect_right(self._marks, index) - 1
+        return self._at(bisect_right(self._marks, index) - 1, index)
+
+
+class _Runs(_RunTable):
+    """The source indices of a ``normalise`` view: ``slopes[k] * v + bases[k]``, plus
+    ``plus`` (0 for the starts, 1 for the ends)."""
+
+    __slots__ = ("_plus",)
+
+    def __init__(self, marks: list[int], slopes: list[int], bases: list[int], plus: int,
+                 size: int) -> None:
+        super().__init__(marks, slopes, bases, size)
+        self._plus = plus
+
+    def _at(self, k: int, index: int) -> int:
         return self._slopes[k] * index + self._bases[k] + self._plus
 
     def span(self, first: int, last: int) -> tuple[int, int]:
@@ -908,36 +923,20 @@ class _Runs(Sequence[int]):
         return (a, b + 1) if a <= b else (b, a + 1)
 
 
-class _Mapped(Sequence[int]):
+class _Mapped(_RunTable):
     """The spans of a view read through a map of its runs onto the view it came from:
-    in the run starting at view index ``marks[k]``, character ``v`` has the span entry
-    ``source[slopes[k] * v + bases[k]]`` (one entry per run, not per character)."""
+    character ``v`` of run ``k`` has the span entry ``source[slopes[k] * v + bases[k]]``
+    (one entry per run, not per character)."""
 
-    __slots__ = ("_bases", "_marks", "_size", "_slopes", "_source")
+    __slots__ = ("_source",)
 
     def __init__(self, marks: list[int], slopes: list[int], bases: list[int], size: int,
                  source: Sequence[int]) -> None:
-        self._marks, self._slopes, self._bases, self._size = marks, slopes, bases, size
+        super().__init__(marks, slopes, bases, size)
         # the source's own deferred spans are made now (every lookup reads them)
         self._source = source._resolve() if isinstance(source, _LazyIndex) else source
 
-    def __len__(self) -> int:
-        return self._size
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._size))]
-        if index < 0:
-            index += self._size
-        if not 0 <= index < self._size:
-            raise IndexError(index)
-        k = bisect_right(self._marks, index) - 1
+    def _at(self, k: int, index: int) -> int:
         return self._source[self._slopes[k] * index + self._bases[k]]
 
 
