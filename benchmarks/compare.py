@@ -1,7 +1,7 @@
 """Compare the agent's cost per call in two checkouts on a busy machine, by interleaving.
 
 Run: ``python benchmarks/compare.py PATH_A PATH_B [--case five|bare] [--untraced]
-[--rounds 40] [--calls 200]``. Each path is a checkout of procflow (``git worktree add
+[--pairs 3] [--rounds 20] [--calls 200]``. Each path is a checkout of procflow (``git worktree add
 --detach /tmp/ref c9218cc`` makes one of an older commit). One long-lived process per
 checkout warms up, then the two take turns running blocks of ``--calls`` ``generate()``
 calls (the same agent as ``benchmarks/agent.py``: ScriptedModel, 18 streamed words, no
@@ -10,8 +10,11 @@ the best and median CPU µs per call of each and the median of the per-round rat
 A/B: a slow spell of the machine hits both sides of a round alike, so the ratio holds
 where the figures of ``benchmarks/agent.py`` run minutes apart do not. Check the
 harness with the same path twice (an A/A run): its ratio should be within a few
-percent of 1.00. ``COMPARE_GC=off`` (or ``freeze``) disables (or freezes) the garbage
-collector in both processes after the warm-up, to tell its share apart.
+percent of 1.00. One process can land on a slow or fast memory layout for its whole life
+(once 1.03 where other pairs gave 1.13-1.21), so ``--pairs`` (default 3) starts fresh
+processes that many times and prints each pair's ratio beside the overall one.
+``COMPARE_GC=off`` (or ``freeze``) disables (or freezes) the garbage collector in both
+processes after the warm-up, to tell its share apart.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any
 
 WORKER = "--worker"
 
@@ -31,37 +33,11 @@ def worker(processors: int, traced: bool) -> None:
     """Read a block size per line from stdin, answer CPU µs per call (blank line: exit)."""
     import anyio
 
+    # beside this file (the worker runs this script, so its folder is on sys.path); it
+    # imports procflow from PYTHONPATH, the checkout under test
+    from agent import Noop, Repeating
+
     from procflow.agent import Agent
-    from procflow.models import ModelRequest, ScriptedModel
-    from procflow.processors import Processor
-
-    answer = "The quick brown fox jumps over the lazy dog " * 2
-
-    class Noop(Processor):
-        def __init__(self, id: str) -> None:
-            self.id = id
-
-        async def process_input(self, args: Any) -> None:
-            return None
-
-        async def process_input_step(self, args: Any) -> None:
-            return None
-
-        async def process_output_stream(self, args: Any) -> Any:
-            return args.part
-
-        async def process_output_step(self, args: Any) -> None:
-            return None
-
-        async def process_output_result(self, args: Any) -> None:
-            return None
-
-    class Repeating:
-        provider = "scripted"
-        model_id = "repeating"
-
-        def stream(self, request: ModelRequest) -> Any:
-            return ScriptedModel([answer]).stream(request)
 
     async def main() -> None:
         procs = [Noop(f"noop-{i}") for i in range(processors)]
@@ -100,13 +76,37 @@ def main() -> None:
     parser.add_argument("--case", choices=["five", "bare"], default="five",
                         help="5 processors of 5 hooks, or none")
     parser.add_argument("--untraced", action="store_true", help="tracing off")
-    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="fresh pairs of processes (a process's memory layout moves "
+                             "its speed by a few percent)")
+    parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args()
     for path in (args.a, args.b):
         if not os.path.isdir(os.path.join(path, "procflow")):
             parser.error(f"{path!r} is not a procflow checkout (no procflow/ directory)")
     processors = 5 if args.case == "five" else 0
+    times: list[list[float]] = [[], []]
+    pair_ratios = []
+    for _ in range(args.pairs):
+        a, b = pair_of_runs(args, processors)
+        times[0] += a
+        times[1] += b
+        pair_ratios.append(statistics.median(x / y for x, y in zip(a, b, strict=True)))
+    a, b = times
+    ratios = [x / y for x, y in zip(a, b, strict=True)]
+    label = f"{args.case} processors" if args.case == "five" else "no processors"
+    print(f"agent.generate, {label}, {'untraced' if args.untraced else 'traced'}; "
+          f"{args.pairs} pairs of processes x {args.rounds} rounds of {args.calls} calls; "
+          "CPU µs per call")
+    for name, path, side in (("A", args.a, a), ("B", args.b, b)):
+        print(f"  {name} {path:<40} best {min(side):8.1f}   median {statistics.median(side):8.1f}")
+    print(f"  A/B: median of the per-round ratios {statistics.median(ratios):.3f} "
+          f"(per pair of processes: {', '.join(f'{r:.3f}' for r in pair_ratios)})")
+
+
+def pair_of_runs(args: argparse.Namespace, processors: int) -> tuple[list[float], list[float]]:
+    """One fresh process per checkout, taking turns: CPU µs per call of each round."""
     procs = [spawn(path, processors, not args.untraced) for path in (args.a, args.b)]
     times: list[list[float]] = [[], []]
     try:
@@ -127,15 +127,7 @@ def main() -> None:
                 proc.stdin.write("\n")
                 proc.stdin.flush()
             proc.wait()
-    a, b = times
-    ratios = [x / y for x, y in zip(a, b, strict=True)]
-    label = f"{args.case} processors" if args.case == "five" else "no processors"
-    print(f"agent.generate, {label}, {'untraced' if args.untraced else 'traced'}; "
-          f"{args.rounds} rounds of {args.calls} calls each; CPU µs per call")
-    for name, path, side in (("A", args.a, a), ("B", args.b, b)):
-        print(f"  {name} {path:<40} best {min(side):8.1f}   median {statistics.median(side):8.1f}")
-    print(f"  A/B: median of the per-round ratios {statistics.median(ratios):.3f}, "
-          f"ratio of the bests {min(a) / min(b):.3f}")
+    return times[0], times[1]
 
 
 if __name__ == "__main__":
