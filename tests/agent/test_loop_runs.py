@@ -183,3 +183,39 @@ async def test_a_suspended_run_outlives_the_bound_of_its_in_memory_storage() -> 
     for _ in range(3):
         await chat.generate("hello")
     assert await storage.load_snapshot("agent:ops", out.run_id) is None
+
+
+def _durable_benchmark() -> Any:
+    """``benchmarks/agent_durable.py`` (it imports ``benchmarks/agent.py`` as ``agent``)."""
+    import importlib.util
+    folder = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location("agent_durable_benchmark",
+                                                      folder / "agent_durable.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
+    return module
+
+
+async def test_durable_benchmark_compares_runs_of_the_same_shape(tmp_path: Path) -> None:
+    """The durable-cost benchmark is fair: on the same SQLite file, the agent call and
+    its same-shape workflow each store seven step results, one of them skipped."""
+    bench = _durable_benchmark()
+    storage = SQLiteStorage(tmp_path / "runs.db")
+    try:
+        agent_call, workflow_run = bench.cases(storage)
+        await agent_call()
+        await workflow_run()
+        shapes = {}
+        for snapshot in await storage.list_runs():
+            loaded = await storage.load_snapshot(snapshot.workflow_id, snapshot.run_id)
+            assert loaded is not None and snapshot.status == "success"
+            shapes[snapshot.workflow_id] = sorted(r.status for r in loaded[1].values())
+        assert shapes == {"agent:bench": ["skipped"] + ["success"] * 6,
+                          "same-shape": ["skipped"] + ["success"] * 6}
+    finally:
+        await storage.aclose()
