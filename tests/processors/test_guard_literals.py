@@ -76,12 +76,14 @@ def _strong_matches(text: str) -> list[int]:
 def _check_deep_gates(text: str) -> None:
     base = fold(text)
     data = proxy(base.text)
-    for name, read in (("rot13", lambda s: codecs.encode(s, "rot13")),
-                       ("reversed", lambda s: s[::-1])):
-        gate = injection_scan._DEEP_GATES[name]
-        assert gate is not None
-        possible = gate.possible(data)
-        assert possible is not None
+    gate = injection_scan._DEEP_GATE
+    assert gate is not None
+    each = gate.possible_each(data)
+    assert each is not None and len(each) == 2
+    assert gate.possible(data) == each[0]  # the first reading's answer
+    for possible, name, read in zip(each, injection_scan._DEEP_READINGS,
+                                    (lambda s: codecs.encode(s, "rot13"),
+                                     lambda s: s[::-1]), strict=True):
         assert set(_strong_matches(read(base.text))) <= set(possible), (name, text)
 
 
@@ -107,3 +109,13 @@ def test_a_gate_of_plain_literals() -> None:
     assert gate.possible(proxy("please ignore any rules")) == [0, 1]
     assert gate.possible(proxy("please ignore the rules")) == [1]
     assert gate.possible(proxy("rules")) == [1]
+
+
+def test_a_gate_of_two_readings_answers_each_from_one_pass() -> None:
+    gate = literal_gate([re.compile("ignore (?:all|any) rules"), re.compile("abc")],
+                        also=(lambda s: s[::-1],))
+    assert gate is not None
+    assert gate.possible_each(proxy("ignore all rules")) == [[0], []]
+    assert gate.possible_each(proxy("selur lla erongi")) == [[], [0]]
+    assert gate.possible_each(proxy("abc cba")) == [[1], [1]]
+    assert gate.possible_each(proxy("nothing here")) == [[], []]

@@ -159,80 +159,92 @@ class LiteralGate:
         transform: Applied to each literal first: the gate then answers for the text
             read that way (``codecs.encode(s, "rot13")``: which patterns may match the
             ROT13 reading of the text; ``s[::-1]``: its reversal), without making it.
+        also: Further readings, each answered by ``possible_each`` from the same pass
+            (one RE2 set holds the literals of every reading).
 
     Raises:
         ValueError: RE2 could not compile the set.
     """
 
-    __slots__ = ("_by_literal", "_match", "_needs", "_sentinel", "always")
+    __slots__ = ("_match", "_readings", "_sentinel", "always")
 
     def __init__(self, patterns: Sequence[re.Pattern[str]], re2: Any, *,
-                 transform: Callable[[str], str] = str) -> None:
+                 transform: Callable[[str], str] = str,
+                 also: Sequence[Callable[[str], str]] = ()) -> None:
         ids: dict[bytes, int] = {}
-        by_literal: list[set[int]] = []
-        self._needs: list[tuple[frozenset[int], ...]] = []
-        always: list[int] = []
-        for index, pattern in enumerate(patterns):
-            needs = required(pattern)
-            if not needs:
-                always.append(index)
-            conjunction: list[frozenset[int]] = []
-            # the most selective set first: a pattern is looked at only when a string
-            # of it is there, then the others are checked
-            for n, strings in enumerate(sorted(needs, key=_selectivity, reverse=True)):
-                need: set[int] = set()
-                for string in strings:
-                    # the proxy of a literal: 0x80 stands for any non-ASCII character
-                    key = ids.setdefault(proxy(transform(string)), len(ids))
-                    if key == len(by_literal):
-                        by_literal.append(set())
-                    if n == 0:
-                        by_literal[key].add(index)
-                    need.add(key)
-                conjunction.append(frozenset(need))
-            self._needs.append(tuple(conjunction[1:]))
-        self.always = tuple(always)
+        needed = [required(pattern) for pattern in patterns]
+        self.always = tuple(index for index, needs in enumerate(needed) if not needs)
+        # per reading: the patterns each literal id may start (the most selective set of
+        # a pattern: it is looked at only when a string of it is there), and the other
+        # sets of each pattern, checked then
+        readings: list[tuple[dict[int, set[int]], list[tuple[frozenset[int], ...]]]] = []
+        for read in (transform, *also):
+            by_literal: dict[int, set[int]] = {}
+            conjunctions: list[tuple[frozenset[int], ...]] = []
+            for index, needs in enumerate(needed):
+                conjunction: list[frozenset[int]] = []
+                for n, strings in enumerate(sorted(needs, key=_selectivity, reverse=True)):
+                    need: set[int] = set()
+                    for string in strings:
+                        # the proxy of a literal: 0x80 stands for any non-ASCII character
+                        key = ids.setdefault(proxy(read(string)), len(ids))
+                        if n == 0:
+                            by_literal.setdefault(key, set()).add(index)
+                        need.add(key)
+                    conjunction.append(frozenset(need))
+                conjunctions.append(tuple(conjunction[1:]))
+            readings.append((by_literal, conjunctions))
+        self._readings = [(tuple(tuple(sorted(by_literal.get(k, ()))) for k in range(len(ids))),
+                           conjunctions) for by_literal, conjunctions in readings]
         members = [(k, b"".join(b"\\x%02x" % c for c in literal))
                    for k, literal in enumerate(ids)]
         try:
             self._match, _, self._sentinel = _set(re2, _options(re2, _GATE_MEM), members)
         except re2.error as exc:
             raise ValueError(f"RE2 could not compile the literal gate: {exc}") from exc
-        self._by_literal = tuple(tuple(sorted(indexes)) for indexes in by_literal)
 
     def possible(self, data: bytes) -> list[int] | None:
         """The indexes (ascending) of the patterns that may match the text whose
         ``proxy`` is ``data`` (read through ``transform``); ``None`` when the set could
         not answer."""
+        each = self.possible_each(data)
+        return None if each is None else each[0]
+
+    def possible_each(self, data: bytes) -> list[list[int]] | None:
+        """``possible`` for each reading (``transform``, then those of ``also``), from
+        one pass over ``data``."""
         found = self._match(data)
         if not found or self._sentinel not in found:
             return None
-        if len(found) == 1:  # no literal: only the patterns without any
-            return list(self.always)
-        touched = set(self.always)
-        by_literal = self._by_literal
-        for k in found:
-            if k != self._sentinel:
-                touched.update(by_literal[k])
-        needs = self._needs
-        out: list[int] = []
-        for i in sorted(touched):
-            for need in needs[i]:
-                if need.isdisjoint(found):
-                    break
-            else:
-                out.append(i)
+        out: list[list[int]] = []
+        for by_literal, needs in self._readings:
+            if len(found) == 1:  # no literal: only the patterns without any
+                out.append(list(self.always))
+                continue
+            touched = set(self.always)
+            for k in found:
+                if k != self._sentinel:
+                    touched.update(by_literal[k])
+            kept: list[int] = []
+            for i in sorted(touched):
+                for need in needs[i]:
+                    if need.isdisjoint(found):
+                        break
+                else:
+                    kept.append(i)
+            out.append(kept)
         return out
 
 
 def literal_gate(patterns: Sequence[re.Pattern[str]], *,
-                 transform: Callable[[str], str] = str) -> LiteralGate | None:
+                 transform: Callable[[str], str] = str,
+                 also: Sequence[Callable[[str], str]] = ()) -> LiteralGate | None:
     """A ``LiteralGate`` of ``patterns``, or ``None`` without ``google-re2`` (or when
     RE2 cannot compile it)."""
     re2 = load_re2()
     if re2 is None:
         return None
     try:
-        return LiteralGate(patterns, re2, transform=transform)
+        return LiteralGate(patterns, re2, transform=transform, also=also)
     except ValueError:
         return None

@@ -203,26 +203,21 @@ _SQUASHED = AnchoredScan([rule.squashed for rule in SQUASH_RULES if rule.squashe
                          group=_GROUP)
 
 # which strong rules may match the ROT13 / reversed reading of a base view, read off
-# the base view itself (their literals ROT13'd / reversed): most texts hold none, and
-# those views are then not made at all (with ``google-re2``; else they always are)
-_DEEP_GATES = {
-    "rot13": literal_gate(_STRONG.patterns, transform=lambda s: codecs.encode(s, "rot13")),
-    "reversed": literal_gate(_STRONG.patterns, transform=lambda s: s[::-1]),
-} if _STRONG.prefiltered else {}
+# the base view itself (their literals ROT13'd / reversed; both readings in one pass):
+# most texts hold none, and those views are then not made at all (with ``google-re2``;
+# else they always are)
+_DEEP_READINGS = ("rot13", "reversed")
+_DEEP_GATE = literal_gate(_STRONG.patterns, transform=lambda s: codecs.encode(s, "rot13"),
+                          also=(lambda s: s[::-1],)) if _STRONG.prefiltered else None
 
 
 def _deep_candidates(base: View) -> dict[str, list[int]]:
     """For the ROT13 and reversed views of ``base``: the strong rules (indexes) that
-    may match them, when the gates can tell (an empty list: none can)."""
-    if not _anchors.USE_RE2:
+    may match them, when the gate can tell (an empty list: none can)."""
+    if not _anchors.USE_RE2 or _DEEP_GATE is None:
         return {}
-    data = proxy(base.text)
-    out: dict[str, list[int]] = {}
-    for name, gate in _DEEP_GATES.items():
-        found = gate.possible(data) if gate is not None else None
-        if found is not None:
-            out[name] = found
-    return out
+    each = _DEEP_GATE.possible_each(proxy(base.text))
+    return {} if each is None else dict(zip(_DEEP_READINGS, each, strict=True))
 
 
 def _rule_matches(view: View, candidates: list[int] | None,
@@ -242,7 +237,7 @@ def _rule_matches(view: View, candidates: list[int] | None,
 
 
 def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[Hit]:
-    meta = bool(_META.search(text.lower()))
+    meta: bool | None = None  # whether the text talks about attacks: looked up at a match
     deep: dict[str, list[int]] = {}
 
     def gated(base: View) -> frozenset[str]:
@@ -253,6 +248,8 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[
         for rule, m in _rule_matches(view, deep.get(view.name)):
             if rule.category not in categories:
                 continue
+            if meta is None:
+                meta = _META.search(text.lower()) is not None
             weight, span = _weight(rule, view, m, text, meta)
             if weight <= 0:
                 continue
