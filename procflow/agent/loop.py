@@ -690,6 +690,10 @@ async def _run_tools(ctx: StepContext, deps: AgentDeps, state: AgentState) -> No
         state.steps[-1].tool_results.append({"tool_call_id": part.tool_call_id,
                                              "tool_name": part.tool_name, "result": value,
                                              "is_error": is_error})
+        # An approval or denial answers this call only: a later call that reuses its id
+        # (a provider numbering each response's calls from 1, a model scripted anew in
+        # another process) waits for a decision of its own.
+        state.decisions.pop(call["tool_call_id"], None)
     state.pending_calls = []
     state.step_number += 1
 

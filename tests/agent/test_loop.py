@@ -262,6 +262,38 @@ async def test_an_approval_tool_suspends_and_resumes_approved() -> None:
     assert [r.result for r in done.tool_results] == ["refunded A-1"]
 
 
+async def test_an_approval_answers_one_call_not_a_later_one_with_the_same_id() -> None:
+    """A provider that numbers each response's calls from 1 gives a later call the id
+    of an approved one: that call still waits for its own approval (and a denial
+    likewise answers only the call it named)."""
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    async def pay(order_id: str) -> str:
+        """Pay an order."""
+        ran.append(order_id)
+        return f"paid {order_id}"
+
+    agent = Agent(id="payer", storage=InMemoryStorage(), tools=[pay], model=ScriptedModel([
+        [ToolCall("pay", {"order_id": "A-1"}, id="call_1")],
+        [ToolCall("pay", {"order_id": "B-2"}, id="call_1")],
+        [ToolCall("pay", {"order_id": "C-3"}, id="call_1")],
+        "done"]))
+    out = await agent.generate("pay")
+    assert [(c.tool_call_id, c.args) for c in out.suspended] == [("call_1", {"order_id": "A-1"})]
+    second = await agent.resume(out.run_id, approve=["call_1"])
+    assert ran == ["A-1"]
+    assert second.finish_reason == "suspended"
+    assert [(c.tool_call_id, c.args) for c in second.suspended] == [
+        ("call_1", {"order_id": "B-2"})]
+    third = await agent.resume(out.run_id, deny=["call_1"])
+    assert ran == ["A-1"] and third.finish_reason == "suspended"
+    assert [c.args for c in third.suspended] == [{"order_id": "C-3"}]
+    last = await agent.resume(out.run_id, approve=["call_1"])
+    assert ran == ["A-1", "C-3"] and last.text == "done"
+    assert [r.is_error for r in last.tool_results] == [False, True, False]
+
+
 async def test_a_denied_call_gets_a_result_saying_so_and_streams_suspended() -> None:
     agent = Agent(id="denier", model=_tool_then_text("refund", "ok, not refunded"),
                   tools=[refund], storage=InMemoryStorage())
