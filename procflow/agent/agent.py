@@ -313,9 +313,18 @@ class Agent(Generic[OutputT]):
         Raises:
             RunNotFoundError: No such run in the agent's storage.
             RunStateError: ``step`` names no stored step of the run, or several (the
-                message lists them).
+                message lists them); or the run is in a storage that keeps objects
+                (``InMemoryStorage``, the fallback), which holds the one state the call
+                changed as it went, not the state after each step.
         """
         wf_run = await self.workflow.get_run(run_id)
+        if getattr(wf_run.storage, "keeps_objects", False):
+            raise RunStateError(
+                f"agent '{self.id}': run '{run_id}' cannot be replayed from "
+                f"{type(wf_run.storage).__name__}: it keeps the call's one state as the "
+                "call left it, not the state after each step; store the agent's runs in "
+                "SQLiteStorage, RedisStorage or PostgresStorage (Agent(storage=...) or "
+                "PROCFLOW_DB) to replay them", workflow_id=self.workflow.id, run_id=run_id)
         stored = wf_run.last_result
         paths = sorted(stored.steps) if stored is not None else []
         matches = [p for p in paths if p == step or p.endswith("." + step)]

@@ -10,6 +10,7 @@ import anyio
 
 from procflow.context import RequestContext
 from procflow.errors import RunNotFoundError, RunStateError
+from procflow.records import StepResult
 from procflow.runtime._run_exec import _CANCELED
 from procflow.runtime._run_remote import _Remote
 from procflow.runtime._run_state import _NULL_STORAGE, _as_context, _earlier_spans, _path_of
@@ -223,9 +224,11 @@ class Run(_Remote[OutputT]):
                 step_id=path)
         t0 = record.started_at
         inside = (path + ".", path + "[")
-        kept = {p: r for p, r in self._records.items()
+        records = self._records
+        kept = {p: r for p, r in records.items()
                 if r.status == "success" and r.ended_at is not None and r.ended_at < t0
-                and p != path and not p.startswith(inside)}
+                and p != path and not p.startswith(inside)
+                and not _superseded(records, p, r)}
         new: Run[OutputT] = Run(self.workflow, run_id=run_id, storage=self.storage,
                   durability=self.durability, tracing=self.tracing)
         new._input = self._input
@@ -330,3 +333,15 @@ class Run(_Remote[OutputT]):
         if self.status in ("pending", "suspended", "running"):
             ex = self._execution(None, frozenset(), None)
             await self._finish(ex, _CANCELED)
+
+
+def _superseded(records: Mapping[str, StepResult], path: str, record: StepResult) -> bool:
+    """Whether a step enclosing ``path`` (a nested workflow, a branch, a loop) started
+    again after ``record`` did: the record is then from an earlier pass of a loop (its
+    step was skipped or not reached since), not part of the pass being replayed."""
+    for i, ch in enumerate(path):
+        if ch in ".[":
+            outer = records.get(path[:i])
+            if outer is not None and outer.started_at > record.started_at:
+                return True
+    return False

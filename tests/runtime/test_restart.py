@@ -144,6 +144,52 @@ async def test_loop_restart_continues_from_the_last_iteration() -> None:
     assert calls == [0, 1, 2, 2, 3, 4]  # iterations 1 and 2 were not re-run
 
 
+async def test_replay_inside_a_loop_runs_steps_an_earlier_pass_left_anew() -> None:
+    """Replaying a step of a loop's last pass: a nested step that ran in an earlier pass
+    but was skipped in the last one still has that pass's record; the replay must run
+    it, not reuse it."""
+    calls: list[str] = []
+    wide = {"on": False}  # the replayed "pick" takes the branch the stored last pass skipped
+
+    def pick(ctx: StepContext) -> Any:
+        calls.append("pick")
+        n = ctx.input_data["n"] + 1
+        return {"n": n, "tool": n == 1 or wide["on"], "log": ctx.input_data["log"]}
+
+    def work(ctx: StepContext) -> Any:
+        calls.append(f"work@{ctx.input_data['n']}")
+        return {**ctx.input_data, "log": [*ctx.input_data["log"], ctx.input_data["n"]]}
+
+    def prepare(ctx: StepContext) -> Any:
+        calls.append("prepare")
+        return ctx.input_data
+
+    tools = create_workflow(id="tools").then(create_step(id="work", execute=work)).commit()
+    body = (create_workflow(id="body")
+            .then(create_step(id="prepare", execute=prepare))
+            .then(create_step(id="pick", execute=pick))
+            .branch([(lambda ctx: ctx.input_data["tool"], tools)])
+            .map(lambda ctx: ctx.get_step_result("tools") or ctx.get_step_result("pick"))
+            .commit())
+    storage = InMemoryStorage()
+    wf = (create_workflow(id="loop", storage=storage)
+          .dountil(body, lambda ctx: ctx.input_data["n"] >= 2).commit())
+    first = wf.create_run()
+    done = await first.start(input_data={"n": 0, "tool": False, "log": []})
+    assert done.result == {"n": 2, "tool": False, "log": [1]}
+    assert calls == ["prepare", "pick", "work@1", "prepare", "pick"]  # pass 2: no "tools"
+
+    calls.clear()
+    wide["on"] = True
+    loaded = await wf.get_run(first.run_id)
+    replay = await loaded.replay_from("body.pick")
+    assert replay.last_result is not None
+    # "prepare" of the last pass is kept (it ended before "pick" started); "work" runs
+    # anew instead of handing back the first pass's stored result
+    assert calls == ["pick", "work@2"]
+    assert replay.last_result.result == {"n": 2, "tool": True, "log": [1, 2]}
+
+
 async def test_replay_from_a_step_is_a_new_run_reusing_earlier_results() -> None:
     calls: list[str] = []
 
