@@ -25,7 +25,7 @@ from procflow.errors import (
     TripWire,
     WorkflowRunError,
 )
-from procflow.records import Span, StepResult
+from procflow.records import Span, StepResult, span_id
 from procflow.runtime.execution import (
     Execution,
     Failed,
@@ -66,7 +66,7 @@ def run_unit(ex: Execution, unit: Unit, data: Any, scope: Scope, *,
         Suspended: The unit (or a step inside it) suspended.
     """
     if path is None:
-        path = scope.prefix + unit.id
+        path = scope.path(unit.id)
     if unit.is_workflow:
         return _run_nested(ex, unit, data, scope, path, replay, keep, iteration)
     return _run_step(ex, unit, data, scope, path, replay, keep, iteration)
@@ -136,7 +136,7 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
     if tracer is not None:  # Tracer.open, inlined (its documented fast path)
         spans = tracer.spans
         parent = scope.span
-        span = Span(str(len(spans) + 1), None if parent is None else parent.span_id, step.id,
+        span = Span(span_id(len(spans) + 1), None if parent is None else parent.span_id, step.id,
                     step.span_kind, path, started, None, "running",
                     data if step.trace_io else None)
         spans.append(span)

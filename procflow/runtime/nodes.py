@@ -74,7 +74,7 @@ async def _contained(ex: Execution, kind: SpanKind, name: str, scope: Scope,
     tracer = ex.tracer
     if tracer is None:
         return await work(scope)
-    span = tracer.open(name, kind, scope.span, scope.prefix + name, _now())
+    span = tracer.open(name, kind, scope.span, scope.path(name), _now())
     if attributes:
         span.attributes = attributes
     sub = Scope(scope.wf, scope.prefix, scope.init_data, scope.state, None, span)
@@ -181,7 +181,7 @@ def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
     async def choose(ex: Execution, data: Any, scope: Scope) -> Any:
         chosen = []
         for condition, unit in branches:
-            path = scope.prefix + unit.id
+            path = scope.path(unit.id)
             ctx = StepContext(ex, scope, path, data)
             try:
                 holds = condition(ctx)
