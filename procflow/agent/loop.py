@@ -215,7 +215,12 @@ class _StageContext:
         span = self.span
         if span is not None:
             before = (span.attributes or {}).get("usage")
-            span.set(usage=(got + token_usage(before)).to_dict() if before else got.to_dict())
+            if before:
+                span.set(usage=(got + token_usage(before)).to_dict())
+            else:
+                counts = got.to_dict()
+                # the model call's dict when it says the same (its span holds it too)
+                span.set(usage=usage if type(usage) is dict and usage == counts else counts)
 
 
 def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequence[Any],
