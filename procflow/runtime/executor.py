@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import time
 import traceback
 from collections.abc import Coroutine
@@ -65,8 +66,9 @@ def run_unit(ex: Execution, unit: Unit, data: Any, scope: Scope, *,
         Failed: The unit failed (its result is recorded).
         Suspended: The unit (or a step inside it) suspended.
     """
-    if path is None:
-        path = scope.path(unit.id)
+    if path is None:  # ``Scope.path``, inlined: this runs for every step
+        prefix = scope.prefix
+        path = sys.intern(prefix + unit.id) if prefix else unit.id
     if unit.is_workflow:
         return _run_nested(ex, unit, data, scope, path, replay, keep, iteration)
     return _run_step(ex, unit, data, scope, path, replay, keep, iteration)
