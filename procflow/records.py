@@ -43,6 +43,7 @@ __all__ = [
     "Usage",
     "as_span",
     "redact_secrets",
+    "span_id",
 ]
 
 RunStatus = Literal["pending", "running", "success", "failed", "suspended", "tripwire",
@@ -335,11 +336,28 @@ class Span:
     attributes: dict[str, Any] | None = None
 
     def set(self, **attributes: Any) -> None:
-        """Add attributes to the span (the dict is made on first use: most spans have none)."""
+        """Add attributes to the span (the dict is made on first use: most spans have none).
+
+        The span's dict is replaced, never updated in place: hot callers may give spans
+        one shared attribute dict (stream processors with the same chunk count), and a
+        stored trace keeps them for a hundred runs, so sharing saves memory.
+        """
         if self.attributes is None:
             self.attributes = attributes
         else:
-            self.attributes.update(attributes)
+            self.attributes = {**self.attributes, **attributes}
+
+
+_SPAN_IDS: Final = tuple(str(number) for number in range(1024))
+
+
+def span_id(number: int) -> str:
+    """The id of the span at 1-based position ``number`` of its trace.
+
+    The ids of the first thousand positions are made once and shared by every trace: a
+    stored run holds tens of spans, and the fallback store keeps a hundred runs.
+    """
+    return _SPAN_IDS[number] if number < 1024 else str(number)
 
 
 Leaf = tuple[int, str | None, str, SpanKind, float, float, SpanStatus, dict[str, Any] | None]
@@ -353,11 +371,12 @@ SpanEntry = Span | Leaf
 
 
 def as_span(entry: SpanEntry) -> Span:
-    """The ``Span`` of a tracer entry (a ``Leaf`` is expanded)."""
+    """The ``Span`` of a tracer entry (a ``Leaf`` is expanded, with its own copy of the
+    attributes: leaves may share one dict)."""
     if type(entry) is tuple:
         number, parent_id, name, kind, start, end, status, attributes = entry
-        return Span(str(number), parent_id, name, kind, None, start, end, status,
-                    attributes=attributes)
+        return Span(span_id(number), parent_id, name, kind, None, start, end, status,
+                    attributes=None if attributes is None else dict(attributes))
     return entry  # type: ignore[return-value]
 
 

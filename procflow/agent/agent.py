@@ -19,7 +19,14 @@ from procflow.agent.output import (
     SuspendedCall,
     UIMessage,
 )
-from procflow.agent.state import AgentDeps, AgentState, Emit, as_state, token_usage
+from procflow.agent.state import (
+    NO_OVERRIDES,
+    AgentDeps,
+    AgentState,
+    Emit,
+    as_state,
+    token_usage,
+)
 from procflow.agent.structured import OutputCheck, OutputSpec, OutputT
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
@@ -534,6 +541,7 @@ class Agent(Generic[OutputT]):
                     {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
                      "args": c.args, "payload": c.payload} for c in suspended)))
         output = _full_output(state, run_id, suspended, deps.output)
+        state.current = NO_OVERRIDES  # the last step's overrides: not kept with the run
         if streaming and not suspended:
             await emit(Finish(output.finish_reason, output.usage))
         return output

@@ -21,6 +21,7 @@ fast pass of the call's processor runner, with one span per processor under the 
 
 from __future__ import annotations
 
+import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -214,7 +215,12 @@ class _StageContext:
         span = self.span
         if span is not None:
             before = (span.attributes or {}).get("usage")
-            span.set(usage=(got + token_usage(before)).to_dict() if before else got.to_dict())
+            if before:
+                span.set(usage=(got + token_usage(before)).to_dict())
+            else:
+                counts = got.to_dict()
+                # the model call's dict when it says the same (its span holds it too)
+                span.set(usage=usage if type(usage) is dict and usage == counts else counts)
 
 
 def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequence[Any],
@@ -338,8 +344,9 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
                             from_cache=cached is not None)
         if deps.streaming:
             await deps.emit(StepStart(state.step_number))
-        span = None if ctx.tracer is None else ctx.tracer.start(
-            f"model call: {model.provider}/{model.model_id}", "model", ctx.span, input=prompt)
+        span = None if ctx.tracer is None else ctx.tracer.start(  # interned: stored traces
+            sys.intern(f"model call: {model.provider}/{model.model_id}"), "model", ctx.span,
+            input=prompt)
         call = ModelRequest(prompt=prompt, tools=[t.spec() for t in tools.values()] or None,
                             tool_choice=choice if tools else None,
                             output_schema=None if deps.output is None

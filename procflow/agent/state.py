@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from procflow.agent.structured import OutputCheck
     from procflow.tools import Tool
 
-__all__ = ["AgentDeps", "AgentState", "Emit", "as_state", "token_usage"]
+__all__ = ["NO_OVERRIDES", "AgentDeps", "AgentState", "Emit", "as_state", "token_usage"]
 
 Emit = Callable[[Chunk], Awaitable[None]]
 
@@ -76,7 +76,7 @@ class AgentState:
         self.error = error
         self.retrying = retrying
         self.decisions: dict[str, str] = decisions or {}
-        self.current = StepOverrides()
+        self.current = NO_OVERRIDES
 
     def __repr__(self) -> str:
         return (f"AgentState(step={self.step_number}, messages={len(self.messages)}, "
@@ -138,6 +138,11 @@ class AgentState:
             "error": None if self.error is None else f"{type(self.error).__name__}: "
                                                      f"{self.error}",
             "retrying": self.retrying, "decisions": dict(self.decisions)}
+
+
+NO_OVERRIDES: Final = StepOverrides()
+"""``AgentState.current`` outside a step (shared, never changed: each step sets its own,
+and a finished call drops its own, so the stored state does not keep it)."""
 
 
 def token_usage(counts: Usage | Mapping[str, Any] | None) -> Usage:

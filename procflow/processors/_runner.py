@@ -224,6 +224,9 @@ class ProcessorRunner:
         view_of = hook.view if ml is not None else None
         make, fields, apply = hook.args, hook.fields, hook.apply
         states = ctx.states
+        # Traced, a hook call's span starts where the previous one's ended (it covers
+        # building its arguments too): one clock read and one stored float per call.
+        ended: float | None = None
         for item, hooks in zip(self.items, self._item_hooks, strict=True):
             if hooks is not None:  # a processor whose hooks are its class's
                 if name not in hooks:
@@ -231,6 +234,7 @@ class ProcessorRunner:
             elif not isinstance(item, Processor):
                 if hook.phase is not None and ml is not None:
                     await self._through(item, hook, call, ml)
+                    ended = None  # the workflow's own spans cover it
                 continue
             elif name not in item.implemented_hooks():
                 continue
@@ -242,7 +246,7 @@ class ProcessorRunner:
             args = make(ml, state, ctx.retry_count, ctx.request_context, ctx.writer,
                         item, ctx, *fields(call, ml, view))  # type: ignore[arg-type]
             tracer = ctx.tracer
-            started = _now() if tracer is not None else 0.0
+            started = (_now() if ended is None else ended) if tracer is not None else 0.0
             try:
                 out = getattr(item, name)(args)
                 is_async = ASYNC_HOOKS.get((type(item), name))
@@ -253,8 +257,9 @@ class ProcessorRunner:
             except BaseException as exc:
                 raise hook_error(exc, hook, item, ctx, started)  # noqa: B904 - cause set
             if tracer is not None:
+                ended = _now()
                 tracer.leaf(SPAN_NAMES.get((item.id, name)) or span_name(item.id, hook),
-                            "processor", ctx.span, started)
+                            "processor", ctx.span, started, "success", None, ended)
             if out is not None:  # None leaves everything as it was, for every hook
                 apply(item, hook, call, view, out)
         return call

@@ -187,11 +187,17 @@ class StreamPipeline:
         parent = self._ctx.span
         tripped_id = None if self.tripwire is None else self.tripwire.processor_id
         ended = time.time()
+        # Processors that saw the same number of chunks (usually all) share one
+        # attributes dict: the trace is stored, and leaves are never changed.
+        attributes: dict[int, dict[str, Any]] = {}
         for stage in self._processor_stages():
             pid = stage.processor.id
+            chunks = len(stage.args.stream_parts)
+            counted = attributes.get(chunks)
+            if counted is None:
+                counted = attributes[chunks] = {"chunks": chunks}
             tracer.leaf(span_name(pid, _STREAM), "processor", parent, started,
-                        "tripwire" if pid == tripped_id else "success",
-                        {"chunks": len(stage.args.stream_parts)}, ended)
+                        "tripwire" if pid == tripped_id else "success", counted, ended)
 
     async def process(self, chunk: Chunk) -> list[Chunk]:
         """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.

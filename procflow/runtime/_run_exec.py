@@ -4,6 +4,7 @@ the cancel scope, the trace and the stored outcome."""
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -264,7 +265,8 @@ class _Executing(RunBase[OutputT]):
                                        input=self._input if wf.trace_io else None)
         elif self.tracing:
             ex.tracer = Tracer(self._spans)
-            ex.top.span = ex.tracer.start(f"run: {wf.id}", "run", None,
+            # interned: one name for every stored trace of the workflow
+            ex.top.span = ex.tracer.start(sys.intern(f"run: {wf.id}"), "run", None,
                                           input=self._input if wf.trace_io else None)
             if self._replay_of is not None:
                 ex.top.span.set(replayed_from={"run_id": self._replay_of[0],

@@ -12,6 +12,7 @@ or nested), whose compiled plan is a list of ``Node`` callables. ``Step`` and
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -205,6 +206,13 @@ class Scope:
     @property
     def workflow_id(self) -> str:
         return self.wf.id
+
+    def path(self, step_id: str) -> str:
+        """The path of the step ``step_id`` here: ``prefix + step_id``, one string object
+        for every run (a nested step's path keys each stored run's results and names its
+        span; ``sys.intern`` keeps it only while something holds it)."""
+        prefix = self.prefix
+        return sys.intern(prefix + step_id) if prefix else step_id
 
     @property
     def state(self) -> dict[str, Any]:

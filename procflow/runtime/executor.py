@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import time
 import traceback
 from collections.abc import Coroutine
@@ -25,7 +26,7 @@ from procflow.errors import (
     TripWire,
     WorkflowRunError,
 )
-from procflow.records import Span, StepResult
+from procflow.records import Span, StepResult, span_id
 from procflow.runtime.execution import (
     Execution,
     Failed,
@@ -65,8 +66,9 @@ def run_unit(ex: Execution, unit: Unit, data: Any, scope: Scope, *,
         Failed: The unit failed (its result is recorded).
         Suspended: The unit (or a step inside it) suspended.
     """
-    if path is None:
-        path = scope.prefix + unit.id
+    if path is None:  # ``Scope.path``, inlined: this runs for every step
+        prefix = scope.prefix
+        path = sys.intern(prefix + unit.id) if prefix else unit.id
     if unit.is_workflow:
         return _run_nested(ex, unit, data, scope, path, replay, keep, iteration)
     return _run_step(ex, unit, data, scope, path, replay, keep, iteration)
@@ -136,7 +138,7 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
     if tracer is not None:  # Tracer.open, inlined (its documented fast path)
         spans = tracer.spans
         parent = scope.span
-        span = Span(str(len(spans) + 1), None if parent is None else parent.span_id, step.id,
+        span = Span(span_id(len(spans) + 1), None if parent is None else parent.span_id, step.id,
                     step.span_kind, path, started, None, "running",
                     data if step.trace_io else None)
         spans.append(span)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import anyio
 
 from procflow.errors import StepExecutionError, StepValidationError, TripWire
-from procflow.records import SpanKind, StepResult
+from procflow.records import Span, SpanKind, StepResult
 from procflow.runtime.distributed import fan_out
 from procflow.runtime.execution import Execution, Failed, Node, Scope, Suspended, Unit
 from procflow.runtime.executor import close_span, run_unit
@@ -74,7 +74,7 @@ async def _contained(ex: Execution, kind: SpanKind, name: str, scope: Scope,
     tracer = ex.tracer
     if tracer is None:
         return await work(scope)
-    span = tracer.open(name, kind, scope.span, scope.prefix + name, _now())
+    span = tracer.open(name, kind, scope.span, scope.path(name), _now())
     if attributes:
         span.attributes = attributes
     sub = Scope(scope.wf, scope.prefix, scope.init_data, scope.state, None, span)
@@ -181,7 +181,7 @@ def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
     async def choose(ex: Execution, data: Any, scope: Scope) -> Any:
         chosen = []
         for condition, unit in branches:
-            path = scope.prefix + unit.id
+            path = scope.path(unit.id)
             ctx = StepContext(ex, scope, path, data)
             try:
                 holds = condition(ctx)
@@ -374,9 +374,22 @@ def loop_node(unit: Unit, condition: Condition, mode: Literal["dowhile", "dounti
     """``.dowhile``/``.dountil``: the unit, then again on its output while (until) the
     condition holds, at most ``limit`` times."""
 
+    # The loop span's attributes, one dict per iteration count for every run (the trace
+    # is stored, and these are the same in each): never changed once on a span.
+    finished: dict[int, dict[str, Any]] = {}
+
     async def loop(ex: Execution, data: Any, scope: Scope) -> Any:
         return await _contained(ex, "loop", unit.id, scope, lambda sub: body(ex, data, sub),
                                 mode=mode)
+
+    def ended(span: Span, iterations: int) -> None:
+        """Note the iterations on the loop's span (which holds only its mode so far)."""
+        attributes = finished.get(iterations)
+        if attributes is None:
+            attributes = {"mode": mode, "iterations": iterations}
+            if len(finished) < 64:
+                finished[iterations] = attributes
+        span.attributes = attributes
 
     async def body(ex: Execution, data: Any, scope: Scope) -> Any:
         path = scope.prefix + unit.id
@@ -406,7 +419,7 @@ def loop_node(unit: Unit, condition: Condition, mode: Literal["dowhile", "dounti
                 raise Failed(path, err) from exc
             if holds != (mode == "dowhile"):
                 if scope.span is not None:
-                    scope.span.set(iterations=iteration)
+                    ended(scope.span, iteration)
                 return out
             if limit is not None and iteration >= limit:
                 err = StepExecutionError(

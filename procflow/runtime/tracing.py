@@ -20,6 +20,7 @@ from procflow.records import (
     TraceRecord,
     as_span,
     redact_secrets,
+    span_id,
 )
 
 __all__ = [
@@ -52,7 +53,7 @@ never raised into the run)."""
 class Tracer:
     """Collects the spans of one run (``Span`` objects, and ``Leaf`` tuples).
 
-    A span's id is its 1-based position in ``spans`` (``str(len(spans) + 1)`` when it is
+    A span's id is its 1-based position in ``spans`` (``span_id(len(spans) + 1)`` when it is
     added): ``leaf`` and ``open`` append that way, and so may a hot caller that builds its
     ``Span`` itself (the executor does for each step) — append it at once.
     """
@@ -83,7 +84,7 @@ class Tracer:
         caller (who usually needs it too).
         """
         spans = self.spans
-        span = Span(str(len(spans) + 1), None if parent is None else parent.span_id, name,
+        span = Span(span_id(len(spans) + 1), None if parent is None else parent.span_id, name,
                     kind, path, start, None, "running", input)
         spans.append(span)
         return span
