@@ -214,7 +214,10 @@ class TraceDiff:
         yield from self._header()
         marks = {key: _marker(self.changes[key]) for key in self.order}
         marker_cells = max((len(m) for m in marks.values()), default=1)
-        label_cells = max(12, options.max_width - marker_cells - 43)
+        # as wide as the longest label, within the width: a piped diff (plain output is
+        # 1,000 columns wide so nothing is cut) is not padded out to the edge
+        longest = max((cell_len(self._label_of(key)) for key in self.order), default=0)
+        label_cells = max(12, min(options.max_width - marker_cells - 43, longest))
         head = (f"  {'':<{marker_cells}}  {'span':<{label_cells}} {'A':>10}  {'B':>10}  "
                 f"{'Δ B−A':>14}")
         yield from (Segment(head.rstrip(), _DIM), Segment.line())
@@ -257,11 +260,16 @@ class TraceDiff:
                 yield Text(f"{tag} is a replay: it reused the stored results of "
                            f"{', '.join(paths)} (not run again)", style=_DIM)
 
-    def _row(self, key: int, mark: str, marker_cells: int, label_cells: int) -> Line:
+    def _label_of(self, key: int) -> str:
+        """The span's label as its row shows it: indented, with its kind."""
         a, b = self.pairs[key]
         row = a if a is not None else b
         assert row is not None  # every key comes from one side at least
-        label = "  " * self.depths[key] + _label(row) + _kind_tag(row)
+        return "  " * self.depths[key] + _label(row) + _kind_tag(row)
+
+    def _row(self, key: int, mark: str, marker_cells: int, label_cells: int) -> Line:
+        a, b = self.pairs[key]
+        label = self._label_of(key)
         if cell_len(label) > label_cells:
             label = (chop_cells(label, label_cells - 1) or [""])[0] + "…"
         mark_style = (_DIM if mark == "=" or mark.startswith("reused") else

@@ -310,11 +310,11 @@ diff of workflow linear
   B  run run-b  ● success  40 ms  4 spans
 no divergence: every span matches in status, input, output and error
 4 spans: 4 same, 0 differ, 0 only in A, 0 only in B
-     span                                                              A           B           Δ B−A
-  =  run: linear                                              ●    40 ms  ●    40 ms              ±0
-  =    fetch                                                  ●    10 ms  ●    10 ms              ±0
-  =    parse                                                  ●    15 ms  ●    15 ms              ±0
-  =    store                                                  ●    15 ms  ●    15 ms              ±0
+     span                  A           B           Δ B−A
+  =  run: linear  ●    40 ms  ●    40 ms              ±0
+  =    fetch      ●    10 ms  ●    10 ms              ±0
+  =    parse      ●    15 ms  ●    15 ms              ±0
+  =    store      ●    15 ms  ●    15 ms              ±0
 """
 
 DIFF_OUTPUT = """\
@@ -323,11 +323,11 @@ diff of workflow linear
   B  run run-b  ● success  40 ms  4 spans
 first divergence: step 'parse' — output differs
 4 spans: 1 same, 3 differ, 0 only in A, 0 only in B
-                   span                                                A           B           Δ B−A
-  ≠ output         run: linear                                ●    40 ms  ●    40 ms              ±0
-  =                  fetch                                    ●    10 ms  ●    10 ms              ±0
-▶ ≠ output           parse                                    ●    15 ms  ●    20 ms      +5 ms ×1.3
-  ≠ input, output    store                                    ●    15 ms  ●    10 ms      -5 ms ×0.7
+                   span                  A           B           Δ B−A
+  ≠ output         run: linear  ●    40 ms  ●    40 ms              ±0
+  =                  fetch      ●    10 ms  ●    10 ms              ±0
+▶ ≠ output           parse      ●    15 ms  ●    20 ms      +5 ms ×1.3
+  ≠ input, output    store      ●    15 ms  ●    10 ms      -5 ms ×0.7
 """
 
 DIFF_STATUS = """\
@@ -336,11 +336,11 @@ diff of workflow linear
   B  run run-b  ✖ failed  40 ms  4 spans
 first divergence: step 'store' — status differs (success → failed: ConnectionError: db down)
 4 spans: 2 same, 2 differ, 0 only in A, 0 only in B
-                           span                                        A           B           Δ B−A
-  ≠ status, output, error  run: linear                        ●    40 ms  ✖    40 ms              ±0
-  =                          fetch                            ●    10 ms  ●    10 ms              ±0
-  =                          parse                            ●    15 ms  ●    15 ms              ±0
-▶ ≠ status, output, error    store                            ●    15 ms  ✖    15 ms              ±0
+                           span                  A           B           Δ B−A
+  ≠ status, output, error  run: linear  ●    40 ms  ✖    40 ms              ±0
+  =                          fetch      ●    10 ms  ●    10 ms              ±0
+  =                          parse      ●    15 ms  ●    15 ms              ±0
+▶ ≠ status, output, error    store      ●    15 ms  ✖    15 ms              ±0
 """
 
 DIFF_EXTRA = """\
@@ -349,12 +349,12 @@ diff of workflow linear
   B  run run-b  ● success  45 ms  5 spans
 first divergence: step 'notify' — only in B
 5 spans: 4 same, 0 differ, 0 only in A, 1 only in B
-             span                                                      A           B           Δ B−A
-  =          run: linear                                      ●    40 ms  ●    45 ms      +5 ms ×1.1
-  =            fetch                                          ●    10 ms  ●    10 ms              ±0
-  =            parse                                          ●    15 ms  ●    15 ms              ±0
-  =            store                                          ●    15 ms  ●    15 ms              ±0
-▶ only in B    notify                                                  —  ●     5 ms
+             span                  A           B           Δ B−A
+  =          run: linear  ●    40 ms  ●    45 ms      +5 ms ×1.1
+  =            fetch      ●    10 ms  ●    10 ms              ±0
+  =            parse      ●    15 ms  ●    15 ms              ±0
+  =            store      ●    15 ms  ●    15 ms              ±0
+▶ only in B    notify              —  ●     5 ms
 """
 
 
@@ -366,6 +366,14 @@ first divergence: step 'notify' — only in B
 ])
 def test_trace_diff_catalogue(b: TraceRecord, expected: str) -> None:
     assert render(TraceDiff(linear("run-a"), b)) == expected
+
+
+def test_a_diff_printed_for_a_pipe_is_as_wide_as_its_content() -> None:
+    """Plain output (not a terminal) is 1,000 columns wide so nothing is cut; the span
+    column still ends at the longest label instead of padding every row to the edge."""
+    text = render(TraceDiff(linear("run-a"), variant(extra_span)), width=1000)
+    assert text == DIFF_EXTRA
+    assert max(len(line) for line in text.splitlines()) < 100
 
 
 def test_diff_refuses_different_workflows() -> None:
