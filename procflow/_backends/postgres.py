@@ -234,14 +234,33 @@ class PostgresPool:
                     check=AsyncConnectionPool.check_connection)
                 with self.translate(f"{operation} (connecting)"):
                     try:
+                        # One connection first: a wrong address, user, password or
+                        # database fails at once with the server's own reason, where the
+                        # pool retries for _CONNECT_TIMEOUT seconds and then says only
+                        # that it timed out.
+                        await self._first_connection()
                         await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
-                        async with pool.connection() as connection:
-                            await migrate(connection, self.schema, where=self.display)
                     except BaseException:
                         await pool.close()
                         raise
                 self._pool = pool
         return self._pool
+
+    async def _first_connection(self) -> None:
+        """Connect once (within ``_CONNECT_TIMEOUT``) and bring the schema up to date."""
+        import psycopg
+
+        try:
+            with anyio.fail_after(_CONNECT_TIMEOUT):
+                first = await psycopg.AsyncConnection.connect(
+                    self.dsn, autocommit=True, options=f"-c search_path={self.schema}")
+        except TimeoutError:
+            raise StorageError(f"PostgreSQL at {self.display}: no connection within "
+                               f"{_CONNECT_TIMEOUT:g} s") from None
+        try:
+            await migrate(first, self.schema, where=self.display)
+        finally:
+            await first.close()
 
     async def aclose(self) -> None:
         """Close every connection; later calls raise ``StorageError``."""

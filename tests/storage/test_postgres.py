@@ -119,6 +119,19 @@ async def test_an_unreachable_server_is_a_storage_error_without_the_password() -
     with pytest.raises(StorageError, match=r"127\.0\.0\.1:1") as caught:
         await storage.list_runs()
     assert "s3cret" not in str(caught.value)
+    # the connection's own reason, not the pool's "initialization incomplete after 10 sec"
+    assert "refused" in str(caught.value).lower()
+    await storage.aclose()
+
+
+async def test_a_refused_login_names_the_servers_reason(postgres_dsn: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(postgres_dsn)
+    params["user"] = "procflow_no_such_role"
+    storage = PostgresStorage(make_conninfo(**params))
+    with pytest.raises(StorageError, match='role "procflow_no_such_role" does not exist'):
+        await storage.list_runs()
     await storage.aclose()
 
 
