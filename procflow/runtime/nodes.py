@@ -383,7 +383,11 @@ def loop_node(unit: Unit, condition: Condition, mode: Literal["dowhile", "dounti
                                 mode=mode)
 
     def ended(span: Span, iterations: int) -> None:
-        """Note the iterations on the loop's span (which holds only its mode so far)."""
+        """Note the iterations on the loop's span (a shared dict when the span holds only
+        its mode so far, as it always does today; else added to what it holds)."""
+        if span.attributes is not None and len(span.attributes) != 1:
+            span.set(iterations=iterations)
+            return
         attributes = finished.get(iterations)
         if attributes is None:
             attributes = {"mode": mode, "iterations": iterations}
