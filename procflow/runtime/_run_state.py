@@ -185,10 +185,13 @@ async def _earlier_spans(store: Storage, run_id: str) -> list[SpanEntry]:
         if trace is None:
             return []
         return [_span_from_row(row) for row in trace.spans]
-    except (SnapshotCorruptedError, KeyError, TypeError, ValueError):
-        logging.getLogger("procflow").warning(
-            "the stored trace of run %s is corrupted; the run is loaded without it", run_id,
-            exc_info=True)
+    except (SnapshotCorruptedError, KeyError, TypeError, ValueError) as exc:
+        # The message says what and where; a traceback would only bury it.
+        reason = (str(exc) if isinstance(exc, SnapshotCorruptedError)
+                  else f"the stored trace of run {run_id} cannot be read "
+                       f"({type(exc).__name__}: {exc})")
+        logging.getLogger("procflow").warning("%s; the run is loaded without its trace",
+                                              reason.rstrip("."))
         return []
 
 
