@@ -25,6 +25,7 @@ import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -823,30 +824,33 @@ def build_loop(agent: Agent) -> Workflow:
     agent = cast("Agent", weakref.proxy(agent))
     unwrap = _state_of(agent)
     inputs, outputs = agent.input_processors, agent.output_processors
-    step = (create_workflow(id="agent-step", description="one model step", trace_io=False)
-            .branch([(_open, _stage("input-step", "input-step processors and prepare_step",
-                                    agent, _input_step,
-                                    _units(agent, inputs, "process_input_step")))])
-            .map(unwrap, id="input-step-done")
-            .branch([(_proceeds, _llm_call(agent))])
-            .map(unwrap, id="llm-call-done")
-            .branch([(_proceeds, _stage("output-step", "output-step processors (may ask "
-                                        "for a retry)", agent, _output_step,
-                                        _units(agent, outputs, "process_output_step")))])
-            .map(unwrap, id="output-step-done")
-            .branch([(_has_calls, _tool_calls(agent))])
-            .map(unwrap, id="tool-calls-done")
-            .commit())
-    return (create_workflow(id=f"agent:{agent.id}", description=f"loop of agent {agent.id}",
+
+    def gated(wf: Workflow, condition: Callable[[StepContext], bool], label: str,
+              step: Step | Workflow) -> Workflow:
+        """``step`` behind a one-arm branch, then the branch's output (``{id: state}``,
+        or ``{}`` when skipped) back to the state by a map the terminal view leaves out."""
+        wf = wf.branch([(condition, step)], label=[label]).map(unwrap, id=f"{step.id}-done")
+        wf.entries[-1] = dc_replace(cast(MapEntry, wf.entries[-1]), drawn=False)
+        return wf
+
+    step = create_workflow(id="agent-step", description="one model step", trace_io=False)
+    step = gated(step, _open, "not stopped",
+                 _stage("input-step", "input-step processors and prepare_step", agent,
+                        _input_step, _units(agent, inputs, "process_input_step")))
+    step = gated(step, _proceeds, "not stopped, no retry", _llm_call(agent))
+    step = gated(step, _proceeds, "not stopped, no retry",
+                 _stage("output-step", "output-step processors (may ask for a retry)",
+                        agent, _output_step, _units(agent, outputs, "process_output_step")))
+    step = gated(step, _has_calls, "tool calls to run", _tool_calls(agent)).commit()
+    loop = (create_workflow(id=f"agent:{agent.id}", description=f"loop of agent {agent.id}",
                             trace_io=False)
             .then(_stage("input-processors", "input processors", agent, _input,
                          _units(agent, inputs, "process_input")))
-            .dountil(step, _finished(agent))
-            .branch([(_not_tripped, _stage("output-processors", "output-result processors",
-                                           agent, _output_result,
-                                           _units(agent, outputs, "process_output_result")))])
-            .map(unwrap, id="output-processors-done")
-            .map(_outcome, id="outcome"))
+            .dountil(step, _finished(agent)))
+    loop = gated(loop, _not_tripped, "no tripwire",
+                 _stage("output-processors", "output-result processors", agent,
+                        _output_result, _units(agent, outputs, "process_output_result")))
+    return loop.map(_outcome, id="outcome")
 
 
 # -- rewiring -------------------------------------------------------------------------
@@ -943,8 +947,6 @@ def _entry(step: Any) -> StepEntry:
 
 
 def _replaced(entry: Any, id: str, step: Any) -> Any:
-    from dataclasses import replace as dc_replace
-
     new = _entry(step).step
     for name in ("step",):
         if getattr(entry, name, None) is not None and entry.step.id == id:

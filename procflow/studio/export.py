@@ -156,8 +156,9 @@ class _Layout:
         return [n for n in body
                 if any(not self.inside(s, loop) for s in self.graph.successors(n))]
 
-    def edges(self) -> Iterator[tuple[str, str, bool]]:
-        """Visible edges ``(u, v, conditional)`` in graph order, without duplicates."""
+    def edges(self) -> Iterator[tuple[str, str, bool, str | None]]:
+        """Visible edges ``(u, v, conditional, condition)`` in graph order, without
+        duplicates (``condition``: a branch lane's "if ..." title)."""
         seen: set[tuple[str, str]] = set()
         for u, v, attrs in self.graph.edges(data=True):
             if self.inside(v, u):
@@ -166,7 +167,7 @@ class _Layout:
             if a == b or (a, b) in seen:
                 continue
             seen.add((a, b))
-            yield a, b, bool(attrs.get("conditional"))
+            yield a, b, bool(attrs.get("conditional")), attrs.get("condition")
 
     def back_edges(self) -> Iterator[tuple[str, str, str]]:
         """Loop back edges ``(exit, loop, "while"|"until")``."""
@@ -258,8 +259,11 @@ def to_mermaid(target: Workflow | Agent, *, depth: int | None = None) -> str:
                 lines.append(f"{indent}{ids[item]}{_mermaid_shape(kind, label)}")
 
     emit(("wf", None), _INDENT)
-    for u, v, conditional in layout.edges():
-        lines.append(f"{_INDENT}{ids[u]} {'-.->' if conditional else '-->'} {ids[v]}")
+    for u, v, conditional, condition in layout.edges():
+        arrow = "-.->" if conditional else "-->"
+        if condition:
+            arrow += f'|"{_mermaid_text(condition)}"|'
+        lines.append(f"{_INDENT}{ids[u]} {arrow} {ids[v]}")
     for exit_, loop, mode in layout.back_edges():
         lines.append(f"{_INDENT}{ids[exit_]} -. {mode} .-> {ids[loop]}")
     return "\n".join(lines) + "\n"
@@ -339,7 +343,11 @@ def to_dot(target: Workflow | Agent) -> str:
 
     emit(None, _INDENT)
     for u, v, attrs in graph.edges(data=True):
-        style = " [style=dashed]" if attrs.get("conditional") else ""
+        style = ""
+        if attrs.get("conditional"):
+            condition = attrs.get("condition")
+            style = (f" [style=dashed, label={_dot_text(condition)}]" if condition
+                     else " [style=dashed]")
         lines.append(f"{_INDENT}{_dot_text(u)} -> {_dot_text(v)}{style};")
     for exit_, loop, mode in layout.back_edges():
         lines.append(f"{_INDENT}{_dot_text(exit_)} -> {_dot_text(loop)} "

@@ -23,8 +23,8 @@ from rich.text import Text
 
 from procflow.studio.export import short_hooks, steps_count, workflow_of
 from procflow.workflows.plan import (
-    Entry,
     LanesLayout,
+    Layout,
     NodeLayout,
     StepLike,
     UnitLayout,
@@ -127,14 +127,16 @@ class _Drawing:
 
     def body(self, wf: Workflow, prefix: str, level: int) -> list[RenderableType]:
         items: list[RenderableType] = []
-        for index, entry in enumerate(wf.entries):
-            if index:
+        for entry in wf.entries:
+            layout = entry.layout()
+            if isinstance(layout, NodeLayout) and not layout.drawn:
+                continue
+            if items:
                 items.append(_ARROW)
-            items.append(self.entry(entry, prefix, level))
+            items.append(self.entry(layout, prefix, level))
         return items
 
-    def entry(self, entry: Entry, prefix: str, level: int) -> RenderableType:
-        layout = entry.layout()
+    def entry(self, layout: Layout, prefix: str, level: int) -> RenderableType:
         if isinstance(layout, UnitLayout):
             unit = self.unit(layout.step, prefix, level)
             return unit if layout.frame is None else self.around(layout.frame, unit)
@@ -164,6 +166,8 @@ class _Drawing:
               level: int) -> RenderableType:
         cells = [Panel(self.unit(step, prefix, level), title=title, title_align="left",
                        box=box.ROUNDED, expand=False) for title, step in lanes]
+        if kind == "branch" and len(cells) == 1:
+            return cells[0]  # a step run only when its condition holds: no lanes to frame
         count = f"{len(lanes)} lane" + ("" if len(lanes) == 1 else "s")
         return self.around(f"{kind} ({count})", _Lanes(cells), style=box.HEAVY)
 

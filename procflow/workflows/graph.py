@@ -4,7 +4,8 @@ Nodes are step paths ("double", "outer.inner"); each carries ``kind`` (step,
 processor, agent, workflow, map, foreach, loop, sleep, sleep_until, start, end),
 ``step_id``, ``label``, ``workflow`` (the workflow that owns it), ``parent`` (the
 nested-workflow node it sits in, or ``None``) and, for parallel/branch lanes,
-``group`` (e.g. "parallel-2") and ``group_kind``. Edges are the data flow. A nested
+``group`` (e.g. "parallel-2") and ``group_kind``. Edges are the data flow; an edge into
+a branch's lane has ``conditional=True`` and ``condition`` ("if <its name>"). A nested
 workflow's node also carries its own graph as ``subgraph``, and its steps appear in
 the outer graph under the prefixed path, between the container node and its successors.
 Only the studio and users import this; the runtime never does.
@@ -49,9 +50,10 @@ def _add_entries(graph: nx.DiGraph, wf: Workflow, prefix: str, parent: str | Non
         elif isinstance(layout, LanesLayout):
             group = f"{prefix}{layout.kind}-{index}"
             ends: list[str] = []
-            for _, unit in layout.lanes:
+            for title, unit in layout.lanes:
                 ends += _add_unit(graph, wf, unit, prefix, parent, frontier, group=group,
-                                  group_kind=layout.kind, conditional=layout.conditional)
+                                  group_kind=layout.kind, conditional=layout.conditional,
+                                  condition=title if layout.conditional else None)
             frontier = ends
         elif isinstance(layout, NodeLayout):
             frontier = _add_simple(graph, wf, prefix + layout.id, layout.id, layout.kind,
@@ -70,7 +72,8 @@ def _add_simple(graph: nx.DiGraph, wf: Workflow, path: str, step_id: str, kind: 
 
 def _add_unit(graph: nx.DiGraph, wf: Workflow, unit: StepLike, prefix: str,
               parent: str | None, frontier: list[str], *, kind: str | None = None,
-              conditional: bool = False, **attrs: Any) -> list[str]:
+              conditional: bool = False, condition: str | None = None,
+              **attrs: Any) -> list[str]:
     path = prefix + unit.id
     own_kind = unit.kind
     graph.add_node(path, kind=kind or own_kind, step_kind=own_kind, step_id=unit.id,
@@ -78,7 +81,10 @@ def _add_unit(graph: nx.DiGraph, wf: Workflow, unit: StepLike, prefix: str,
                    description=getattr(unit, "description", None),
                    hooks=list(getattr(unit, "metadata", {}).get("hooks", [])), **attrs)
     for node in frontier:
-        graph.add_edge(node, path, conditional=conditional)
+        if condition is None:
+            graph.add_edge(node, path, conditional=conditional)
+        else:
+            graph.add_edge(node, path, conditional=conditional, condition=condition)
     if own_kind != "workflow":
         return [path]
     nested: Workflow = unit  # type: ignore[assignment]

@@ -92,12 +92,15 @@ class NodeLayout:
         label: What the studio writes on the node.
         has_result: Whether the node records a result (a ``map`` does not, so the
             studio shows no "pending" symbol for it).
+        drawn: Whether the terminal view draws it (the agent loop's maps that turn a
+            branch's output back into its state are left out; exports keep them).
     """
 
     id: str
     kind: str
     label: str
     has_result: bool = True
+    drawn: bool = True
 
 
 Layout: TypeAlias = UnitLayout | LanesLayout | NodeLayout
@@ -218,6 +221,7 @@ class MapEntry(Entry):
 
     id: str
     fn: Callable[[Any], Any]
+    drawn: bool = True
 
     def compile(self) -> Node:
         return nodes.map_node(self.id, self.fn)
@@ -229,7 +233,8 @@ class MapEntry(Entry):
         return None  # unknown: whatever fn returns
 
     def layout(self) -> Layout:
-        return NodeLayout(self.id, "map", _marker("map", self.id), has_result=False)
+        return NodeLayout(self.id, "map", _marker("map", self.id), has_result=False,
+                          drawn=self.drawn)
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,3 +193,35 @@ async def test_a_stream_only_processor_still_runs_and_is_traced_under_the_model_
     assert by_id[span["parent_id"]]["attributes"]["usage"] == out.usage.to_dict()
     [run_span] = [s for s in trace.spans if s["kind"] == "run"]
     assert run_span["attributes"]["usage"] == out.usage.to_dict()
+
+
+README_AGENT = '''
+from procflow import Agent, tool
+from procflow.models import ScriptedModel
+from procflow.processors import PIIDetector, PromptInjectionDetector
+
+
+@tool
+async def lookup_order(order_id: str) -> dict:
+    """Look up an order by id."""
+    return {"status": "shipped"}
+
+
+support = Agent(id="support", instructions="Be brief.", model=ScriptedModel(["ok"]),
+                tools=[lookup_order], input_processors=[PromptInjectionDetector()],
+                output_processors=[PIIDetector(strategy="redact")])
+'''
+
+
+def test_the_readme_shows_what_procflow_graph_draws_for_its_agent(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    command = "$ procflow graph agent.py:support --depth 3\n"
+    start = readme.index(command) + len(command)
+    shown = readme[start:readme.index("```", start)]
+    (tmp_path / "agent.py").write_text(README_AGENT)
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env["COLUMNS"] = "80"
+    drawn = subprocess.run([sys.executable, "-m", "procflow", "graph", "agent.py:support",
+                            "--depth", "3", "--no-color"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=60, check=True)
+    assert drawn.stdout == shown

@@ -333,56 +333,31 @@ workflow agent:support  loop of agent support
 ▼
 ╔═ do … until finished ═════════════════╗
 ║ ┌─ ▾ workflow agent-step (4 steps) ─┐ ║
-║ │ ┏━ branch (1 lane) ━┓             │ ║
-║ │ ┃ ╭─ if _open ───╮  ┃             │ ║
-║ │ ┃ │ □ input-step │  ┃             │ ║
-║ │ ┃ ╰──────────────╯  ┃             │ ║
-║ │ ┗━━━━━━━━━━━━━━━━━━━┛             │ ║
+║ │ ╭─ if not stopped ─╮              │ ║
+║ │ │ □ input-step     │              │ ║
+║ │ ╰──────────────────╯              │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
-║ │ ƒ map input-step-done             │ ║
+║ │ ╭─ if not stopped, no retry ─╮    │ ║
+║ │ │ □ llm-call                 │    │ ║
+║ │ ╰────────────────────────────╯    │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
-║ │ ┏━ branch (1 lane) ━━┓            │ ║
-║ │ ┃ ╭─ if _proceeds ─╮ ┃            │ ║
-║ │ ┃ │ □ llm-call     │ ┃            │ ║
-║ │ ┃ ╰────────────────╯ ┃            │ ║
-║ │ ┗━━━━━━━━━━━━━━━━━━━━┛            │ ║
+║ │ ╭─ if not stopped, no retry ─╮    │ ║
+║ │ │ □ output-step              │    │ ║
+║ │ ╰────────────────────────────╯    │ ║
 ║ │ │                                 │ ║
 ║ │ ▼                                 │ ║
-║ │ ƒ map llm-call-done               │ ║
-║ │ │                                 │ ║
-║ │ ▼                                 │ ║
-║ │ ┏━ branch (1 lane) ━━┓            │ ║
-║ │ ┃ ╭─ if _proceeds ─╮ ┃            │ ║
-║ │ ┃ │ □ output-step  │ ┃            │ ║
-║ │ ┃ ╰────────────────╯ ┃            │ ║
-║ │ ┗━━━━━━━━━━━━━━━━━━━━┛            │ ║
-║ │ │                                 │ ║
-║ │ ▼                                 │ ║
-║ │ ƒ map output-step-done            │ ║
-║ │ │                                 │ ║
-║ │ ▼                                 │ ║
-║ │ ┏━ branch (1 lane) ━━━┓           │ ║
-║ │ ┃ ╭─ if _has_calls ─╮ ┃           │ ║
-║ │ ┃ │ □ tool-calls    │ ┃           │ ║
-║ │ ┃ ╰─────────────────╯ ┃           │ ║
-║ │ ┗━━━━━━━━━━━━━━━━━━━━━┛           │ ║
-║ │ │                                 │ ║
-║ │ ▼                                 │ ║
-║ │ ƒ map tool-calls-done             │ ║
+║ │ ╭─ if tool calls to run ─╮        │ ║
+║ │ │ □ tool-calls           │        │ ║
+║ │ ╰────────────────────────╯        │ ║
 ║ └───────────────────────────────────┘ ║
 ╚═══════════════════════════════════════╝
 │
 ▼
-┏━ branch (1 lane) ━━━━━━━┓
-┃ ╭─ if _not_tripped ───╮ ┃
-┃ │ □ output-processors │ ┃
-┃ ╰─────────────────────╯ ┃
-┗━━━━━━━━━━━━━━━━━━━━━━━━━┛
-│
-▼
-ƒ map output-processors-done
+╭─ if no tripwire ────╮
+│ □ output-processors │
+╰─────────────────────╯
 │
 ▼
 ƒ map outcome
@@ -504,8 +479,8 @@ flowchart TD
         n5["check"]
     end
     n6(["end"])
-    n0 -.-> n1
-    n0 -.-> n2
+    n0 -.->|"if is_urgent"| n1
+    n0 -.->|"if keep_going"| n2
     n1 --> n3
     n2 --> n3
     n3 --> w0
@@ -530,8 +505,8 @@ digraph "retrying" {
         "attempt.check" [label="check"];
     }
     "__end__" [label="end", shape=oval];
-    "__start__" -> "page" [style=dashed];
-    "__start__" -> "log" [style=dashed];
+    "__start__" -> "page" [style=dashed, label="if is_urgent"];
+    "__start__" -> "log" [style=dashed, label="if keep_going"];
     "page" -> "pick";
     "log" -> "pick";
     "pick" -> "attempt";
@@ -683,3 +658,41 @@ def test_branch_labels_must_match_the_branches() -> None:
         create_workflow(id="w").branch([(lambda ctx: True, step)], label=["a", "b"])
     with pytest.raises(WorkflowDefinitionError, match="label= must be a string"):
         create_workflow(id="w").dountil(step, lambda ctx: True, label=3)  # type: ignore[arg-type]
+
+
+def test_a_one_arm_branch_is_one_if_box_and_user_maps_stay() -> None:
+    wf = (create_workflow(id="gate")
+          .branch([(lambda ctx: ctx.input_data > 3, s("big"))], label=["more than three"])
+          .map(lambda ctx: ctx.input_data, id="unwrap")
+          .commit())
+    assert render(GraphView(wf)) == (
+        "workflow gate\n│\n▼\n"
+        "╭─ if more than three ─╮\n"
+        "│ □ big                │\n"
+        "╰──────────────────────╯\n"
+        "│\n▼\n"
+        "ƒ map unwrap\n")
+
+
+def test_the_agent_loop_hides_its_unwrap_maps_in_the_terminal_only() -> None:
+    agent = Agent(id="support", model=ScriptedModel(["hi"]))
+    text = render(GraphView(agent))
+    assert "-done" not in text and "branch (1 lane)" not in text
+    for condition in ("if not stopped", "if not stopped, no retry", "if tool calls to run",
+                      "if no tripwire"):
+        assert condition in text
+    # the exports draw every node of the graph, the maps included, and name each condition
+    mermaid = to_mermaid(agent)
+    assert '[/"map: llm-call-done"/]' in mermaid
+    assert '-.->|"if tool calls to run"|' in mermaid
+    assert 'label="if no tripwire"' in to_dot(agent)
+
+
+def test_exports_name_branch_conditions_on_their_edges() -> None:
+    wf = (create_workflow(id="w")
+          .branch([(lambda ctx: True, s("a")), (lambda ctx: False, s("b"))],
+                  label=['say "yes"', None])
+          .commit())
+    assert '-.->|"if say #quot;yes#quot;"| ' in to_mermaid(wf)
+    assert r'[style=dashed, label="if say \"yes\""]' in to_dot(wf)
+    assert '"if False"' in to_mermaid(wf)
