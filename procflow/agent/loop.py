@@ -248,7 +248,8 @@ async def _drawn(ctx: StepContext) -> Any:
 
 def _units(agent: Agent, items: Any, hook: str, *also: str, workflows: bool = True,
            seen: set[str] | None = None) -> list[Any]:
-    """What a stage draws: the processors implementing ``hook`` (or one of ``also``;
+    """What a stage draws: the processors implementing ``hook`` (or one of ``also``; each
+    node lists the hooks of these it implements, the ones that act in the stage;
     processor workflows too unless ``workflows`` is false), or one "dynamic" node for a
     processor array chosen per request. ``seen`` (node ids already drawn in the stage)
     keeps a processor listed by two arrays to one node."""
@@ -269,7 +270,8 @@ def _units(agent: Agent, items: Any, hook: str, *also: str, workflows: bool = Tr
                 seen.add(node_id)
                 node = Step(id=node_id, execute=_drawn,
                             description=item.description or f"Processor {item.id}",
-                            metadata={"hooks": sorted(hooks), "processor_id": item.id})
+                            metadata={"hooks": sorted(hooks & wanted),  # those acting here
+                                      "processor_id": item.id})
                 node.kind = "processor"
                 units.append(node)
         elif workflows and is_processor_workflow(item) and item.id not in seen:

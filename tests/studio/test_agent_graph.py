@@ -225,3 +225,16 @@ def test_the_readme_shows_what_procflow_graph_draws_for_its_agent(tmp_path: Path
                             "--depth", "3", "--no-color"], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=60, check=True)
     assert drawn.stdout == shown
+
+
+def test_each_stage_lists_the_hooks_that_act_in_it() -> None:
+    from procflow.processors import PIIDetector
+    from procflow.studio.output import graph_document
+
+    pii = PIIDetector(strategy="redact")  # input, output stream and output result hooks
+    agent = Agent(id="a", model=ScriptedModel(["ok"]), input_processors=[pii],
+                  output_processors=[pii])
+    hooks = {n["id"]: n.get("hooks") for n in graph_document(agent.workflow)["nodes"]}
+    assert hooks["input-processors.processor:pii-detector"] == ["process_input"]
+    assert hooks["agent-step.llm-call.processor:pii-detector"] == ["process_output_stream"]
+    assert hooks["output-processors.processor:pii-detector"] == ["process_output_result"]
