@@ -62,7 +62,8 @@ class Storage(Protocol):
         ...
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
-        """Forget a run and its step results (no error if it is not stored)."""
+        """Forget a run: its header, step results, lease and trace (a trace stored under
+        the same run id by another workflow is kept). No error if it is not stored."""
         ...
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,

@@ -130,12 +130,16 @@ class InMemoryStorage:
         return runs if limit is None else runs[:max(limit, 0)]
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
-        """Forget the run and its step results (no error if unknown)."""
+        """Forget the run, its step results, its lease and its trace (no error if
+        unknown)."""
         key = (workflow_id, run_id)
         self._runs.pop(key, None)
         self._steps.pop(key, None)
         self._leases.pop(key, None)
         self._finished.pop(key, None)
+        trace = self._traces.get(run_id)
+        if trace is not None and trace.workflow_id == workflow_id:
+            del self._traces[run_id]
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

@@ -156,16 +156,15 @@ class PostgresStorage(AsyncResource):
                 for wf, run, header, updated in rows]
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
-        """Delete the run row and its step rows in one transaction (no error if unknown)."""
+        """Delete the run row, its step rows, its lease and its trace in one transaction
+        (no error if unknown)."""
         key = (workflow_id, run_id)
         async with self.pool.connection(f"deleting run {run_id!r} of workflow "
                                         f"{workflow_id!r}") as conn, conn.transaction():
-            await conn.execute("DELETE FROM procflow_steps WHERE workflow_id = %s AND "
-                               "run_id = %s", key)
-            await conn.execute("DELETE FROM procflow_runs WHERE workflow_id = %s AND "
-                               "run_id = %s", key)
-            await conn.execute("DELETE FROM procflow_leases WHERE workflow_id = %s AND "
-                               "run_id = %s", key)
+            for table in ("procflow_steps", "procflow_runs", "procflow_leases",
+                          "procflow_traces"):
+                await conn.execute(f"DELETE FROM {table} WHERE workflow_id = %s AND "
+                                   "run_id = %s", key)
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

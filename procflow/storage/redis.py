@@ -329,16 +329,37 @@ class RedisStorage(AsyncResource):
         return runs
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
-        """Delete the header, the step results and the index entries (no error if unknown)."""
+        """Delete the header, the step results, the lease, the index entries and the
+        run's trace (when it is this workflow's), atomically (no error if unknown).
+
+        Raises:
+            StorageError: The server could not be reached, or the trace kept changing.
+        """
         member = json.dumps([workflow_id, run_id])
+        head_key = self._trace_head_key(run_id)
         with self._redis.translate(f"deleting run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.delete(self._run_key(workflow_id, run_id),
-                            self._steps_key(workflow_id, run_id),
-                            self._lease_key(workflow_id, run_id))
-                pipe.zrem(self._index_key(None), member)
-                pipe.zrem(self._index_key(workflow_id), member)
-                await pipe.execute()
+                for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
+                    await pipe.watch(head_key)
+                    owner = _head_workflow(await pipe.get(head_key))
+                    pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
+                    pipe.delete(self._run_key(workflow_id, run_id),
+                                self._steps_key(workflow_id, run_id),
+                                self._lease_key(workflow_id, run_id))
+                    pipe.zrem(self._index_key(None), member)
+                    pipe.zrem(self._index_key(workflow_id), member)
+                    if owner == workflow_id:
+                        pipe.delete(self._trace_key(run_id), head_key)
+                        pipe.zrem(self._trace_index_key(None), run_id)
+                        pipe.zrem(self._trace_index_key(workflow_id), run_id)
+                    try:
+                        await pipe.execute()
+                    except WatchError:
+                        continue
+                    return
+        raise StorageError(f"Redis storage at {self._redis.display}: deleting run {run_id!r} "
+                           f"of workflow {workflow_id!r} failed: its trace kept changing "
+                           f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

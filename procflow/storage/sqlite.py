@@ -223,7 +223,8 @@ class SQLiteStorage(AsyncResource):
                 for wf, run, header, updated in rows]
 
     async def delete_run(self, workflow_id: str, run_id: str) -> None:
-        """Delete the run row and its step rows in one transaction (no error if unknown)."""
+        """Delete the run row, its step rows, its lease and its trace in one transaction
+        (no error if unknown)."""
         key = (workflow_id, run_id)
 
         def delete(connection: sqlite3.Connection) -> None:
@@ -233,6 +234,8 @@ class SQLiteStorage(AsyncResource):
                 connection.execute("DELETE FROM runs WHERE workflow_id = ? AND run_id = ?",
                                    key)
                 connection.execute("DELETE FROM leases WHERE workflow_id = ? AND run_id = ?",
+                                   key)
+                connection.execute("DELETE FROM traces WHERE workflow_id = ? AND run_id = ?",
                                    key)
 
         await self._file.run(f"deleting run {run_id!r} of workflow {workflow_id!r}", delete)

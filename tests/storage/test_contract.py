@@ -242,6 +242,23 @@ async def test_leases_are_per_run(storage: Storage) -> None:
     assert await storage.acquire_lease("other", "run-1", owner="b", ttl=30) is not None
 
 
+async def test_deleting_a_run_drops_its_trace(storage: Storage) -> None:
+    await storage.save_snapshot(header("r1"), {"a": done(1)})
+    await storage.save_trace(trace("r1"))
+    await storage.save_snapshot(header("r2"), {})
+    await storage.save_trace(trace("r2"))
+    await storage.save_trace(trace("mine", workflow_id="other"))
+
+    await storage.delete_run("wf", "r1")
+    await storage.delete_run("wf", "mine")  # that run id's trace belongs to "other"
+
+    assert await storage.load_trace("r1") is None
+    assert sorted(t.run_id for t in await storage.list_traces()) == ["mine", "r2"]
+    assert [t.run_id for t in await storage.list_traces(workflow_id="wf")] == ["r2"]
+    assert (await storage.load_trace("mine")) is not None
+    assert (await storage.load_trace("r2")) is not None
+
+
 async def test_deleting_a_run_drops_its_lease(storage: Storage) -> None:
     await storage.save_snapshot(header(), {})
     await storage.acquire_lease("wf", "run-1", owner="a", ttl=30)
