@@ -3,7 +3,8 @@
 ``InMemoryStorage`` (tests, benchmarks), ``SQLiteStorage`` (the embedded default),
 ``RedisStorage`` (several processes sharing state) and ``PostgresStorage`` (the durable
 system of record). The three backends are imported on first access, so importing this
-package imports none of ``sqlite3``, ``redis`` or ``psycopg``.
+package imports none of ``sqlite3``, ``redis`` or ``psycopg``. ``prune_runs`` deletes
+finished runs older than a cut-off (``procflow.storage.retention``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from procflow._lazy import lazy_exports
 from procflow.storage.base import Storage
 from procflow.storage.memory import InMemoryStorage
 from procflow.storage.null import NullStorage
+from procflow.storage.retention import PrunedRun, prune_runs
 from procflow.storage.values import register_type
 
 if TYPE_CHECKING:
@@ -21,8 +23,8 @@ if TYPE_CHECKING:
     from procflow.storage.redis import RedisStorage
     from procflow.storage.sqlite import SQLiteStorage
 
-__all__ = ["InMemoryStorage", "NullStorage", "PostgresStorage", "RedisStorage",
-           "SQLiteStorage", "Storage", "register_type"]
+__all__ = ["InMemoryStorage", "NullStorage", "PostgresStorage", "PrunedRun", "RedisStorage",
+           "SQLiteStorage", "Storage", "prune_runs", "register_type"]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisStorage": ".redis",
                                                              "PostgresStorage": ".postgres",

@@ -23,6 +23,7 @@ from procflow.records import (
     StepResult,
     TraceRecord,
 )
+from procflow.storage.retention import PrunedRun, oldest_first
 
 __all__ = ["InMemoryStorage"]
 
@@ -140,6 +141,29 @@ class InMemoryStorage:
         trace = self._traces.get(run_id)
         if trace is not None and trace.workflow_id == workflow_id:
             del self._traces[run_id]
+
+    async def list_finished(self, *, before: float, workflow_id: str | None,
+                            statuses: frozenset[str]) -> list[PrunedRun]:
+        """Finished runs with a status in ``statuses`` last updated before ``before``,
+        oldest first (see ``procflow.storage.retention``)."""
+        return oldest_first([
+            PrunedRun(s.workflow_id, s.run_id, s.status, s.updated_at)
+            for s in self._runs.values()
+            if s.status in statuses and s.updated_at < before
+            and (workflow_id is None or s.workflow_id == workflow_id)])
+
+    async def delete_finished(self, run: PrunedRun) -> bool:
+        """Delete ``run`` if it is still as listed and holds no live lease."""
+        key = (run.workflow_id, run.run_id)
+        stored = self._runs.get(key)
+        if stored is None or stored.status != run.status \
+                or stored.updated_at != run.updated_at:
+            return False
+        lease = self._leases.get(key)
+        if lease is not None and lease.expires_at > time.time():
+            return False
+        await self.delete_run(run.workflow_id, run.run_id)
+        return True
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

@@ -36,6 +36,7 @@ from procflow.storage.codec import (
     load_trace_header,
     load_trace_json,
 )
+from procflow.storage.retention import PrunedRun
 
 __all__ = ["PostgresStorage"]
 
@@ -165,6 +166,41 @@ class PostgresStorage(AsyncResource):
                           "procflow_traces"):
                 await conn.execute(f"DELETE FROM {table} WHERE workflow_id = %s AND "
                                    "run_id = %s", key)
+
+    async def list_finished(self, *, before: float, workflow_id: str | None,
+                            statuses: frozenset[str]) -> list[PrunedRun]:
+        """Finished runs with a status in ``statuses`` last updated before ``before``,
+        oldest first, read off the status and time columns (no header is decoded)."""
+        query = ("SELECT workflow_id, run_id, status, updated_at FROM procflow_runs "
+                 "WHERE updated_at < %s AND status = ANY(%s)"
+                 + ("" if workflow_id is None else " AND workflow_id = %s")
+                 + " ORDER BY updated_at, workflow_id, run_id")
+        params: list[Any] = [before, sorted(statuses)]
+        if workflow_id is not None:
+            params.append(workflow_id)
+        async with self.pool.connection("listing finished runs") as conn:
+            cursor = await conn.execute(query, params)
+            rows = await cursor.fetchall()
+        return [PrunedRun(wf, run, status, float(updated)) for wf, run, status, updated in rows]
+
+    async def delete_finished(self, run: PrunedRun) -> bool:
+        """Delete ``run`` (header, step results, lease, trace) in one transaction if it
+        is still as listed and holds no live lease."""
+        key = (run.workflow_id, run.run_id)
+        async with self.pool.connection(f"deleting run {run.run_id!r} of workflow "
+                                        f"{run.workflow_id!r}") as conn, conn.transaction():
+            cursor = await conn.execute(
+                "DELETE FROM procflow_runs AS r WHERE workflow_id = %s AND run_id = %s "
+                "AND status = %s AND updated_at = %s AND NOT EXISTS (SELECT 1 FROM "
+                "procflow_leases AS l WHERE l.workflow_id = r.workflow_id AND "
+                "l.run_id = r.run_id AND l.expires_at > %s)",
+                (*key, run.status, run.updated_at, time.time()))
+            if not cursor.rowcount:
+                return False
+            for table in ("procflow_steps", "procflow_leases", "procflow_traces"):
+                await conn.execute(f"DELETE FROM {table} WHERE workflow_id = %s AND "
+                                   "run_id = %s", key)
+            return True
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

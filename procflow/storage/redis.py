@@ -52,6 +52,7 @@ from procflow.storage.codec import (
     load_snapshot_json,
     load_trace_json,
 )
+from procflow.storage.retention import PrunedRun, oldest_first
 
 __all__ = ["JobClaim", "RedisStorage"]
 
@@ -335,7 +336,6 @@ class RedisStorage(AsyncResource):
         Raises:
             StorageError: The server could not be reached, or the trace kept changing.
         """
-        member = json.dumps([workflow_id, run_id])
         head_key = self._trace_head_key(run_id)
         with self._redis.translate(f"deleting run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
@@ -343,23 +343,89 @@ class RedisStorage(AsyncResource):
                     await pipe.watch(head_key)
                     owner = _head_workflow(await pipe.get(head_key))
                     pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
-                    pipe.delete(self._run_key(workflow_id, run_id),
-                                self._steps_key(workflow_id, run_id),
-                                self._lease_key(workflow_id, run_id))
-                    pipe.zrem(self._index_key(None), member)
-                    pipe.zrem(self._index_key(workflow_id), member)
-                    if owner == workflow_id:
-                        pipe.delete(self._trace_key(run_id), head_key)
-                        pipe.zrem(self._trace_index_key(None), run_id)
-                        pipe.zrem(self._trace_index_key(workflow_id), run_id)
+                    self._queue_delete(pipe, workflow_id, run_id, trace=owner == workflow_id)
                     try:
                         await pipe.execute()
                     except WatchError:
                         continue
                     return
-        raise StorageError(f"Redis storage at {self._redis.display}: deleting run {run_id!r} "
-                           f"of workflow {workflow_id!r} failed: its trace kept changing "
-                           f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
+        raise self._kept_changing(workflow_id, run_id)
+
+    async def list_finished(self, *, before: float, workflow_id: str | None,
+                            statuses: frozenset[str]) -> list[PrunedRun]:
+        """Finished runs with a status in ``statuses`` last updated before ``before``,
+        oldest first: the run index read up to ``before``, then those headers.
+
+        Raises:
+            StorageError: The server could not be reached.
+        """
+        index = self._index_key(workflow_id)
+        found: list[PrunedRun] = []
+        start = 0
+        while True:
+            with self._redis.translate("listing finished runs"):
+                members = await self._client.zrangebyscore(index, "-inf", f"({before!r}",
+                                                           start=start, num=_LIST_BATCH)
+                ids = [self._member_ids(member) for member in members]
+                headers = (await self._client.mget([self._run_key(*k) for k in ids])
+                           if ids else [])
+            for (wf, run), header in zip(ids, headers, strict=True):
+                if header is None:
+                    continue
+                snapshot = listed_snapshot(header, workflow_id=wf, run_id=run)
+                if snapshot.status in statuses and snapshot.updated_at < before:
+                    found.append(PrunedRun(wf, run, snapshot.status, snapshot.updated_at))
+            if len(members) < _LIST_BATCH:
+                return oldest_first(found)
+            start += len(members)
+
+    async def delete_finished(self, run: PrunedRun) -> bool:
+        """Delete ``run`` as ``delete_run`` does, atomically, if it is still as listed and
+        holds no live lease (WATCH on its header, lease and trace header).
+
+        Raises:
+            StorageError: The server could not be reached, or the run kept changing.
+        """
+        workflow_id, run_id = run.workflow_id, run.run_id
+        run_key = self._run_key(workflow_id, run_id)
+        lease_key = self._lease_key(workflow_id, run_id)
+        head_key = self._trace_head_key(run_id)
+        with self._redis.translate(f"deleting run {run_id!r} of workflow {workflow_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
+                    await pipe.watch(run_key, lease_key, head_key)
+                    header = await pipe.get(run_key)
+                    if header is None or await pipe.exists(lease_key):
+                        return False
+                    stored = listed_snapshot(header, workflow_id=workflow_id, run_id=run_id)
+                    if stored.status != run.status or stored.updated_at != run.updated_at:
+                        return False
+                    owner = _head_workflow(await pipe.get(head_key))
+                    pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
+                    self._queue_delete(pipe, workflow_id, run_id, trace=owner == workflow_id)
+                    try:
+                        await pipe.execute()
+                    except WatchError:
+                        continue
+                    return True
+        raise self._kept_changing(workflow_id, run_id)
+
+    def _queue_delete(self, pipe: Any, workflow_id: str, run_id: str, *, trace: bool) -> None:
+        """Queue in ``pipe`` what deleting a run deletes (its trace too when ``trace``)."""
+        member = json.dumps([workflow_id, run_id])
+        pipe.delete(self._run_key(workflow_id, run_id), self._steps_key(workflow_id, run_id),
+                    self._lease_key(workflow_id, run_id))
+        pipe.zrem(self._index_key(None), member)
+        pipe.zrem(self._index_key(workflow_id), member)
+        if trace:
+            pipe.delete(self._trace_key(run_id), self._trace_head_key(run_id))
+            pipe.zrem(self._trace_index_key(None), run_id)
+            pipe.zrem(self._trace_index_key(workflow_id), run_id)
+
+    def _kept_changing(self, workflow_id: str, run_id: str) -> StorageError:
+        return StorageError(f"Redis storage at {self._redis.display}: deleting run {run_id!r} "
+                            f"of workflow {workflow_id!r} failed: it kept changing "
+                            f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

@@ -37,6 +37,7 @@ from procflow.storage.codec import (
     load_trace_header,
     load_trace_json,
 )
+from procflow.storage.retention import PrunedRun
 
 __all__ = ["SQLiteStorage"]
 
@@ -239,6 +240,57 @@ class SQLiteStorage(AsyncResource):
                                    key)
 
         await self._file.run(f"deleting run {run_id!r} of workflow {workflow_id!r}", delete)
+
+    async def list_finished(self, *, before: float, workflow_id: str | None,
+                            statuses: frozenset[str]) -> list[PrunedRun]:
+        """Finished runs with a status in ``statuses`` last updated before ``before``,
+        oldest first, read off the status and time columns (no header is decoded).
+
+        Raises:
+            StorageError: The database could not be read.
+        """
+        marks = ", ".join("?" * len(statuses))
+        query = (f"SELECT workflow_id, run_id, status, updated_at FROM runs WHERE "
+                 f"updated_at < ? AND status IN ({marks})"
+                 + ("" if workflow_id is None else " AND workflow_id = ?")
+                 + " ORDER BY updated_at, workflow_id, run_id")
+        params: list[Any] = [before, *sorted(statuses)]
+        if workflow_id is not None:
+            params.append(workflow_id)
+
+        def select(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return connection.execute(query, params).fetchall()
+
+        rows = await self._file.run("listing finished runs", select)
+        return [PrunedRun(_text_id(wf), _text_id(run), str(status), _time(updated))
+                for wf, run, status, updated in rows]
+
+    async def delete_finished(self, run: PrunedRun) -> bool:
+        """Delete ``run`` (header, step results, lease, trace) in one transaction if it
+        is still as listed and holds no live lease.
+
+        Raises:
+            StorageError: The database could not be written.
+        """
+        key = (run.workflow_id, run.run_id)
+
+        def delete(connection: sqlite3.Connection) -> bool:
+            with transaction(connection):
+                gone = connection.execute(
+                    "DELETE FROM runs WHERE workflow_id = ? AND run_id = ? AND status = ? "
+                    "AND updated_at = ? AND NOT EXISTS (SELECT 1 FROM leases WHERE "
+                    "leases.workflow_id = runs.workflow_id AND leases.run_id = runs.run_id "
+                    "AND expires_at > ?)",
+                    (*key, run.status, run.updated_at, time.time())).rowcount
+                if not gone:
+                    return False
+                for table in ("steps", "leases", "traces"):
+                    connection.execute(f"DELETE FROM {table} WHERE workflow_id = ? AND "
+                                       "run_id = ?", key)
+                return True
+
+        return await self._file.run(f"deleting run {run.run_id!r} of workflow "
+                                    f"{run.workflow_id!r}", delete)
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

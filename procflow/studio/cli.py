@@ -1,4 +1,5 @@
-"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace`` and ``worker``.
+"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace``, ``prune`` and
+``worker``.
 
 Every error ends the command with one line on stderr, "procflow: error: ...", and
 exit status 2 (bad usage, target or input) or 1 (a run that failed, a runtime error);
@@ -109,6 +110,23 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--limit", type=int, default=20, metavar="N",
                       help="at most N runs (default 20)")
 
+    prune = sub.add_parser(
+        "prune", parents=[common], help="delete old finished runs",
+        description="Delete the finished runs (success, failed, tripwire, canceled) last "
+        "updated more than --older-than ago, with their step results and traces. Runs "
+        "that can still go on (running, pending, suspended) are never deleted, nor a run "
+        "that changed or was taken by a process while the store was being pruned.")
+    prune.add_argument("--older-than", metavar="AGE", required=True,
+                       help="how old a run's last update must be: 30d, 12h, 90m, 45s or "
+                       "seconds (0: every finished run)")
+    prune.add_argument("--workflow", metavar="ID",
+                       help="only runs of this workflow id (agent:NAME for an agent's)")
+    prune.add_argument("--status", metavar="S", action="append",
+                       choices=("success", "failed", "tripwire", "canceled"),
+                       help="only runs that ended so (repeatable; default: all four)")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="list what would be deleted, delete nothing")
+
     add_worker_parser(sub)
 
     trace = sub.add_parser("trace", parents=[common], help="show a run's trace",
@@ -130,7 +148,7 @@ def _add_common(parser: argparse.ArgumentParser, db: object, no_color: object) -
                         help="plain text, one record per line, nothing truncated (the "
                         "default when stdout is not a terminal)")
     parser.add_argument("--json", action="store_true", default=no_color,
-                        help="one JSON document (runs, trace, graph, run; schemas in "
+                        help="one JSON document (runs, trace, graph, run, prune; schemas in "
                         "procflow/studio/schemas)")
 
 

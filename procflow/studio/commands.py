@@ -31,10 +31,12 @@ from procflow.studio.output import (
     agent_run_document,
     dump,
     graph_document,
+    output_mode,
     trace_document,
     trace_lines,
     workflow_run_document,
 )
+from procflow.studio.prune import prune_command
 from procflow.studio.states import states_from_steps
 from procflow.studio.store import NoStoreError, Store, find_store, resolve_run_id
 from procflow.studio.summary import (
@@ -101,13 +103,6 @@ def _read(value: str, option: str) -> tuple[str, str]:
     return path.read_text(encoding="utf-8"), f" in {path}"
 
 
-def output_mode(args: argparse.Namespace, console: Console) -> str:
-    """ "json", "plain" (``--plain`` or not a terminal) or "tty"."""
-    if getattr(args, "json", False):
-        return "json"
-    return "plain" if getattr(args, "plain", False) or not console.is_terminal else "tty"
-
-
 async def run_command(args: argparse.Namespace, console: Console) -> int:
     """Run the parsed subcommand; returns the exit status."""
     if args.command == "graph":
@@ -122,7 +117,7 @@ async def run_command(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(str(exc)) from exc
     try:
         handler: Callable[[argparse.Namespace, Console, Store], Awaitable[int]] = {
-            "runs": _runs, "trace": _trace}[args.command]
+            "runs": _runs, "trace": _trace, "prune": prune_command}[args.command]
         return await handler(args, console, store)
     finally:
         await store.storage.aclose()

@@ -18,13 +18,17 @@ from pydantic_core import to_jsonable_python
 from procflow.runtime.tracing import redact_secrets
 
 if TYPE_CHECKING:
+    import argparse
+
+    from rich.console import Console
+
     from procflow.agent.output import FullOutput
     from procflow.runtime.results import WorkflowResult
     from procflow.runtime.tracing import TraceRecord
     from procflow.workflows.workflow import Workflow
 
 __all__ = ["SCHEMAS", "agent_run_document", "dump", "graph_document", "mask", "masked",
-           "plain_duration", "plain_time", "run_row_document", "trace_document",
+           "output_mode", "plain_duration", "plain_time", "run_row_document", "trace_document",
            "trace_lines", "workflow_run_document"]
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -184,3 +188,10 @@ def agent_run_document(output: FullOutput, *, resume: Sequence[str] = ()) -> dic
                                 "args": c.args, "payload": c.payload})
                           for c in output.suspended],
             "resume_commands": list(resume)}
+
+
+def output_mode(args: argparse.Namespace, console: Console) -> str:
+    """ "json", "plain" (``--plain`` or not a terminal) or "tty"."""
+    if getattr(args, "json", False):
+        return "json"
+    return "plain" if getattr(args, "plain", False) or not console.is_terminal else "tty"

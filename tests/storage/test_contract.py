@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,13 @@ from procflow.runtime.tracing import Tracer, TraceRecord
 from procflow.storage import (
     InMemoryStorage,
     PostgresStorage,
+    PrunedRun,
     RedisStorage,
     SQLiteStorage,
     Storage,
+    prune_runs,
 )
+from procflow.storage.retention import RetentionStorage
 
 StorageFactory = Callable[[], Storage]
 
@@ -556,3 +561,112 @@ async def test_a_damaged_trace_never_blocks_loading_the_run(storage: Storage) ->
     run = await wf.get_run("r", storage=storage)
     assert run.status == "success" and run.last_result is not None
     assert run.last_result.result == 2
+
+
+# -- retention: prune_runs ---------------------------------------------------------------
+
+async def _aged(storage: Storage) -> float:
+    """Stores runs of every status, most of them last updated in 1970, and returns now."""
+    now = time.time()
+    for run_id, status in (("ok", "success"), ("bad", "failed"), ("trip", "tripwire"),
+                           ("stop", "canceled"), ("wait", "suspended"), ("busy", "running"),
+                           ("queued", "pending")):
+        await storage.save_snapshot(header(run_id, status=status, updated_at=100.0),
+                                    {"a": done(run_id)})
+        await storage.save_trace(trace(run_id))
+    await storage.save_snapshot(header("other-ok", workflow_id="other", status="success",
+                                       updated_at=200.0), {})
+    await storage.save_snapshot(header("fresh", status="success", updated_at=now), {})
+    return now
+
+
+async def test_prune_deletes_old_finished_runs_with_their_steps_and_traces(
+        storage: Storage) -> None:
+    await _aged(storage)
+
+    pruned = await prune_runs(storage, older_than=timedelta(days=1))
+
+    assert [(r.workflow_id, r.run_id, r.status) for r in pruned] == [
+        ("wf", "bad", "failed"), ("wf", "ok", "success"), ("wf", "stop", "canceled"),
+        ("wf", "trip", "tripwire"), ("other", "other-ok", "success")]
+    assert pruned[0] == PrunedRun("wf", "bad", "failed", 100.0)
+    left = {run.run_id: run.status for run in await storage.list_runs()}
+    assert left == {"wait": "suspended", "busy": "running", "queued": "pending",
+                    "fresh": "success"}  # can still go on, or too recent
+    assert await storage.load_snapshot("wf", "ok") is None
+    assert await storage.load_trace("ok") is None
+    assert await storage.load_trace("wait") is not None
+    assert await prune_runs(storage, older_than=timedelta(days=1)) == []
+
+
+async def test_prune_filters_and_dry_run(storage: Storage) -> None:
+    now = await _aged(storage)
+
+    would = await prune_runs(storage, older_than=0, status=["failed", "tripwire"],
+                             dry_run=True)
+    assert [r.run_id for r in would] == ["bad", "trip"]
+    assert len(await storage.list_runs()) == 9  # a dry run deletes nothing
+    only_other = await prune_runs(storage, older_than=0, workflow_id="other")
+    assert [r.run_id for r in only_other] == ["other-ok"]
+    everything = await prune_runs(storage, older_than=0)  # every finished run, fresh too
+    assert {r.run_id for r in everything} == {"ok", "bad", "trip", "stop", "fresh"}
+    assert all(r.updated_at <= now for r in everything)
+    assert sorted(r.status for r in await storage.list_runs()) == [
+        "pending", "running", "suspended"]
+
+
+async def test_prune_leaves_a_run_that_changed_or_holds_a_lease(storage: Storage) -> None:
+    await storage.save_snapshot(header("moved", status="failed", updated_at=100.0), {})
+    await storage.save_snapshot(header("leased", status="failed", updated_at=100.0), {})
+    assert isinstance(storage, RetentionStorage)
+    [leased, moved] = await storage.list_finished(before=1000.0, workflow_id="wf",
+                                                  statuses=frozenset({"failed"}))
+    # between listing and deleting: "moved" is restarted, "leased" is being executed
+    await storage.save_snapshot(header("moved", status="failed", updated_at=150.0), {})
+    await storage.acquire_lease("wf", "leased", owner="worker", ttl=30)
+
+    assert await storage.delete_finished(moved) is False
+    assert await storage.delete_finished(leased) is False
+    assert {r.run_id for r in await storage.list_runs()} == {"moved", "leased"}
+    await storage.release_lease("wf", "leased", owner="worker")
+    assert await storage.delete_finished(leased) is True
+    assert await storage.delete_finished(leased) is False  # gone already
+
+
+class _Plain:
+    """A storage with no retention methods of its own (``prune_runs`` falls back on
+    ``list_runs`` and ``delete_run``)."""
+
+    def __init__(self, inner: Storage) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("list_finished", "delete_finished"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+async def test_prune_works_on_any_storage() -> None:
+    inner = InMemoryStorage()
+    await _aged(inner)
+    plain = _Plain(inner)
+    assert not isinstance(plain, RetentionStorage)
+
+    pruned = await prune_runs(plain, older_than=60.0, status="success")  # type: ignore[arg-type]
+
+    assert [(r.workflow_id, r.run_id) for r in pruned] == [("wf", "ok"), ("other", "other-ok")]
+    assert await inner.load_trace("ok") is None
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"older_than": -1}, "older_than must be a timedelta or a number of seconds >= 0"),
+    ({"older_than": float("nan")}, "older_than must be"),
+    ({"older_than": "7d"}, "older_than must be"),
+    ({"older_than": True}, "older_than must be"),
+    ({"older_than": 1, "status": "suspended"}, "status must be finished ones"),
+    ({"older_than": 1, "status": ["success", "running"]}, r"got \['running'\]"),
+    ({"older_than": 1, "status": []}, "status must be finished ones"),
+])
+async def test_prune_refuses_bad_options(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        await prune_runs(InMemoryStorage(), **options)

@@ -322,3 +322,54 @@ def assert_one_error_line(result: subprocess.CompletedProcess[str], message: str
     assert lines[0].startswith("procflow: error: ")
     assert message in lines[0]
     assert "Traceback" not in result.stdout + result.stderr
+
+
+# -- prune ---------------------------------------------------------------------------
+
+
+def test_prune_deletes_finished_runs_and_keeps_the_suspended(project: Path) -> None:
+    for args in (["flows.py:pipeline", "--input", "2", "--run-id", "p1"],
+                 ["flows.py:broken", "--run-id", "b1"],
+                 ["flows.py:approval", "--input", "5", "--run-id", "s1"]):
+        procflow(project, "run", *args)
+    agent_run = run_id_of(ok(procflow(project, "run", "agent_target.py:helper", "--input",
+                                      "hi")))
+
+    old = procflow(project, "prune", "--older-than", "1d")
+    assert old.returncode == 0 and old.stdout == ""
+    assert old.stderr.startswith("no finished runs last updated before ")
+
+    dry = procflow(project, "prune", "--older-than", "0", "--dry-run", "--status", "failed")
+    assert [line.split("\t")[:3] for line in dry.stdout.splitlines()] == [
+        ["b1", "broken", "failed"]]
+    assert "would delete 1 finished run last updated before" in dry.stderr
+    assert "(failed 1)" in dry.stderr
+
+    done = procflow(project, "prune", "--older-than", "0s")
+    assert sorted(line.split("\t")[0] for line in done.stdout.splitlines()) == sorted(
+        [agent_run, "b1", "p1"])
+    assert "deleted 3 finished runs" in done.stderr and "(failed 1, success 2)" in done.stderr
+    left = ok(procflow(project, "runs"))
+    assert [line.split("\t")[0] for line in left.splitlines()] == ["s1"]
+    gone = procflow(project, "trace", "p1")
+    assert gone.returncode == 2
+    assert_one_error_line(gone, "no run 'p1'")
+    # the suspended run still resumes
+    resumed = ok(procflow(project, "run", "flows.py:approval", "--resume", "approve",
+                          "--run", "s1", "--data", '{"ok": true}'))
+    assert "success" in resumed
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    pytest.param(["--older-than", "5x"], "--older-than must be an age such as 30d",
+                 id="bad-age"),
+    pytest.param(["--older-than=-3d"], "--older-than must be an age", id="negative-age"),
+    pytest.param([], "the following arguments are required: --older-than", id="no-age"),
+    pytest.param(["--older-than", "1d", "--status", "suspended"], "invalid choice: "
+                 "'suspended'", id="unfinished-status"),
+])
+def test_prune_errors_are_one_line(project: Path, args: list[str], message: str) -> None:
+    procflow(project, "run", "flows.py:pipeline", "--input", "2")
+    result = procflow(project, "prune", *args)
+    assert result.returncode == 2
+    assert_one_error_line(result, message)

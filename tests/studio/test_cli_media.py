@@ -140,6 +140,7 @@ def test_piped_trace_has_whole_names_and_no_bars(project: dict[str, str], column
     (["run", "studio_demo.py:keys", "--input", "bob"], "run"),
     (["run", "studio_demo.py:approval", "--input", "7"], "run"),
     (["run", "studio_demo.py:assistant", "--input", "hi"], "run"),
+    (["prune", "--older-than", "0", "--dry-run"], "prune"),
 ])
 def test_json_output_follows_its_schema(project: dict[str, str], args: list[str],
                                         name: str) -> None:

@@ -1,0 +1,74 @@
+"""``procflow prune``: delete the finished runs older than an age (``prune_runs``)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections import Counter
+
+from rich.console import Console
+from rich.text import Text
+
+from procflow.storage.retention import PrunedRun, prune_runs
+from procflow.studio.output import dump, masked, output_mode, plain_time
+from procflow.studio.store import Store
+
+__all__ = ["parse_age", "prune_command"]
+
+_AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+class AgeError(ValueError):
+    """``--older-than`` is not an age."""
+
+
+def parse_age(text: str) -> float:
+    """Seconds in an age such as "30d", "12h", "90m", "45s", "2w" or "3600".
+
+    Raises:
+        AgeError: ``text`` is not one.
+    """
+    found = _AGE.fullmatch(text.strip().lower())
+    if found is None:
+        raise AgeError(f"--older-than must be an age such as 30d, 12h, 90m, 45s or a number "
+                       f"of seconds, got {text!r}")
+    return float(found.group(1)) * _UNITS[found.group(2)]
+
+
+async def prune_command(args: argparse.Namespace, console: Console, store: Store) -> int:
+    """Prune ``store`` as the arguments say; print what was (or would be) deleted."""
+    seconds = parse_age(args.older_than)
+    before = time.time() - seconds
+    runs = await prune_runs(store.storage, older_than=seconds, workflow_id=args.workflow,
+                            status=args.status, dry_run=args.dry_run)
+    mode = output_mode(args, console)
+    if mode == "json":
+        print(dump({"store": store.location, "dry_run": bool(args.dry_run),
+                    "before": plain_time(before), "runs": [
+                        {"run_id": r.run_id, "workflow_id": r.workflow_id, "status": r.status,
+                         "updated_at": plain_time(r.updated_at)} for r in runs]}))
+        return 0
+    summary = _summary(runs, store.location, before, dry_run=bool(args.dry_run))
+    if mode == "plain":
+        for r in runs:
+            print("\t".join([r.run_id, masked(r.workflow_id), r.status,
+                             plain_time(r.updated_at) or "-"]))
+        print(summary, file=sys.stderr)
+        return 0
+    console.print(Text(summary), soft_wrap=True)
+    return 0
+
+
+def _summary(runs: list[PrunedRun], where: str, before: float, *, dry_run: bool) -> str:
+    cutoff = plain_time(before)
+    if not runs:
+        return f"no finished runs last updated before {cutoff} in {where}"
+    verb = "would delete" if dry_run else "deleted"
+    counts = Counter(r.status for r in runs)
+    by_status = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
+    noun = "run" if len(runs) == 1 else "runs"
+    return (f"{verb} {len(runs)} finished {noun} last updated before {cutoff} "
+            f"from {where} ({by_status})")
