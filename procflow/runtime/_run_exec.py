@@ -65,6 +65,7 @@ class _Executing(RunBase[OutputT]):
                 run_id=self.run_id)
         if initial_state is not None and not isinstance(initial_state, Mapping):
             raise TypeError(f"initial_state must be a mapping, got {type(initial_state).__name__}")
+        await self._check_new_id("start")
         self._context = _as_context(request_context)
         self._state = dict(initial_state or {})
         wf = self.workflow
@@ -89,6 +90,24 @@ class _Executing(RunBase[OutputT]):
                     exc, "input", None)))
         self._input = input_data
         return await self._execute(send, frozenset(), None)
+
+    async def _check_new_id(self, what: str) -> None:
+        """A run given an id by its caller (``create_run(run_id=...)``) must not replace
+        a run already stored under that id (a random id cannot collide: not looked up).
+
+        Raises:
+            RunStateError: A run of this workflow is stored under the id.
+        """
+        if not self._named or self.internal:
+            return
+        stored = await self.storage.load_snapshot(self.workflow.id, self.run_id)
+        if stored is None:
+            return
+        raise RunStateError(
+            f"cannot {what} run '{self.run_id}' of workflow '{self.workflow.id}': a run with "
+            f"that id is already stored (status {stored[0].status!r}); get_run() it to "
+            "resume, restart or replay it, delete_run() it, or choose another run id",
+            workflow_id=self.workflow.id, run_id=self.run_id)
 
     async def _resume(self, send: Any, step: Any, resume_data: Any,
                       request_context: Any) -> WorkflowResult[OutputT]:

@@ -39,6 +39,7 @@ class _Remote(_Executing[OutputT]):
         """
         if initial_state is not None and not isinstance(initial_state, Mapping):
             raise TypeError(f"initial_state must be a mapping, got {type(initial_state).__name__}")
+        await self._check_new_id("submit")
         wf = self.workflow
         if wf.input is not None:
             input_data = wf.input.check(input_data, what="run input", workflow_id=wf.id,

@@ -44,6 +44,8 @@ class RunBase(Generic[OutputT]):
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
         self.workflow = workflow
         self.run_id = run_id or new_secret_id()
+        self._named = run_id is not None
+        """The caller chose the id: starting must not replace a run stored under it."""
         if ephemeral:
             if storage is not None:
                 raise ValueError(

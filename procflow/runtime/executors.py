@@ -98,11 +98,17 @@ class LocalExecutor:
     async def submit(self, run: Run, input_data: Any, *,
                      request_context: Mapping[str, Any] | None = None,
                      initial_state: Mapping[str, Any] | None = None) -> str:
-        """Start the run here (in the background inside ``async with``)."""
+        """Start the run here (in the background inside ``async with``).
+
+        Raises:
+            RunStateError: A run is already stored under the id the caller gave it
+                (checked before the run goes to the background).
+        """
         if self._group is None:
             await run.start(input_data, request_context=request_context,
                             initial_state=initial_state)
             return run.run_id
+        await run._check_new_id("start")
         done = self._done[run.run_id] = anyio.Event()
 
         async def execute() -> None:

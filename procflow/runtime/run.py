@@ -75,7 +75,8 @@ class Run(_Remote[OutputT]):
         invalid input, a ``StepValidationError`` naming the field).
 
         Raises:
-            RunStateError: The run was already started.
+            RunStateError: The run was already started, or a run of the workflow is
+                already stored under the id given to ``create_run`` (it is left as is).
         """
         return await self._start(None, input_data, request_context, initial_state)
 
@@ -236,6 +237,7 @@ class Run(_Remote[OutputT]):
         new._context = self._context.copy()
         new._records = kept
         new._replay_of = (self.run_id, path)
+        await new._check_new_id("replay into")
         await new._execute(None, frozenset(), None)
         return new
 

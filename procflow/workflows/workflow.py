@@ -230,7 +230,9 @@ class Workflow(Generic[InputT, OutputT]):
         """A new run of this workflow (not started yet).
 
         Args:
-            run_id: The id to use; a random one by default.
+            run_id: The id to use; a random one by default. A run already stored under
+                it for this workflow is never replaced: starting (or submitting) this one
+                raises ``RunStateError``.
             storage: Where to keep snapshots (default: the workflow's, then the process
                 default, then an in-memory store).
             durability: "sync" (a snapshot at every step boundary) or "exit" (at the end
