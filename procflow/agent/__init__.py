@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from procflow.agent.agent import Agent, ProcessorArray
 from procflow.agent.loop import AgentLoop
-from procflow.agent.options import GenerateOptions, MemoryOption, ToolChoice
+from procflow.agent.options import GenerateOptions, MemoryOption, ResumeOptions, ToolChoice
 from procflow.agent.output import (
     AgentResponse,
     FullOutput,
@@ -26,6 +26,7 @@ __all__ = [
     "MemoryOption",
     "ModelOutput",
     "ProcessorArray",
+    "ResumeOptions",
     "StepRecord",
     "SuspendedCall",
     "Tool",

@@ -11,7 +11,12 @@ from pydantic import ValidationError
 from typing_extensions import TypeVar
 
 from procflow.agent.loop import AgentLoop, build_loop, live_deps
-from procflow.agent.options import GenerateOptions, ProcessorArray, check_options
+from procflow.agent.options import (
+    GenerateOptions,
+    ProcessorArray,
+    ResumeOptions,
+    check_options,
+)
 from procflow.agent.output import (
     AgentResponse,
     FullOutput,
@@ -277,7 +282,7 @@ class Agent(Generic[OutputT]):
 
     async def resume(self, run_id: str, *, approve: Sequence[str] = (),
                      deny: Sequence[str] = (), resume_data: Any = None,
-                     **options: Unpack[GenerateOptions]) -> FullOutput[OutputT]:
+                     **options: Unpack[ResumeOptions]) -> FullOutput[OutputT]:
         """Continue a suspended run (in this process or another sharing its storage).
 
         Args:
@@ -372,18 +377,18 @@ class Agent(Generic[OutputT]):
         Raises:
             TypeError: Another option is given.
         """
-        unsupported = sorted(set(options) - {"request_context", "memory"})
+        unsupported = sorted(set(options) - {"request_context", "memory", "run_id"})
         if unsupported:
-            raise TypeError(f"agent '{self.id}': submit() takes request_context= and "
-                            f"memory= only (the worker uses the agent's own settings for "
-                            f"the rest), got {unsupported}")
+            raise TypeError(f"agent '{self.id}': submit() takes request_context=, memory= "
+                            f"and run_id= only (the worker uses the agent's own settings "
+                            f"for the rest), got {unsupported}")
 
         async def ignore(chunk: Chunk) -> None:
             return None
 
         _, state = self._prepare(messages, options, ignore)
         rc = _context(options.get("request_context"), options.get("memory"))
-        wf_run = self.workflow.create_run()
+        wf_run = self.workflow.create_run(options.get("run_id"))
         wf_run.durability = "sync"
         return await wf_run.submit(state, executor=executor, request_context=rc)
 
@@ -439,7 +444,7 @@ class Agent(Generic[OutputT]):
 
     async def resume_stream(self, run_id: str, *, approve: Sequence[str] = (),
                             deny: Sequence[str] = (), resume_data: Any = None,
-                            **options: Unpack[GenerateOptions]) -> ModelOutput[OutputT]:
+                            **options: Unpack[ResumeOptions]) -> ModelOutput[OutputT]:
         """Like ``resume`` but streaming, as ``stream`` is to ``generate``."""
         check_options(options, method="resume_stream")
         opts = self._with_output(options, None)
@@ -459,7 +464,7 @@ class Agent(Generic[OutputT]):
         deps.streaming = streaming
         if streaming:
             await emit(Start(self.id))
-        wf_run = self.workflow.create_run()
+        wf_run = self.workflow.create_run(options.get("run_id"))
         if not isinstance(wf_run.storage, InMemoryStorage):
             # A durable store keeps the state at every step boundary, as for any workflow
             # run, so a stored agent run replays from any step (``--from-step llm-call``).

@@ -13,7 +13,8 @@ from typing import Any, Literal, TypeAlias, TypedDict
 from procflow.context import RequestContext
 from procflow.processors.args import ProcessInputStepArgs
 
-__all__ = ["GenerateOptions", "MemoryOption", "ProcessorArray", "ToolChoice", "check_options"]
+__all__ = ["GenerateOptions", "MemoryOption", "ProcessorArray", "ResumeOptions", "ToolChoice",
+           "check_options"]
 
 ProcessorArray: TypeAlias = Sequence[Any] | Callable[[RequestContext], Sequence[Any]]
 """Processors (or processor workflows), or a function of the request context returning them."""
@@ -29,9 +30,9 @@ class MemoryOption(TypedDict, total=False):
     resource: str
 
 
-class GenerateOptions(TypedDict, total=False):
-    """What ``generate``, ``stream``, ``resume`` and ``generate_sync`` take besides the
-    messages.
+class ResumeOptions(TypedDict, total=False):
+    """What ``resume`` and ``resume_stream`` take besides the run and the decisions (and
+    ``generate`` and ``stream`` too: see ``GenerateOptions``).
 
     Attributes:
         max_steps: Model calls for this request (tool loops); default the agent's.
@@ -57,6 +58,19 @@ class GenerateOptions(TypedDict, total=False):
     error_processors: ProcessorArray
     max_processor_retries: int | None
     output_retries: int
+
+
+class GenerateOptions(ResumeOptions, total=False):
+    """What ``generate``, ``stream``, ``submit`` and ``generate_sync`` take besides the
+    messages: every ``ResumeOptions`` entry, and
+
+    Attributes:
+        run_id: The id of the call's stored run (default: a fresh random one), such as
+            your request's id; a run already stored under it is refused with
+            ``RunStateError`` (never replaced).
+    """
+
+    run_id: str
 
 
 _OPTIONS: frozenset[str] = frozenset(GenerateOptions.__annotations__)

@@ -320,8 +320,14 @@ async def _run_agent(args: argparse.Namespace, console: Console, store: Store,
                          "messages); or --resume RUN_ID to continue a suspended run")
     else:
         messages = _agent_messages(parse_input(args.input, json_only=args.json_input))
+        if args.run_id is not None and await store.storage.load_snapshot(agent.workflow.id,
+                                                                         args.run_id):
+            raise UsageError(f"run '{args.run_id}' already exists in {store.location}; "
+                             "choose another --run-id")
 
         def open_stream() -> Awaitable[ModelOutput[Any]]:
+            if args.run_id is not None:
+                return agent.stream(messages, run_id=args.run_id)
             return agent.stream(messages)
     try:
         output = await live.agent(agent, None, store.storage, stream=open_stream)

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
+from procflow import RunStateError
 from procflow.agent import Agent, tool
 from procflow.models import ScriptedModel, ToolCall
 from procflow.storage import InMemoryStorage, SQLiteStorage
@@ -219,3 +220,23 @@ async def test_durable_benchmark_compares_runs_of_the_same_shape(tmp_path: Path)
                           "same-shape": ["skipped"] + ["success"] * 6}
     finally:
         await storage.aclose()
+
+
+async def test_a_call_stored_under_the_run_id_given(tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "runs.db")
+    agent = Agent(id="support", model=ScriptedModel(["first", "second"]), storage=storage)
+    out = await agent.generate("hi", run_id="request-41")
+    assert out.run_id == "request-41" and out.text == "first"
+
+    with pytest.raises(RunStateError, match=r"cannot start run 'request-41' of workflow "
+                       r"'agent:support': a run with that id is already stored"):
+        await agent.generate("again", run_id="request-41")
+    stream = await agent.stream("other", run_id="request-42")
+    assert await stream.text == "second"
+
+    kept = (await agent.workflow.get_run("request-41")).last_result
+    assert kept is not None and kept.status == "success"
+    assert {r.run_id for r in await storage.list_runs()} == {"request-41", "request-42"}
+    with pytest.raises(ValueError, match="run_id must be a non-empty string"):
+        await agent.generate("hi", run_id="")
+    await storage.aclose()

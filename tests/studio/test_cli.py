@@ -373,3 +373,14 @@ def test_prune_errors_are_one_line(project: Path, args: list[str], message: str)
     result = procflow(project, "prune", *args)
     assert result.returncode == 2
     assert_one_error_line(result, message)
+
+
+def test_an_agent_run_takes_the_run_id_given(project: Path) -> None:
+    out = ok(procflow(project, "run", "agent_target.py:helper", "--input", "hi",
+                      "--run-id", "ask-1"))
+    assert run_id_of(out) == "ask-1"
+    again = procflow(project, "run", "agent_target.py:helper", "--input", "hi",
+                     "--run-id", "ask-1")
+    assert again.returncode == 2
+    assert_one_error_line(again, "run 'ask-1' already exists in")
+    assert "ask-1\tagent:helper\tsuccess" in ok(procflow(project, "runs"))
