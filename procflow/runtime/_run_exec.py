@@ -65,7 +65,8 @@ class _Executing(RunBase[OutputT]):
                 run_id=self.run_id)
         if initial_state is not None and not isinstance(initial_state, Mapping):
             raise TypeError(f"initial_state must be a mapping, got {type(initial_state).__name__}")
-        await self._check_new_id("start")
+        if self._named:  # a random id cannot collide: no lookup on the hot path
+            await self._check_new_id("start")
         self._context = _as_context(request_context)
         self._state = dict(initial_state or {})
         wf = self.workflow
