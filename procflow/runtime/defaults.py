@@ -4,7 +4,7 @@ Resolution order (the same for every ``procflow`` command and for Python code):
 
 1. the ``storage=`` given to ``create_run``/``get_run`` (``--db`` on the command line),
    then the workflow's own ``storage=``, then ``set_default_storage(...)``;
-2. ``PROCFLOW_DB``: a SQLite file path or a ``redis://`` URL;
+2. ``PROCFLOW_DB``: a SQLite file path, a ``redis://`` or a ``postgresql://`` URL;
 3. the project's ``.procflow/procflow.db``, found by walking up from the current
    directory (like git finds ``.git``); it is never created here;
 4. for Python code only, an in-memory store keeping the last ``FALLBACK_MAX_RUNS`` finished
@@ -29,7 +29,8 @@ FALLBACK_MAX_RUNS = 100
 """How many runs (and traces) the in-memory fallback keeps before forgetting the oldest."""
 
 DB_ENV = "PROCFLOW_DB"
-"""The environment variable naming where runs are stored: a path or a ``redis://`` URL."""
+"""The environment variable naming where runs are stored: a path, a ``redis://`` or a
+``postgresql://`` URL."""
 
 PROJECT_DB = Path(".procflow") / "procflow.db"
 """The project's database, relative to the project's root directory."""
@@ -79,14 +80,40 @@ def storage_location() -> tuple[str, str] | None:
 
 def storage_for(location: str) -> Storage:
     """A storage for a location: ``redis://``/``rediss://`` URLs give a ``RedisStorage``,
-    anything else a ``SQLiteStorage`` file (created on first write, not here)."""
+    ``postgresql://``/``postgres://`` URLs a ``PostgresStorage`` (its tables in the schema
+    a ``schema=`` query parameter names, default ``public``; procflow takes that
+    parameter off the URL), anything else a ``SQLiteStorage`` file (created on first
+    write, not here).
+
+    Raises:
+        ValueError: A PostgreSQL URL names an empty ``schema=``, or several.
+    """
     if location.startswith(("redis://", "rediss://", "unix://")):
         from procflow.storage.redis import RedisStorage
 
         return RedisStorage(location)
+    if location.startswith(("postgresql://", "postgres://")):
+        from procflow.storage.postgres import PostgresStorage
+
+        dsn, schema = _postgres_schema(location)
+        return PostgresStorage(dsn, schema=schema)
     from procflow.storage.sqlite import SQLiteStorage
 
     return SQLiteStorage(location)
+
+
+def _postgres_schema(url: str) -> tuple[str, str]:
+    """The URL without procflow's own ``schema=`` parameter, and that schema."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    named = [value for key, value in query if key == "schema"]
+    if len(named) > 1 or (named and not named[0]):
+        raise ValueError(f"a PostgreSQL URL takes one non-empty schema= parameter, got "
+                         f"{named!r}")
+    rest = urlencode([(key, value) for key, value in query if key != "schema"])
+    return urlunsplit(parts._replace(query=rest)), named[0] if named else "public"
 
 
 def located_storage() -> Storage | None:

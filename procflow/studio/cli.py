@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_common(parser: argparse.ArgumentParser, db: object, no_color: object) -> None:
     parser.add_argument("--db", metavar="PATH|URL", default=db,
-                        help="where runs are stored: a SQLite file or a redis:// URL "
+                        help="where runs are stored: a SQLite file, a redis:// or a "
+                        "postgresql:// URL (?schema=NAME: its tables' schema) "
                         "(default: see 'where runs are stored' below)")
     parser.add_argument("--no-color", action="store_true", default=no_color,
                         help="no colours or styles (also: NO_COLOR=1)")
@@ -154,7 +155,7 @@ def _add_common(parser: argparse.ArgumentParser, db: object, no_color: object) -
 
 _STORAGE_HELP = f"""where runs are stored (every command, and Python code):
   1. --db PATH|URL (for 'run': else the workflow's own storage=)
-  2. PROCFLOW_DB: a SQLite file path or a redis:// URL
+  2. PROCFLOW_DB: a SQLite file path, a redis:// or a postgresql:// URL
   3. the project's {DEFAULT_DB}, found in this directory or a parent (like git)
   4. 'run' creates {DEFAULT_DB} here; read-only commands never create a database
      (Python code falls back to an in-memory store)"""

@@ -1,7 +1,8 @@
 """Where a ``procflow`` command finds its runs, and run ids given as unique prefixes.
 
 Resolution (documented in the README): ``--db`` → the target workflow's own
-``storage=`` (``run`` only) → ``PROCFLOW_DB`` (a path or a ``redis://`` URL) → the
+``storage=`` (``run`` only) → ``PROCFLOW_DB`` (a path, a ``redis://`` or a
+``postgresql://`` URL) → the
 project's ``.procflow/procflow.db`` found walking up from the working directory → for
 ``run``, a new ``.procflow/procflow.db`` in the working directory. Read-only commands
 never create a database: with none found they say so.
@@ -57,7 +58,7 @@ def find_store(db: str | None, *, create: bool, own: Storage | None = None) -> S
     """The store a command uses.
 
     Args:
-        db: ``--db`` (a path or a ``redis://`` URL), if given.
+        db: ``--db`` (a path, a ``redis://`` or a ``postgresql://`` URL), if given.
         create: Whether the command writes (``run``): with nothing found it creates
             ``.procflow/procflow.db`` in the working directory.
         own: The target workflow's own storage, if any.

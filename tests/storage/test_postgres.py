@@ -182,3 +182,52 @@ async def test_writers_in_two_processes_all_land(postgres_dsn: str,
 
     assert len(runs) == 101
     assert shared is not None and len(shared[1]) == 100
+
+
+def _url(dsn: str, schema: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    info = conninfo_to_dict(dsn)
+    user = f"{info['user']}@" if info.get("user") else ""
+    port = f":{info['port']}" if info.get("port") else ""
+    return (f"postgresql://{user}{info.get('host', '127.0.0.1')}{port}/{info['dbname']}"
+            f"?schema={schema}")
+
+
+async def test_the_command_line_reads_and_prunes_a_postgres_store(
+        storage: PostgresStorage, postgres_dsn: str, postgres_schema: str) -> None:
+    from procflow import create_step, create_workflow
+
+    wf = create_workflow(id="pg-wf").then(create_step(id="s", execute=lambda ctx: 42)).commit()
+    done = await wf.create_run("pg-1", storage=storage).start()
+    assert done.status == "success"
+    url = _url(postgres_dsn, postgres_schema)
+
+    async def procflow(*args: str) -> tuple[int, str, str]:
+        result = await anyio.run_process([sys.executable, "-m", "procflow", "--db", url, *args],
+                                         check=False)
+        return result.returncode, result.stdout.decode(), result.stderr.decode()
+
+    code, out, _ = await procflow("runs")
+    assert code == 0 and out.startswith("pg-1\tpg-wf\tsuccess\t")
+    code, out, _ = await procflow("trace", "pg-1")
+    assert code == 0 and "run: pg-wf" in out
+    code, out, err = await procflow("prune", "--older-than", "0")
+    assert code == 0 and out.startswith("pg-1\tpg-wf\tsuccess")
+    assert f"?schema={postgres_schema} (success 1)" in err
+    assert await storage.load_snapshot("pg-wf", "pg-1") is None
+    code, _, err = await procflow("runs", "--db", url.replace(f"schema={postgres_schema}",
+                                                              "schema="))
+    assert code == 2 and "one non-empty schema= parameter" in err
+
+
+def test_storage_for_takes_the_schema_off_the_url() -> None:
+    from procflow.runtime.defaults import storage_for
+
+    made = storage_for("postgresql://app@db:5433/app?sslmode=disable&schema=tenant_a")
+    assert isinstance(made, PostgresStorage)
+    assert made.pool.schema == "tenant_a"
+    assert made.pool.dsn == "postgresql://app@db:5433/app?sslmode=disable"
+    assert isinstance(storage_for("postgres://app@db/app"), PostgresStorage)
+    with pytest.raises(ValueError, match="one non-empty schema="):
+        storage_for("postgresql://db/app?schema=a&schema=b")
