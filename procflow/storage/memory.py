@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import final
 
 from procflow._backends import lease_ttl
@@ -152,18 +152,23 @@ class InMemoryStorage:
             if s.status in statuses and s.updated_at < before
             and (workflow_id is None or s.workflow_id == workflow_id)])
 
-    async def delete_finished(self, run: PrunedRun) -> bool:
-        """Delete ``run`` if it is still as listed and holds no live lease."""
-        key = (run.workflow_id, run.run_id)
-        stored = self._runs.get(key)
-        if stored is None or stored.status != run.status \
-                or stored.updated_at != run.updated_at:
-            return False
-        lease = self._leases.get(key)
-        if lease is not None and lease.expires_at > time.time():
-            return False
-        await self.delete_run(run.workflow_id, run.run_id)
-        return True
+    async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``runs`` that is still as listed and holds no live lease;
+        return those deleted."""
+        now = time.time()
+        deleted: list[PrunedRun] = []
+        for run in runs:
+            key = (run.workflow_id, run.run_id)
+            stored = self._runs.get(key)
+            if stored is None or stored.status != run.status \
+                    or stored.updated_at != run.updated_at:
+                continue
+            lease = self._leases.get(key)
+            if lease is not None and lease.expires_at > now:
+                continue
+            await self.delete_run(run.workflow_id, run.run_id)
+            deleted.append(run)
+        return deleted
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

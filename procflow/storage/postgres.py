@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, final
 
 from procflow._backends import AsyncResource
@@ -41,6 +41,18 @@ from procflow.storage.retention import PrunedRun
 __all__ = ["PostgresStorage"]
 
 _TRACE_HEADER: Final = ("run_id", "workflow_id", "status", "started_at", "ended_at")
+
+# The finished runs of a batch that are as listed (status, last write) and hold no live
+# lease; deleted, their keys returned.
+_DELETE_FINISHED: Final = """
+    DELETE FROM procflow_runs AS r
+    USING unnest(%s::text[], %s::text[], %s::text[], %s::float8[])
+        AS c(workflow_id, run_id, status, updated_at)
+    WHERE r.workflow_id = c.workflow_id AND r.run_id = c.run_id AND r.status = c.status
+      AND r.updated_at = c.updated_at
+      AND NOT EXISTS (SELECT 1 FROM procflow_leases AS l WHERE l.workflow_id = r.workflow_id
+                      AND l.run_id = r.run_id AND l.expires_at > %s)
+    RETURNING r.workflow_id, r.run_id"""
 
 _UPSERT_RUN: Final = """
     INSERT INTO procflow_runs (workflow_id, run_id, status, created_at, updated_at, snapshot)
@@ -183,24 +195,25 @@ class PostgresStorage(AsyncResource):
             rows = await cursor.fetchall()
         return [PrunedRun(wf, run, status, float(updated)) for wf, run, status, updated in rows]
 
-    async def delete_finished(self, run: PrunedRun) -> bool:
-        """Delete ``run`` (header, step results, lease, trace) in one transaction if it
-        is still as listed and holds no live lease."""
-        key = (run.workflow_id, run.run_id)
-        async with self.pool.connection(f"deleting run {run.run_id!r} of workflow "
-                                        f"{run.workflow_id!r}") as conn, conn.transaction():
-            cursor = await conn.execute(
-                "DELETE FROM procflow_runs AS r WHERE workflow_id = %s AND run_id = %s "
-                "AND status = %s AND updated_at = %s AND NOT EXISTS (SELECT 1 FROM "
-                "procflow_leases AS l WHERE l.workflow_id = r.workflow_id AND "
-                "l.run_id = r.run_id AND l.expires_at > %s)",
-                (*key, run.status, run.updated_at, time.time()))
-            if not cursor.rowcount:
-                return False
-            for table in ("procflow_steps", "procflow_leases", "procflow_traces"):
-                await conn.execute(f"DELETE FROM {table} WHERE workflow_id = %s AND "
-                                   "run_id = %s", key)
-            return True
+    async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete, in one transaction, each of ``runs`` (header, step results, lease,
+        trace) that is still as listed and holds no live lease; return those deleted."""
+        if not runs:
+            return []
+        columns = ([r.workflow_id for r in runs], [r.run_id for r in runs],
+                   [r.status for r in runs], [r.updated_at for r in runs])
+        async with self.pool.connection(f"deleting {len(runs)} finished runs") as conn, \
+                conn.transaction():
+            cursor = await conn.execute(_DELETE_FINISHED, (*columns, time.time()))
+            gone = {(wf, run) for wf, run in await cursor.fetchall()}
+            if gone:
+                keys = ([wf for wf, _ in gone], [run for _, run in gone])
+                for table in ("procflow_steps", "procflow_leases", "procflow_traces"):
+                    await conn.execute(
+                        f"DELETE FROM {table} AS t USING unnest(%s::text[], %s::text[]) "
+                        "AS g(workflow_id, run_id) WHERE t.workflow_id = g.workflow_id AND "
+                        "t.run_id = g.run_id", keys)
+        return [r for r in runs if (r.workflow_id, r.run_id) in gone]
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

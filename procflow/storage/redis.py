@@ -379,13 +379,17 @@ class RedisStorage(AsyncResource):
                 return oldest_first(found)
             start += len(members)
 
-    async def delete_finished(self, run: PrunedRun) -> bool:
-        """Delete ``run`` as ``delete_run`` does, atomically, if it is still as listed and
-        holds no live lease (WATCH on its header, lease and trace header).
+    async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``runs`` as ``delete_run`` does, atomically, if it is still as
+        listed and holds no live lease (WATCH on its header, lease and trace header);
+        return those deleted.
 
         Raises:
-            StorageError: The server could not be reached, or the run kept changing.
+            StorageError: The server could not be reached, or a run kept changing.
         """
+        return [run for run in runs if await self._delete_finished(run)]
+
+    async def _delete_finished(self, run: PrunedRun) -> bool:
         workflow_id, run_id = run.workflow_id, run.run_id
         run_key = self._run_key(workflow_id, run_id)
         lease_key = self._lease_key(workflow_id, run_id)

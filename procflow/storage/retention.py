@@ -9,9 +9,10 @@ A built-in backend answers with two methods of its own, the retention protocol:
 - ``list_finished(before=, workflow_id=, statuses=)``: the finished runs last updated
   before ``before``, oldest first, as ``PrunedRun`` rows (no header is decoded where
   the backend keeps status and time apart);
-- ``delete_finished(run)``: delete that run — header, step results, lease and trace —
-  only if it is still finished, unchanged since it was listed (same ``updated_at``)
-  and holds no live lease, in one transaction; ``True`` if it was deleted.
+- ``delete_finished(runs)``: delete those runs — header, step results, lease and
+  trace — each only if it is still finished, unchanged since it was listed (same
+  ``updated_at``) and holds no live lease; the ones deleted are returned. SQLite and
+  PostgreSQL delete a batch in one transaction.
 
 So a run resumed, restarted or replayed while the store is being pruned is never
 deleted under it. Any other ``Storage`` is pruned through ``list_runs`` and
@@ -30,7 +31,11 @@ from typing import Protocol, runtime_checkable
 from procflow.records import TERMINAL_STATUSES
 from procflow.storage.base import Storage
 
-__all__ = ["PrunedRun", "RetentionStorage", "finished_statuses", "oldest_first", "prune_runs"]
+__all__ = ["BATCH", "PrunedRun", "RetentionStorage", "finished_statuses", "oldest_first",
+           "prune_runs"]
+
+BATCH = 500
+"""Runs ``prune_runs`` hands to one ``delete_finished`` call (one transaction on SQL)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +65,9 @@ class RetentionStorage(Protocol):
         oldest first."""
         ...
 
-    async def delete_finished(self, run: PrunedRun) -> bool:
-        """Delete ``run`` if it is still as listed and holds no live lease."""
+    async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``runs`` that is still as listed and holds no live lease;
+        return those deleted."""
         ...
 
 
@@ -127,7 +133,10 @@ async def prune_runs(storage: Storage, *, older_than: timedelta | float,
                                             statuses=statuses)
         if dry_run:
             return found
-        return [run for run in found if await storage.delete_finished(run)]
+        deleted: list[PrunedRun] = []
+        for start in range(0, len(found), BATCH):
+            deleted += await storage.delete_finished(found[start:start + BATCH])
+        return deleted
     listed = [run for run in await storage.list_runs(workflow_id=workflow_id)
               if run.status in statuses and run.updated_at < cutoff]
     found = oldest_first([PrunedRun(run.workflow_id, run.run_id, run.status, run.updated_at)

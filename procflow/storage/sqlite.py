@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, final
 
@@ -87,6 +87,12 @@ _SCHEMA: Final = (
         PRIMARY KEY (workflow_id, run_id)
     )""",
 )
+
+# A finished run, only if it is as listed (status, last write) and holds no live lease.
+_DELETE_FINISHED: Final = """
+    DELETE FROM runs WHERE workflow_id = ? AND run_id = ? AND status = ? AND updated_at = ?
+    AND NOT EXISTS (SELECT 1 FROM leases WHERE leases.workflow_id = runs.workflow_id
+                    AND leases.run_id = runs.run_id AND expires_at > ?)"""
 
 _UPSERT_RUN: Final = """
     INSERT INTO runs (workflow_id, run_id, status, created_at, updated_at, snapshot)
@@ -265,32 +271,29 @@ class SQLiteStorage(AsyncResource):
         return [PrunedRun(_text_id(wf), _text_id(run), str(status), _time(updated))
                 for wf, run, status, updated in rows]
 
-    async def delete_finished(self, run: PrunedRun) -> bool:
-        """Delete ``run`` (header, step results, lease, trace) in one transaction if it
-        is still as listed and holds no live lease.
+    async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete, in one transaction, each of ``runs`` (header, step results, lease,
+        trace) that is still as listed and holds no live lease; return those deleted.
 
         Raises:
             StorageError: The database could not be written.
         """
-        key = (run.workflow_id, run.run_id)
-
-        def delete(connection: sqlite3.Connection) -> bool:
+        def delete(connection: sqlite3.Connection) -> list[PrunedRun]:
+            now = time.time()
+            deleted: list[PrunedRun] = []
             with transaction(connection):
-                gone = connection.execute(
-                    "DELETE FROM runs WHERE workflow_id = ? AND run_id = ? AND status = ? "
-                    "AND updated_at = ? AND NOT EXISTS (SELECT 1 FROM leases WHERE "
-                    "leases.workflow_id = runs.workflow_id AND leases.run_id = runs.run_id "
-                    "AND expires_at > ?)",
-                    (*key, run.status, run.updated_at, time.time())).rowcount
-                if not gone:
-                    return False
-                for table in ("steps", "leases", "traces"):
-                    connection.execute(f"DELETE FROM {table} WHERE workflow_id = ? AND "
-                                       "run_id = ?", key)
-                return True
+                for run in runs:
+                    key = (run.workflow_id, run.run_id)
+                    if not connection.execute(_DELETE_FINISHED,
+                                              (*key, run.status, run.updated_at, now)).rowcount:
+                        continue
+                    for table in ("steps", "leases", "traces"):
+                        connection.execute(f"DELETE FROM {table} WHERE workflow_id = ? AND "
+                                           "run_id = ?", key)
+                    deleted.append(run)
+            return deleted
 
-        return await self._file.run(f"deleting run {run.run_id!r} of workflow "
-                                    f"{run.workflow_id!r}", delete)
+        return await self._file.run(f"deleting {len(runs)} finished runs", delete)
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

@@ -625,12 +625,12 @@ async def test_prune_leaves_a_run_that_changed_or_holds_a_lease(storage: Storage
     await storage.save_snapshot(header("moved", status="failed", updated_at=150.0), {})
     await storage.acquire_lease("wf", "leased", owner="worker", ttl=30)
 
-    assert await storage.delete_finished(moved) is False
-    assert await storage.delete_finished(leased) is False
+    assert await storage.delete_finished([moved, leased]) == []
     assert {r.run_id for r in await storage.list_runs()} == {"moved", "leased"}
     await storage.release_lease("wf", "leased", owner="worker")
-    assert await storage.delete_finished(leased) is True
-    assert await storage.delete_finished(leased) is False  # gone already
+    assert await storage.delete_finished([moved, leased]) == [leased]
+    assert await storage.delete_finished([leased]) == []  # gone already
+    assert await storage.delete_finished([]) == []
 
 
 class _Plain:
