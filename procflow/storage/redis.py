@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, final
@@ -336,20 +336,7 @@ class RedisStorage(AsyncResource):
         Raises:
             StorageError: The server could not be reached, or the trace kept changing.
         """
-        head_key = self._trace_head_key(run_id)
-        with self._redis.translate(f"deleting run {run_id!r} of workflow {workflow_id!r}"):
-            async with self._client.pipeline(transaction=True) as pipe:
-                for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
-                    await pipe.watch(head_key)
-                    owner = _head_workflow(await pipe.get(head_key))
-                    pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
-                    self._queue_delete(pipe, workflow_id, run_id, trace=owner == workflow_id)
-                    try:
-                        await pipe.execute()
-                    except WatchError:
-                        continue
-                    return
-        raise self._kept_changing(workflow_id, run_id)
+        await self._delete(workflow_id, run_id)
 
     async def list_finished(self, *, before: float, workflow_id: str | None,
                             statuses: frozenset[str]) -> list[PrunedRun]:
@@ -393,16 +380,29 @@ class RedisStorage(AsyncResource):
         workflow_id, run_id = run.workflow_id, run.run_id
         run_key = self._run_key(workflow_id, run_id)
         lease_key = self._lease_key(workflow_id, run_id)
+
+        async def changed(pipe: Any) -> bool:
+            header = await pipe.get(run_key)
+            if header is None or await pipe.exists(lease_key):
+                return True
+            stored = listed_snapshot(header, workflow_id=workflow_id, run_id=run_id)
+            return stored.status != run.status or stored.updated_at != run.updated_at
+
+        return await self._delete(workflow_id, run_id, keep=changed,
+                                  watch=(run_key, lease_key))
+
+    async def _delete(self, workflow_id: str, run_id: str,
+                      keep: Callable[[Any], Awaitable[bool]] | None = None,
+                      watch: Sequence[str] = ()) -> bool:
+        """Delete the run (its trace too, when it is this workflow's) in one MULTI,
+        watching its trace header and ``watch``; ``False`` without deleting when ``keep``
+        (reading through the watching pipeline) says the run must stay."""
         head_key = self._trace_head_key(run_id)
         with self._redis.translate(f"deleting run {run_id!r} of workflow {workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
                 for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
-                    await pipe.watch(run_key, lease_key, head_key)
-                    header = await pipe.get(run_key)
-                    if header is None or await pipe.exists(lease_key):
-                        return False
-                    stored = listed_snapshot(header, workflow_id=workflow_id, run_id=run_id)
-                    if stored.status != run.status or stored.updated_at != run.updated_at:
+                    await pipe.watch(*watch, head_key)
+                    if keep is not None and await keep(pipe):
                         return False
                     owner = _head_workflow(await pipe.get(head_key))
                     pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
@@ -412,7 +412,9 @@ class RedisStorage(AsyncResource):
                     except WatchError:
                         continue
                     return True
-        raise self._kept_changing(workflow_id, run_id)
+        raise StorageError(f"Redis storage at {self._redis.display}: deleting run {run_id!r} "
+                           f"of workflow {workflow_id!r} failed: it kept changing "
+                           f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
 
     def _queue_delete(self, pipe: Any, workflow_id: str, run_id: str, *, trace: bool) -> None:
         """Queue in ``pipe`` what deleting a run deletes (its trace too when ``trace``)."""
@@ -425,11 +427,6 @@ class RedisStorage(AsyncResource):
             pipe.delete(self._trace_key(run_id), self._trace_head_key(run_id))
             pipe.zrem(self._trace_index_key(None), run_id)
             pipe.zrem(self._trace_index_key(workflow_id), run_id)
-
-    def _kept_changing(self, workflow_id: str, run_id: str) -> StorageError:
-        return StorageError(f"Redis storage at {self._redis.display}: deleting run {run_id!r} "
-                            f"of workflow {workflow_id!r} failed: it kept changing "
-                            f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
