@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from procflow.agent.agent import Agent, ProcessorArray
+from procflow.agent.agent import Agent, AgentStepResume, ProcessorArray
 from procflow.agent.loop import AgentLoop
 from procflow.agent.options import GenerateOptions, MemoryOption, ResumeOptions, ToolChoice
 from procflow.agent.output import (
@@ -21,6 +21,7 @@ __all__ = [
     "AgentLoop",
     "AgentResponse",
     "AgentState",
+    "AgentStepResume",
     "FullOutput",
     "GenerateOptions",
     "MemoryOption",

@@ -7,7 +7,7 @@ from typing import Any, Generic, Unpack, overload
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import TypeVar
 
 from procflow.agent.loop import AgentLoop, build_loop, live_deps
@@ -38,6 +38,7 @@ from procflow.errors import (
     ProcessorError,
     RunStateError,
     StepExecutionError,
+    TripWire,
     WorkflowDefinitionError,
 )
 from procflow.messages import (
@@ -67,7 +68,19 @@ from procflow.workflows.workflow import Workflow
 LoopFn = Callable[[AgentLoop], AgentLoop]
 _T = TypeVar("_T")
 
-__all__ = ["Agent", "ProcessorArray"]
+__all__ = ["Agent", "AgentStepResume", "ProcessorArray"]
+
+
+class AgentStepResume(BaseModel):
+    """What resumes an agent used as a workflow step (``Agent.as_step``) that suspended:
+    the waiting tool calls to run (``approve``) or refuse (``deny``), and ``data`` for a
+    tool that suspended itself (its ``ctx.resume_data``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approve: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+    data: Any = None
 
 DEFAULT_ERROR_RETRY_BUDGET = 3
 
@@ -258,22 +271,52 @@ class Agent(Generic[OutputT]):
 
     def as_step(self) -> Step:
         """The agent as a workflow step: input a str (or ``{"prompt": ...}``), output
-        ``{"text": ...}``."""
+        ``{"text": ...}``; its chunks go to the outer run's stream as "agent-chunk"
+        events.
+
+        A guardrail that stops the call stops the workflow run too (status "tripwire",
+        the processor's reason; ``metadata["agent_run_id"]`` names the agent's run). A
+        call that suspends (a tool needing approval, or one that suspended itself)
+        suspends the step with ``{"agent_id", "run_id", "calls": [{"tool_call_id",
+        "tool_name", "args", "payload"}]}``; resume the step with ``{"approve": [ids],
+        "deny": [ids], "data": ...}`` (``AgentStepResume``) to go on with the call. Ids it
+        does not wait on suspend the step again, the payload's ``"error"`` saying why.
+        """
         agent_id = self.id
 
         async def execute(ctx: Any) -> dict[str, str]:
-            data = ctx.input_data
-            prompt = data.get("prompt") if isinstance(data, Mapping) else data
-
             async def forward(chunk: Chunk) -> None:  # the outer run's stream sees them
                 await ctx.emit("agent-chunk", {"agent_id": agent_id, "chunk": chunk})
 
-            out = await self._call(prompt, {"request_context": ctx.request_context}, forward)
+            options = {"request_context": ctx.request_context}
+            waiting = ctx.suspend_payload if ctx.resume_data is not None else None
+            if isinstance(waiting, Mapping) and waiting.get("agent_id") == agent_id:
+                decision: AgentStepResume = ctx.resume_data
+                run_id = str(waiting.get("run_id"))
+                known = {str(c.get("tool_call_id")) for c in waiting.get("calls") or ()}
+                unknown = sorted({*decision.approve, *decision.deny} - known)
+                if unknown:
+                    await ctx.suspend({**waiting, "error": f"not waiting on tool call(s) "
+                                       f"{unknown}; it waits on {sorted(known)}"})
+                out = await self._resume(run_id, decision.approve, decision.deny,
+                                         decision.data, options, forward)
+            else:
+                data = ctx.input_data
+                prompt = data.get("prompt") if isinstance(data, Mapping) else data
+                out = await self._call(prompt, options, forward)
             if out.usage.total_tokens:
                 ctx.add_usage(out.usage)
+            if out.tripwire is not None:
+                raise TripWire(out.tripwire.reason, processor_id=out.tripwire.processor_id,
+                               metadata={**out.tripwire.metadata, "agent_id": agent_id,
+                                         "agent_run_id": out.run_id})
+            if out.finish_reason == "suspended":
+                await ctx.suspend({"agent_id": agent_id, "run_id": out.run_id, "calls": [
+                    {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
+                     "args": c.args, "payload": c.payload} for c in out.suspended]})
             return {"text": out.text}
 
-        step = Step(id=f"agent:{self.id}", execute=execute,
+        step = Step(id=f"agent:{self.id}", execute=execute, resume_schema=AgentStepResume,
                     description=self.description or f"Agent {self.name}")
         step.kind = "agent"
         return step

@@ -121,6 +121,13 @@ class StepContext(Generic[InputT]):
             return None
         return record.output
 
+    @property
+    def suspend_payload(self) -> Any:
+        """When the step is being resumed: what it passed to ``ctx.suspend()`` before
+        (say, the id of the call it is waiting on); else ``None``."""
+        record = self._ex.records.get(self.step_id)
+        return None if record is None else record.suspend_payload
+
     async def suspend(self, payload: Any = None) -> NoReturn:
         """End this step as suspended; the run returns "suspended" until resumed.
 

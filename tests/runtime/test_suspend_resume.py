@@ -176,3 +176,19 @@ async def test_durability_exit_persists_on_suspend_only() -> None:
     loaded = await storage.load_snapshot("w", run.run_id)
     assert loaded is not None and loaded[0].status == "suspended"
     assert set(loaded[1]) == {"a", "g"}
+
+
+async def test_a_resumed_step_reads_the_payload_it_suspended_with(tmp_path: Path) -> None:
+    async def ask(ctx: StepContext) -> Any:
+        if ctx.resume_data is None:
+            assert ctx.suspend_payload is None
+            await ctx.suspend({"ticket": 17})
+        return {"ticket": ctx.suspend_payload["ticket"], "answer": ctx.resume_data}
+
+    async with SQLiteStorage(tmp_path / "runs.db") as storage:
+        wf = create_workflow(id="ask", storage=storage).then(
+            create_step(id="ask", execute=ask)).commit()
+        first = await wf.create_run("t").start()
+        assert first.status == "suspended"
+        done = await (await wf.get_run("t")).resume(resume_data="yes")
+    assert done.result == {"ticket": 17, "answer": "yes"}
