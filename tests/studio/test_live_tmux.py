@@ -36,9 +36,30 @@ slow_flow = (create_workflow(id="slow")
 '''
 
 
+_SOCKETS: dict[str, Path] = {}
+
+
+def tmux(session: str) -> list[str]:
+    """``tmux`` on a server of the session's own, its socket in the test's directory: a
+    session on the shared default server could start just as the previous test's last
+    session took that server down ("server exited unexpectedly")."""
+    return ["tmux", "-S", str(_SOCKETS[session])]
+
+
+def new_session(session: str, cwd: Path, columns: int, rows: int, command: str) -> None:
+    _SOCKETS[session] = cwd / ".tmux-socket"
+    subprocess.run([*tmux(session), "new-session", "-d", "-s", session, "-x", str(columns),
+                    "-y", str(rows), "-c", str(cwd), command], check=True)
+
+
+def end_session(session: str) -> None:
+    subprocess.run([*tmux(session), "kill-server"], check=False, capture_output=True)
+    _SOCKETS.pop(session).unlink(missing_ok=True)
+
+
 def capture(session: str) -> str:
-    result = subprocess.run(["tmux", "capture-pane", "-p", "-J", "-S", "-", "-t", session],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run([*tmux(session), "capture-pane", "-p", "-J", "-S", "-", "-t",
+                             session], capture_output=True, text=True, check=False)
     return result.stdout
 
 
@@ -49,8 +70,7 @@ def test_live_view_in_a_terminal(tmp_path: Path) -> None:
     command = " ".join(shlex.quote(w) for w in [
         sys.executable, "-m", "procflow", "--db", str(tmp_path / "runs.db"), "run",
         "slow.py:slow_flow", "--input", "1"]) + "; sleep 5"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-                    "-c", str(tmp_path), command], check=True)
+    new_session(session, tmp_path, 120, 40, command)
     try:
         deadline = time.monotonic() + 30
         pane = capture(session)
@@ -68,8 +88,7 @@ def test_live_view_in_a_terminal(tmp_path: Path) -> None:
         assert "output: 14" in pane
         assert (tmp_path / "runs.db").is_file()
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], check=False,
-                       capture_output=True)
+        end_session(session)
 
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "studio_demo.py"
@@ -83,12 +102,11 @@ class Pane:
         self.session = f"procflow-{os.getpid()}-{time.monotonic_ns()}"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         full = f"unset COLUMNS LINES; export TERM=xterm-256color {exports}; {command}; sleep 30"
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.session, "-x", str(columns),
-                        "-y", str(rows), "-c", str(cwd), full], check=True)
+        new_session(self.session, cwd, columns, rows, full)
 
     def screen(self) -> str:
         """What the pane shows now (no scrollback)."""
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.session],
+        return subprocess.run([*tmux(self.session), "capture-pane", "-p", "-t", self.session],
                               capture_output=True, text=True, check=False).stdout
 
     def everything(self) -> str:
@@ -104,11 +122,11 @@ class Pane:
         raise AssertionError(f"{text!r} never appeared:\n{self.everything()}")
 
     def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.session, *keys], check=True)
+        subprocess.run([*tmux(self.session), "send-keys", "-t", self.session, *keys],
+                       check=True)
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.session], check=False,
-                       capture_output=True)
+        end_session(self.session)
 
 
 def procflow_command(*args: str) -> str:
