@@ -14,7 +14,7 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -297,6 +297,14 @@ def _command(args: argparse.Namespace, store: Store, *words: str) -> str:
 
 def _resume_line(args: argparse.Namespace, store: Store, step: str,
                  result: WorkflowResult) -> str:
+    """The command resuming ``step``: with the data that approves every call an agent
+    step waits on (``deny`` in its place refuses them), else ``--data JSON``."""
+    record = result.steps.get(step)
+    payload = record.suspend_payload if record is not None else None
+    if isinstance(payload, Mapping) and "agent_id" in payload and payload.get("calls"):
+        ids = [str(c.get("tool_call_id")) for c in payload["calls"] if isinstance(c, Mapping)]
+        return _command(args, store, "run", args.target, "--resume", step, "--run",
+                        result.run_id, "--data", json.dumps({"approve": ids}))
     return _command(args, store, "run", args.target, "--resume", step, "--run",
                     result.run_id, "--data") + " JSON"
 

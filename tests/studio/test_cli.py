@@ -384,3 +384,45 @@ def test_an_agent_run_takes_the_run_id_given(project: Path) -> None:
     assert again.returncode == 2
     assert_one_error_line(again, "run 'ask-1' already exists in")
     assert "ask-1\tagent:helper\tsuccess" in ok(procflow(project, "runs"))
+
+
+AGENT_IN_FLOW = '''
+from procflow import Agent, Finish, TextDelta, ToolCallChunk, Usage, create_workflow, tool
+
+
+@tool(requires_approval=True)
+async def refund(order_id: str) -> str:
+    """Refund an order."""
+    return "refunded " + order_id
+
+
+class Clerk:
+    """Calls the tool, then answers from its result (the same in every process)."""
+
+    provider = "local"
+    model_id = "clerk"
+
+    async def stream(self, request):
+        last = request.prompt[-1]
+        if last.get("role") == "tool":
+            yield TextDelta("answered after the tool")
+            yield Finish("stop", Usage(1, 1, 2))
+        else:
+            yield ToolCallChunk("c7", "refund", {"order_id": "A-1"})
+            yield Finish("tool-calls", Usage(1, 0, 1))
+
+
+support = Agent(id="support", model=Clerk(), tools=[refund])
+orders = create_workflow(id="orders").then(support).commit()
+'''
+
+
+def test_a_workflow_waiting_on_an_agent_approval_prints_the_command_that_approves(
+        tmp_path: Path) -> None:
+    (tmp_path / "flow.py").write_text(AGENT_IN_FLOW)
+    out = ok(procflow(tmp_path, "run", "flow.py:orders", "--input", "refund A-1"))
+    assert "suspended: waiting at agent:support" in out
+    line = next(x.strip() for x in out.splitlines() if "--resume agent:support" in x)
+    assert line.endswith("""--data '{"approve": ["c7"]}'""")
+    done = ok(procflow(tmp_path, *shlex.split(line)[1:]))  # pasted, in another process
+    assert "answered after the tool" in done and "success" in done
