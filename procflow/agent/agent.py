@@ -271,7 +271,8 @@ class Agent(Generic[OutputT]):
 
     def as_step(self) -> Step:
         """The agent as a workflow step: input a str (or ``{"prompt": ...}``), output
-        ``{"text": ...}``; its chunks go to the outer run's stream as "agent-chunk"
+        ``{"text": ...}`` (and ``"output"``, the validated value, for an agent with an
+        ``output_type``); its chunks go to the outer run's stream as "agent-chunk"
         events.
 
         A guardrail that stops the call stops the workflow run too (status "tripwire",
@@ -284,11 +285,11 @@ class Agent(Generic[OutputT]):
         """
         agent_id = self.id
 
-        async def execute(ctx: Any) -> dict[str, str]:
+        async def execute(ctx: Any) -> dict[str, Any]:
             async def forward(chunk: Chunk) -> None:  # the outer run's stream sees them
                 await ctx.emit("agent-chunk", {"agent_id": agent_id, "chunk": chunk})
 
-            options = {"request_context": ctx.request_context}
+            options = self._with_output({"request_context": ctx.request_context}, None)
             waiting = ctx.suspend_payload if ctx.resume_data is not None else None
             if isinstance(waiting, Mapping) and waiting.get("agent_id") == agent_id:
                 decision: AgentStepResume = ctx.resume_data
@@ -314,6 +315,8 @@ class Agent(Generic[OutputT]):
                 await ctx.suspend({"agent_id": agent_id, "run_id": out.run_id, "calls": [
                     {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
                      "args": c.args, "payload": c.payload} for c in out.suspended]})
+            if self._output_spec is not None:
+                return {"text": out.text, "output": out.output}
             return {"text": out.text}
 
         step = Step(id=f"agent:{self.id}", execute=execute, resume_schema=AgentStepResume,

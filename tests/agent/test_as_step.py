@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from procflow import StepValidationError, create_step, create_workflow, tool
 from procflow.agent import Agent
@@ -99,4 +100,26 @@ async def test_a_denied_call_goes_back_to_the_model(tmp_path: Path) -> None:
     assert done.status == "success" and done.result == {"text": "I could not refund it."}
     denied = [m for m in model.requests[-1].prompt if m.get("role") == "tool"]
     assert "denied" in str(denied[-1]).lower()
+    await storage.aclose()
+
+
+class City(BaseModel):
+    name: str
+    country: str
+
+
+async def test_an_agent_step_with_an_output_type_validates_and_retries(tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "runs.db")
+    model = ScriptedModel(['{"name": "Paris"}', '{"name": "Paris", "country": "France"}'])
+    agent = Agent(id="geo", model=model, output_type=City, storage=storage)
+    outer = create_workflow(id="outer", storage=storage).then(agent).commit()
+
+    result = await outer.create_run("c1").start(input_data="Capital of France?")
+
+    assert result.status == "success" and len(model.requests) == 2  # the invalid one retried
+    assert result.result == {"text": '{"name": "Paris", "country": "France"}',
+                             "output": City(name="Paris", country="France")}
+    stored = (await outer.get_run("c1")).last_result
+    assert stored is not None and stored.result["output"] == City(name="Paris",
+                                                                  country="France")
     await storage.aclose()
