@@ -65,7 +65,7 @@ class _Executing(RunBase[OutputT]):
                 run_id=self.run_id)
         if initial_state is not None and not isinstance(initial_state, Mapping):
             raise TypeError(f"initial_state must be a mapping, got {type(initial_state).__name__}")
-        if self._named:  # a random id cannot collide: no lookup on the hot path
+        if self._id_unchecked:  # a random id is never looked up: not on the hot path
             await self._check_new_id("start")
         self._context = _as_context(request_context)
         self._state = dict(initial_state or {})
@@ -99,10 +99,11 @@ class _Executing(RunBase[OutputT]):
         Raises:
             RunStateError: A run of this workflow is stored under the id.
         """
-        if not self._named or self.internal:
+        if not self._id_unchecked or self.internal:
             return
         stored = await self.storage.load_snapshot(self.workflow.id, self.run_id)
         if stored is None:
+            self._id_unchecked = False  # an executor's check serves the start after it
             return
         raise RunStateError(
             f"cannot {what} run '{self.run_id}' of workflow '{self.workflow.id}': a run with "

@@ -44,8 +44,9 @@ class RunBase(Generic[OutputT]):
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
         self.workflow = workflow
         self.run_id = run_id or new_secret_id()
-        self._named = run_id is not None
-        """The caller chose the id: starting must not replace a run stored under it."""
+        self._id_unchecked = run_id is not None
+        """The caller chose the id and nothing has looked yet whether a run is stored
+        under it (starting must not replace one; a random id cannot collide)."""
         if ephemeral:
             if storage is not None:
                 raise ValueError(

@@ -155,16 +155,12 @@ class InMemoryStorage:
     async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
         """Delete each of ``runs`` that is still as listed and holds no live lease;
         return those deleted."""
-        now = time.time()
         deleted: list[PrunedRun] = []
         for run in runs:
-            key = (run.workflow_id, run.run_id)
-            stored = self._runs.get(key)
+            stored = self._runs.get((run.workflow_id, run.run_id))
             if stored is None or stored.status != run.status \
-                    or stored.updated_at != run.updated_at:
-                continue
-            lease = self._leases.get(key)
-            if lease is not None and lease.expires_at > now:
+                    or stored.updated_at != run.updated_at \
+                    or await self.get_lease(run.workflow_id, run.run_id) is not None:
                 continue
             await self.delete_run(run.workflow_id, run.run_id)
             deleted.append(run)

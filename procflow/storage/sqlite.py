@@ -236,14 +236,9 @@ class SQLiteStorage(AsyncResource):
 
         def delete(connection: sqlite3.Connection) -> None:
             with transaction(connection):
-                connection.execute("DELETE FROM steps WHERE workflow_id = ? AND run_id = ?",
-                                   key)
                 connection.execute("DELETE FROM runs WHERE workflow_id = ? AND run_id = ?",
                                    key)
-                connection.execute("DELETE FROM leases WHERE workflow_id = ? AND run_id = ?",
-                                   key)
-                connection.execute("DELETE FROM traces WHERE workflow_id = ? AND run_id = ?",
-                                   key)
+                _delete_rows_of(connection, key)
 
         await self._file.run(f"deleting run {run_id!r} of workflow {workflow_id!r}", delete)
 
@@ -287,9 +282,7 @@ class SQLiteStorage(AsyncResource):
                     if not connection.execute(_DELETE_FINISHED,
                                               (*key, run.status, run.updated_at, now)).rowcount:
                         continue
-                    for table in ("steps", "leases", "traces"):
-                        connection.execute(f"DELETE FROM {table} WHERE workflow_id = ? AND "
-                                           "run_id = ?", key)
+                    _delete_rows_of(connection, key)
                     deleted.append(run)
             return deleted
 
@@ -437,6 +430,12 @@ def _filters(workflow_id: str | None, status: str | None,
             params.append(value)
     params.append(-1 if limit is None else limit)
     return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+
+def _delete_rows_of(connection: sqlite3.Connection, key: tuple[str, str]) -> None:
+    """Delete what a run has besides its header row: step rows, lease, trace."""
+    for table in ("steps", "leases", "traces"):
+        connection.execute(f"DELETE FROM {table} WHERE workflow_id = ? AND run_id = ?", key)
 
 
 def _text_id(value: object) -> str:

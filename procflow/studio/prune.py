@@ -21,19 +21,15 @@ _AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 
-class AgeError(ValueError):
-    """``--older-than`` is not an age."""
-
-
 def parse_age(text: str) -> float:
     """Seconds in an age such as "30d", "12h", "90m", "45s", "2w" or "3600".
 
     Raises:
-        AgeError: ``text`` is not one.
+        ValueError: ``text`` is not one (the command's one-line usage error).
     """
     found = _AGE.fullmatch(text.strip().lower())
     if found is None:
-        raise AgeError(f"--older-than must be an age such as 30d, 12h, 90m, 45s or a number "
+        raise ValueError(f"--older-than must be an age such as 30d, 12h, 90m, 45s or a number "
                        f"of seconds, got {text!r}")
     return float(found.group(1)) * _UNITS[found.group(2)]
 
