@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import codecs
 import html
 import operator
 import re
@@ -582,9 +581,18 @@ def squash(view: View) -> View:
                 _LazyIndex(spans, True))
 
 
+# ROT13 turns ASCII letters only; in UTF-8 they are single bytes and every other
+# character is made of bytes >= 0x80, so the bytes can be turned in one C pass (the
+# "rot13" codec looks each character up in a dict)
+_ROT13_BYTES = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    b"NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm")
+
+
 def rot13(view: View) -> View:
     """The ROT13 reading of a view."""
-    return View("rot13", codecs.encode(view.text, "rot13"), view.starts, view.ends)
+    data = view.text.encode("utf-8", "surrogatepass").translate(_ROT13_BYTES)
+    return View("rot13", data.decode("utf-8", "surrogatepass"), view.starts, view.ends)
 
 
 def reverse(view: View) -> View:

@@ -161,7 +161,15 @@ def _embedding(original: str) -> bytes:
     return bytes(flags)
 
 
-def _weight(rule: Rule, view: View, m: re.Match[str], original: str, meta: bool,
+@lru_cache(maxsize=8)
+def _talks_about_attacks(original: str) -> bool:
+    """Whether ``original`` talks about attacks ("what does 'ignore previous
+    instructions' mean?"): a quoted match in it is a mention, not a use. Looked up only
+    for a quoted match, once per text."""
+    return _META.search(original.lower()) is not None
+
+
+def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
             ) -> tuple[float, tuple[int, int] | None]:
     """The weight a match earns in its context (0: none), and where it lies in
     ``original`` when that was looked up (a view's spans are made on first use: only
@@ -178,15 +186,15 @@ def _weight(rule: Rule, view: View, m: re.Match[str], original: str, meta: bool,
     if rule.near is not None and not rule.near.search(
             text[max(0, m.start() - 200):m.end() + 200]):
         return 0.0, None
-    span = view.span(m.start(), m.end()) if rule.embedded or meta else None
-    if rule.embedded and span is not None and not _embedded(original, span[0]):
+    span = view.span(m.start(), m.end())
+    if rule.embedded and not _embedded(original, span[0]):
         return 0.0, span
     weight = rule.weight
     if rule.howto and not squashed:
         left, _ = _sentence(text, m.start(), m.end())
         if _HOWTO.search(text, left, m.end()):
             weight *= 0.5
-    if meta and span is not None and _quoted(original, *span):
+    if _quoted(original, *span) and _talks_about_attacks(original):
         weight *= 0.5
     return min(weight, 0.99), span
 
@@ -237,7 +245,6 @@ def _rule_matches(view: View, candidates: list[int] | None,
 
 
 def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[Hit]:
-    meta: bool | None = None  # whether the text talks about attacks: looked up at a match
     deep: dict[str, list[int]] = {}
 
     def gated(base: View) -> frozenset[str]:
@@ -248,12 +255,10 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[
         for rule, m in _rule_matches(view, deep.get(view.name)):
             if rule.category not in categories:
                 continue
-            if meta is None:
-                meta = _META.search(text.lower()) is not None
-            weight, span = _weight(rule, view, m, text, meta)
-            if weight <= 0:
+            weight, span = _weight(rule, view, m, text)
+            if weight <= 0 or span is None:
                 continue
-            start, end = span if span is not None else view.span(m.start(), m.end())
+            start, end = span
             snippet = " ".join(m.group(0).split())
             yield Hit(rule, weight, prefix + view.name, start, end,
                       snippet if len(snippet) <= 60 else snippet[:57] + "...",
