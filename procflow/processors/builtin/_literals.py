@@ -147,6 +147,10 @@ def required(pattern: re.Pattern[str]) -> _Needs:
 
 
 _GATE_MEM = 16 << 20
+# a pattern's other sets holding a string shorter than this are not checked (the gate
+# answers a superset): "e" or "he" is in nearly every text, and looking for them cost
+# more than they ruled out
+_CONJUNCTION_MIN = 3
 
 
 class LiteralGate:
@@ -166,40 +170,42 @@ class LiteralGate:
         ValueError: RE2 could not compile the set.
     """
 
-    __slots__ = ("_match", "_readings", "_sentinel", "always")
+    __slots__ = ("_match", "_match_others", "_readings", "_sentinel", "_sentinel_others",
+                 "always")
 
     def __init__(self, patterns: Sequence[re.Pattern[str]], re2: Any, *,
                  transform: Callable[[str], str] = str,
                  also: Sequence[Callable[[str], str]] = ()) -> None:
-        ids: dict[bytes, int] = {}
+        triggers: dict[bytes, int] = {}
+        others: dict[bytes, int] = {}
         needed = [required(pattern) for pattern in patterns]
         self.always = tuple(index for index, needs in enumerate(needed) if not needs)
-        # per reading: the patterns each literal id may start (the most selective set of
-        # a pattern: it is looked at only when a string of it is there), and the other
-        # sets of each pattern, checked then
+        # per reading: the patterns each trigger literal (a string of the most selective
+        # set of a pattern) may start, and each pattern's other sets. The triggers and
+        # the other sets' strings are two RE2 sets: the other sets hold short, common
+        # strings ("e", "he") found in nearly every text, looked for only in a text
+        # where a trigger started a pattern (most texts have none)
         readings: list[tuple[dict[int, set[int]], list[tuple[frozenset[int], ...]]]] = []
         for read in (transform, *also):
             by_literal: dict[int, set[int]] = {}
             conjunctions: list[tuple[frozenset[int], ...]] = []
             for index, needs in enumerate(needed):
-                conjunction: list[frozenset[int]] = []
-                for n, strings in enumerate(sorted(needs, key=_selectivity, reverse=True)):
-                    need: set[int] = set()
-                    for string in strings:
-                        # the proxy of a literal: 0x80 stands for any non-ASCII character
-                        key = ids.setdefault(proxy(read(string)), len(ids))
-                        if n == 0:
-                            by_literal.setdefault(key, set()).add(index)
-                        need.add(key)
-                    conjunction.append(frozenset(need))
-                conjunctions.append(tuple(conjunction[1:]))
+                ordered = sorted(needs, key=_selectivity, reverse=True)
+                for string in ordered[0] if ordered else ():
+                    # the proxy of a literal: 0x80 stands for any non-ASCII character
+                    key = triggers.setdefault(proxy(read(string)), len(triggers))
+                    by_literal.setdefault(key, set()).add(index)
+                conjunctions.append(tuple(
+                    frozenset(others.setdefault(proxy(read(string)), len(others))
+                              for string in need)
+                    for need in ordered[1:] if min(map(len, need)) >= _CONJUNCTION_MIN))
             readings.append((by_literal, conjunctions))
-        self._readings = [(tuple(tuple(sorted(by_literal.get(k, ()))) for k in range(len(ids))),
-                           conjunctions) for by_literal, conjunctions in readings]
-        members = [(k, b"".join(b"\\x%02x" % c for c in literal))
-                   for k, literal in enumerate(ids)]
+        self._readings = [(tuple(tuple(sorted(by_literal.get(k, ())))
+                                 for k in range(len(triggers))), conjunctions)
+                          for by_literal, conjunctions in readings]
         try:
-            self._match, _, self._sentinel = _set(re2, _options(re2, _GATE_MEM), members)
+            self._match, _, self._sentinel = _literal_set(re2, triggers)
+            self._match_others, _, self._sentinel_others = _literal_set(re2, others)
         except re2.error as exc:
             raise ValueError(f"RE2 could not compile the literal gate: {exc}") from exc
 
@@ -212,13 +218,14 @@ class LiteralGate:
 
     def possible_each(self, data: bytes) -> list[list[int]] | None:
         """``possible`` for each reading (``transform``, then those of ``also``), from
-        one pass over ``data``."""
+        one pass over ``data`` (two when a trigger started a pattern with other sets)."""
         found = self._match(data)
         if not found or self._sentinel not in found:
             return None
+        present: set[int] | None = None  # the other sets' strings in the text
         out: list[list[int]] = []
         for by_literal, needs in self._readings:
-            if len(found) == 1:  # no literal: only the patterns without any
+            if len(found) == 1:  # no trigger: only the patterns without any literal
                 out.append(list(self.always))
                 continue
             touched = set(self.always)
@@ -227,13 +234,22 @@ class LiteralGate:
                     touched.update(by_literal[k])
             kept: list[int] = []
             for i in sorted(touched):
-                for need in needs[i]:
-                    if need.isdisjoint(found):
-                        break
-                else:
+                if needs[i] and present is None:
+                    others = self._match_others(data)
+                    if not others or self._sentinel_others not in others:
+                        return None
+                    present = set(others)
+                if present is None or all(not need.isdisjoint(present) for need in needs[i]):
                     kept.append(i)
             out.append(kept)
         return out
+
+
+def _literal_set(re2: Any, literals: dict[bytes, int]) -> tuple[Any, tuple[int, ...], int]:
+    """An RE2 set of plain strings (``_set``): which of them occur in a text."""
+    members = [(k, b"".join(b"\\x%02x" % c for c in literal))
+               for literal, k in literals.items()]
+    return _set(re2, _options(re2, _GATE_MEM), members)
 
 
 def literal_gate(patterns: Sequence[re.Pattern[str]], *,
