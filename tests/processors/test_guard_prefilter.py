@@ -272,3 +272,38 @@ def test_payloads_found_with_the_prefilter_are_those_found_without(
         assert with_prefilter == _text.decode_payloads(text)
     finally:
         _anchors.USE_RE2 = True
+
+
+_NEAR_PATTERNS = sorted({rule.near for rule in RULES if rule.near is not None},
+                        key=lambda p: p.pattern)
+_NEAR_TEXTS = st.lists(st.sampled_from(
+    ["ignore", "disregard", "don't", "tell", "do not", "send", "e-mail", "email", "upload",
+     "a@b.io", "x.y@z-w.com", "http://x.io", "www.", "webhook", "my server", "delete",
+     "remove", "all", "every", "files", "were", "deleted", "transfer", "the entire",
+     "appended", "with", "followed by", "chat history", "the", "conversation", "secrets",
+     "api keys", "reply with", "output", " ", "\n", ".", "-", "_", "@", "é", "ß", "\u00a0",
+     "İ", "К", "1", "'"]), max_size=20).map(" ".join)
+
+
+def test_every_context_pattern_has_an_re2_form() -> None:
+    assert set(injection_scan._NEAR_QUICK) == set(_NEAR_PATTERNS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_NEAR_TEXTS, st.integers(0, 6), st.integers(0, 6))
+def test_context_patterns_are_ruled_out_only_where_they_do_not_occur(
+        text: str, cut_left: int, cut_right: int) -> None:
+    # a window cut anywhere, mid-word included, as the rules' context windows are
+    window = text[cut_left:len(text) - cut_right]
+    for pattern in _NEAR_PATTERNS:
+        assert injection_scan._near(pattern, window) == (pattern.search(window) is not None)
+
+
+def test_context_patterns_on_the_corpora() -> None:
+    for text in _rows("injection_corpus.jsonl"):
+        for view in views_for_matching(text):
+            for start in range(0, len(view.text), 97):
+                window = view.text[start:start + 400]
+                for pattern in _NEAR_PATTERNS:
+                    assert injection_scan._near(pattern, window) == (
+                        pattern.search(window) is not None), pattern.pattern[:40]

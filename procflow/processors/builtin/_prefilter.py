@@ -385,6 +385,28 @@ def _searcher(re2: Any, regexp: Any) -> Any:
     return search
 
 
+def may_search(pattern: re.Pattern[str]) -> Callable[[bytes], bool] | None:
+    """``data -> False`` only when ``pattern.search`` finds nothing in the text whose
+    ``proxy`` is ``data``: its RE2 form (``re2_form``) searched in one linear pass, to
+    rule out a text before ``re`` looks (``re`` tries a pattern without a literal start
+    at every position). ``None`` without ``google-re2``, or when the pattern has no
+    RE2 form."""
+    re2 = load_re2()
+    form = re2_form(pattern, consume_edges=True)
+    if re2 is None or form is None:
+        return None
+    try:
+        regexp = re2.compile(form.encode("ascii"), _options(re2, _SEARCHER_MEM))
+    except re2.error:
+        return None
+    search = _searcher(re2, regexp)
+
+    def found(data: bytes) -> bool:
+        return bool(search(data, 0) >= 0)
+
+    return found
+
+
 def word_finder(words: Iterable[str]) -> Callable[[bytes], bool] | None:
     """``data -> whether a whole word of it is one of words``, on RE2: one linear pass
     over the ``proxy`` of a text tells whether one of its maximal runs of ``a-z`` is in

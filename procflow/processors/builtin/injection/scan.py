@@ -25,7 +25,7 @@ from functools import lru_cache
 from procflow.processors.builtin import _anchors
 from procflow.processors.builtin._anchors import AnchoredScan
 from procflow.processors.builtin._literals import literal_gate
-from procflow.processors.builtin._prefilter import proxy
+from procflow.processors.builtin._prefilter import may_search, proxy
 from procflow.processors.builtin._text import (
     View,
     decode_payloads,
@@ -169,6 +169,21 @@ def _talks_about_attacks(original: str) -> bool:
     return _META.search(original.lower()) is not None
 
 
+# the RE2 forms of the rules' context patterns: most windows hold none of their words,
+# which RE2 tells in one pass where ``re`` tries the pattern at every position
+_NEAR_QUICK = {pattern: quick for pattern in {rule.near for rule in (*RULES, *SQUASH_RULES)
+                                               if rule.near is not None}
+               if (quick := may_search(pattern)) is not None}
+
+
+def _near(pattern: re.Pattern[str], window: str) -> bool:
+    """Whether ``pattern`` occurs in ``window``."""
+    quick = _NEAR_QUICK.get(pattern) if _anchors.USE_RE2 else None
+    if quick is not None and not quick(proxy(window)):
+        return False
+    return pattern.search(window) is not None
+
+
 def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
             ) -> tuple[float, tuple[int, int] | None]:
     """The weight a match earns in its context (0: none), and where it lies in
@@ -183,8 +198,8 @@ def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
         return 0.0, None
     if rule.unless_after is not None and rule.unless_after.search(text[m.end():m.end() + 40]):
         return 0.0, None
-    if rule.near is not None and not rule.near.search(
-            text[max(0, m.start() - 200):m.end() + 200]):
+    if rule.near is not None and not _near(rule.near,
+                                           text[max(0, m.start() - 200):m.end() + 200]):
         return 0.0, None
     span = view.span(m.start(), m.end())
     if rule.embedded and not _embedded(original, span[0]):
