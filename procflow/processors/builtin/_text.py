@@ -15,7 +15,6 @@ Greek look-alikes, curly quotes, dashes) to ASCII, whitespace unified, lower cas
 
 from __future__ import annotations
 
-import base64
 import binascii
 import codecs
 import html
@@ -638,14 +637,22 @@ _LOWER = re.compile(r"[a-z]")
 _B64_NOT_LOWER = re.compile(r"[A-Z0-9+/]")
 
 
+_URL_SAFE = str.maketrans("-_", "+/")
+
+
 def _b64(blob: str) -> str | None:
     # base64 of text holds a lower-case letter and an upper-case one, a digit or + /
     if _LOWER.search(blob) is None or _B64_NOT_LOWER.search(blob) is None:
         return None
     padded = blob + "=" * (-len(blob) % 4)
-    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+    # read as base64, which skips "-" and "_", then as URL-safe base64, which reads
+    # them as "+" and "/" (``b64decode`` and ``urlsafe_b64decode`` without their
+    # wrappers): the same bytes both ways when the blob has neither
+    readings = ((padded, padded.translate(_URL_SAFE)) if "-" in blob or "_" in blob
+                else (padded,))
+    for reading in readings:
         try:
-            text = _readable(decode(padded))
+            text = _readable(binascii.a2b_base64(reading))
         except (binascii.Error, ValueError):
             continue
         if text is not None:
