@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from procflow.processors.builtin._text import views_for_matching
+from procflow.processors.builtin._text import decode_payloads, views_for_matching
 from procflow.processors.builtin.injection.scan import scan
 from procflow.processors.builtin.moderation.lexicon import score_text
 from procflow.processors.builtin.pii.rules import RULES as PII_RULES
@@ -90,6 +90,23 @@ CASES = [(guard, unit) for guard in sorted(GUARDS)
 def test_guards_are_linear(guard: str, unit: str) -> None:
     ratio = _ratio(GUARDS[guard], UNITS[unit])
     assert ratio < 15, f"{guard}: 100 KB / 10 KB time ratio {ratio:.1f} on {unit!r}"
+
+
+# runs of what the payload decoder's blob patterns are made of (it reads every text
+# and every payload it decodes)
+BLOB_UNITS = {
+    "one char": "a", "equals": "=", "assignments": "a=", "hex pairs": "41",
+    "spaced hex": "41 ", "0x hex": "0x41 ", "hex digits": "4 ", "hex and nbsp": "4\u00a0",
+    "numbers": "1, ", "percent": "%41", "lone percent": "%4", "escapes": "\\x41",
+    "entities": "&#65;", "lone entities": "&#", "base64ish": "QUFB",
+    "short words": "a" * 15 + " ",
+}
+
+
+@pytest.mark.parametrize("unit", sorted(BLOB_UNITS))
+def test_decode_payloads_is_linear(unit: str) -> None:
+    ratio = _ratio(decode_payloads, BLOB_UNITS[unit])
+    assert ratio < 15, f"decode_payloads: 100 KB / 10 KB time ratio {ratio:.1f} on {unit!r}"
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))

@@ -15,7 +15,6 @@ Greek look-alikes, curly quotes, dashes) to ASCII, whitespace unified, lower cas
 
 from __future__ import annotations
 
-import base64
 import binascii
 import html
 import operator
@@ -622,9 +621,13 @@ class Decoded:
 
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
 _HEX = re.compile(r"(?<![0-9A-Za-z])(?:0x)?(?:[0-9A-Fa-f]{2}[\s:,]?){8,}(?![0-9A-Za-z])")
-_PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2}){4,}")
-_ESCAPES = re.compile(r"(?:\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4})){4,}")
-_ENTITIES = re.compile(r"(?:&#(?:x[0-9A-Fa-f]+|\d+);){4,}")
+# each written with its first repetition outside the group ("X(?:X){3,}" for
+# "(?:X){4,}", the same matches): a pattern opening with a literal lets ``re`` skip
+# ahead to it in C, where the group was tried at every position
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}(?:%[0-9A-Fa-f]{2}){3,}")
+_ESCAPES = re.compile(r"\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4})"
+                      r"(?:\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4})){3,}")
+_ENTITIES = re.compile(r"&#(?:x[0-9A-Fa-f]+|\d+);(?:&#(?:x[0-9A-Fa-f]+|\d+);){3,}")
 
 
 def _readable(raw: bytes) -> str | None:
@@ -646,14 +649,22 @@ _LOWER = re.compile(r"[a-z]")
 _B64_NOT_LOWER = re.compile(r"[A-Z0-9+/]")
 
 
+_URL_SAFE = str.maketrans("-_", "+/")
+
+
 def _b64(blob: str) -> str | None:
     # base64 of text holds a lower-case letter and an upper-case one, a digit or + /
     if _LOWER.search(blob) is None or _B64_NOT_LOWER.search(blob) is None:
         return None
     padded = blob + "=" * (-len(blob) % 4)
-    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+    # read as base64, which skips "-" and "_", then as URL-safe base64, which reads
+    # them as "+" and "/" (``b64decode`` and ``urlsafe_b64decode`` without their
+    # wrappers): the same bytes both ways when the blob has neither
+    readings = ((padded, padded.translate(_URL_SAFE)) if "-" in blob or "_" in blob
+                else (padded,))
+    for reading in readings:
         try:
-            text = _readable(decode(padded))
+            text = _readable(binascii.a2b_base64(reading))
         except (binascii.Error, ValueError):
             continue
         if text is not None:
@@ -685,10 +696,72 @@ _DECODERS: tuple[tuple[str, Callable[[str], str | None]], ...] = (
     ("escape", _escapes),
     ("html", lambda s: _readable(html.unescape(s).encode("utf-8"))),
 )
-# with google-re2, one linear pass tells which blob patterns can match at all, and
-# each is tried only where its RE2 form matches (a base64 run has no anchor for
-# ``re`` to skip ahead on: tried at every position, it was most of the cost)
-_BLOBS = _anchors.AnchoredScan([_B64, _HEX, _PERCENT, _ESCAPES, _ENTITIES])
+
+
+def _byte_mask(members: bytes) -> bytes:
+    """A ``bytes.translate`` table: "x" for each of ``members``, "." for any other byte."""
+    return bytes(ord("x") if c in members else ord(".") for c in range(256))
+
+
+# the bytes of a text's ASCII view (``text.encode("ascii", "replace")``: one byte per
+# character, "?" for each one beyond ASCII) a base64 blob is made of
+_B64_MASK = _byte_mask(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
+# those a hex blob may hold: hex digits, the "x" of "0x", the ASCII separators
+# ``[\s:,]`` takes, and "?" (it may stand for a Unicode space; a real "?" widens a
+# run, harmlessly)
+_HEX_MASK = _byte_mask(bytes(c for c in range(128) if re.match(r"[0-9A-Fa-fx\s:,?]", chr(c))))
+_HEX_DIGITS = _byte_mask(b"0123456789ABCDEFabcdef")
+_RUN = b"x" * 16  # the shortest base64 or hex blob is 16 characters long
+
+
+def _runs(mask: bytes) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each maximal run of 16 or more "x" in ``mask`` (a text's
+    ASCII view translated by a ``_byte_mask``), found with ``bytes.find`` in C."""
+    start = mask.find(_RUN)
+    while start >= 0:
+        end = mask.find(b".", start + len(_RUN))
+        if end < 0:
+            yield start, len(mask)
+            return
+        yield start, end
+        start = mask.find(_RUN, end)
+
+
+def _blobs(text: str) -> Iterator[tuple[int, re.Match[str]]]:
+    """``(index in _DECODERS, match)`` for every match of the blob patterns: what
+    ``finditer`` of each in turn gives, with ``re`` run only where a match can be.
+
+    The base64 and hex patterns open with a look-behind, which leaves ``re`` no
+    literal to skip ahead on: run over a whole text they were tried at every position
+    (the base64 one was most of the cost of ``decode_payloads``). Their candidates are
+    found instead as long runs of the characters they are made of, by C passes over
+    the text's bytes. The same code runs with and without ``google-re2``."""
+    if len(text) >= len(_RUN):
+        # (the "replace" handler runs in C; ``proxy``'s calls Python once per run)
+        data = text.encode("ascii", "replace")
+        # a base64 blob is a whole maximal run of its characters (look-arounds on
+        # both sides): only each run's start can start one
+        for start, _ in _runs(data.translate(_B64_MASK)):
+            m = _B64.match(text, start)
+            if m is not None:
+                yield 0, m
+        # a hex blob lies inside a run of the characters it may hold; each run is
+        # scanned with the one character after it, which the look-ahead reads (the
+        # look-behind reads before ``pos`` anyway). The blob's runs of hex digits are
+        # whole pairs (each starts after a non-alphanumeric, a separator or the "0x"),
+        # so a run of k digits holds at most k // 2 of its 8 pairs or more: a run of
+        # spaces, of other scripts, of "1, 2, 3" is skipped
+        for start, end in _runs(data.translate(_HEX_MASK)):
+            if data[start:end].translate(_HEX_DIGITS).count(b"xx") >= 8:
+                for m in _HEX.finditer(text, start, end + 1):
+                    yield 1, m
+    # the others open with a literal: scanned from the first occurrence of its first
+    # character (found with memchr: a longer string is searched for more slowly)
+    for index, pattern, lead in ((2, _PERCENT, "%"), (3, _ESCAPES, "\\"), (4, _ENTITIES, "&")):
+        start = text.find(lead)
+        if start >= 0:
+            for m in pattern.finditer(text, start):
+                yield index, m
 
 
 def decode_payloads(text: str) -> list[Decoded]:
@@ -697,7 +770,7 @@ def decode_payloads(text: str) -> list[Decoded]:
     Random identifiers, hashes and binary data decode to noise and are skipped.
     """
     found: list[Decoded] = []
-    for index, m in _BLOBS.matches(text):
+    for index, m in _blobs(text):
         kind, decode = _DECODERS[index]
         out = decode(m.group(0).strip())
         if out is not None:
