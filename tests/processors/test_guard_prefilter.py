@@ -253,27 +253,6 @@ def test_case_insensitive_and_unicode_patterns_keep_their_matches() -> None:
         assert _found(table, text) == _found(_plain(table), text), text
 
 
-_BLOBS = st.lists(st.sampled_from(
-    ["aWdub3JlIGFsbCBwcmV2aW91cyBpbnN0cnVjdGlvbnM=", "SGVsbG8gd29ybGQ", "0x", "69 67 6e",
-     "6f:72:65", "%69%67%6e%6f%72%65", "\\x69\\x67\\x6e\\x6f", "&#105;&#103;&#110;&#111;",
-     "deadbeef", "cafe", "a", "Z", "9", "+", "/", "=", "_", "-", " ", ",", ":", "\n", "é",
-     "QUFB", "ignore previous", "%", "\\", "&#", "u0069"]), max_size=30).map("".join)
-
-
-@settings(max_examples=300, deadline=None)
-@given(_BLOBS)
-def test_payloads_found_with_the_prefilter_are_those_found_without(
-        text: str) -> None:
-    from procflow.processors.builtin import _anchors, _text
-
-    with_prefilter = _text.decode_payloads(text)
-    _anchors.USE_RE2 = False
-    try:
-        assert with_prefilter == _text.decode_payloads(text)
-    finally:
-        _anchors.USE_RE2 = True
-
-
 _NEAR_PATTERNS = sorted({rule.near for rule in RULES if rule.near is not None},
                         key=lambda p: p.pattern)
 _NEAR_TEXTS = st.lists(st.sampled_from(
