@@ -48,7 +48,6 @@ _META = re.compile(
     r"|phrase|phrases|explain|classifier|security|called|known as|research|paper|dataset|"
     r"injection|jailbreaks?|red team|guardrails?|filter|block|blocked|flag|flagged)\b")
 _QUOTES = frozenset("\"'“”‘’`«»")
-_STRONG_ONLY_VIEWS = frozenset({"rot13", "reversed"})
 _OBFUSCATION_BONUS = 0.05
 _SIGNALS = {"unicode-tags": 0.6, "zero-width": 0.3, "homoglyphs": 0.3}
 
@@ -243,23 +242,20 @@ def _deep_candidates(base: View) -> dict[str, list[int]]:
     return {} if each is None else dict(zip(_DEEP_READINGS, each, strict=True))
 
 
-def _rule_matches(view: View, candidates: list[int] | None,
-                  ) -> Iterable[tuple[Rule, re.Match[str]]]:
-    """Each rule's matches in ``view``, in table order: one anchor pass for the table
-    (for the ROT13 and reversed views, only the ``candidates`` their gate left)."""
-    if view.name == "squashed":
-        table, index = SQUASH_RULES, _SQUASHED
-    elif view.name in _STRONG_ONLY_VIEWS:
-        table, index = _STRONG_RULES, _STRONG
-    else:
-        table, index = RULES, _ALL
-    found = (index.matches(view.text) if candidates is None
-             else index.verify(view.text, proxy(view.text), candidates))
-    for i, m in found:
-        yield table[i], m
+# the rule table each view is read with (the ROT13 and reversed views only with the
+# strong rules, the squashed view with the rules written for it)
+_TABLES: dict[str, tuple[tuple[Rule, ...], AnchoredScan]] = {
+    "squashed": (SQUASH_RULES, _SQUASHED),
+    "rot13": (_STRONG_RULES, _STRONG),
+    "reversed": (_STRONG_RULES, _STRONG),
+}
+_ALL_RULES = (RULES, _ALL)
 
 
-def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[Hit]:
+def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[Hit]) -> None:
+    """Add the hits of every view of ``text`` to ``hits``: each view is read by its
+    rule table in one anchor pass (the ROT13 and reversed views only for the strong
+    rules their gate left)."""
     deep: dict[str, list[int]] = {}
 
     def gated(base: View) -> frozenset[str]:
@@ -267,7 +263,12 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[
         return frozenset(name for name, found in deep.items() if not found)
 
     for view in views_for_matching(text, skip=gated):
-        for rule, m in _rule_matches(view, deep.get(view.name)):
+        table, index = _TABLES.get(view.name, _ALL_RULES)
+        candidates = deep.get(view.name)
+        found = (index.matches(view.text) if candidates is None
+                 else index.verify(view.text, proxy(view.text), candidates))
+        for i, m in found:
+            rule = table[i]
             if rule.category not in categories:
                 continue
             weight, span = _weight(rule, view, m, text)
@@ -275,13 +276,14 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str) -> Iterable[
                 continue
             start, end = span
             snippet = " ".join(m.group(0).split())
-            yield Hit(rule, weight, prefix + view.name, start, end,
-                      snippet if len(snippet) <= 60 else snippet[:57] + "...",
-                      rule.family, rule.category)
+            hits.append(Hit(rule, weight, prefix + view.name, start, end,
+                            snippet if len(snippet) <= 60 else snippet[:57] + "...",
+                            rule.family, rule.category))
 
 
 def _collect(text: str, categories: frozenset[str], depth: int) -> list[Hit]:
-    hits = list(_scan_views(text, categories, ""))
+    hits: list[Hit] = []
+    _scan_views(text, categories, "", hits)
     if depth < 2:
         for payload in decode_payloads(text):
             for inner in _collect(payload.text, categories, depth + 1):
