@@ -206,11 +206,14 @@ class AnchoredScan:
         the prefilter."""
         return self._prefilter is not None and USE_RE2
 
-    def matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
+    def matches(self, text: str, data: bytes | None = None,
+                ) -> list[tuple[int, re.Match[str]]]:
         """``(pattern index, match)`` for every non-empty match, ordered by pattern
-        index, then position: what ``finditer`` of each pattern in turn would give."""
+        index, then position: what ``finditer`` of each pattern in turn would give.
+        ``data``: ``proxy(text)``, when the caller has it."""
         if self._prefilter is not None and USE_RE2:
-            data = proxy(text)
+            if data is None:
+                data = proxy(text)
             candidates = self._prefilter.candidates(data)
             if candidates is not None:
                 return self._verify(text, data, candidates, self._prefilter)

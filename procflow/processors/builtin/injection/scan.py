@@ -233,12 +233,13 @@ _DEEP_GATE = literal_gate(_STRONG.patterns, transform=lambda s: codecs.encode(s,
                           also=(lambda s: s[::-1],)) if _STRONG.prefiltered else None
 
 
-def _deep_candidates(base: View) -> dict[str, list[int]]:
-    """For the ROT13 and reversed views of ``base``: the strong rules (indexes) that
-    may match them, when the gate can tell (an empty list: none can)."""
+def _deep_candidates(base: View, data: bytes) -> dict[str, list[int]]:
+    """For the ROT13 and reversed views of ``base`` (``data``: the proxy of its text):
+    the strong rules (indexes) that may match them, when the gate can tell (an empty
+    list: none can)."""
     if not _anchors.USE_RE2 or _DEEP_GATE is None:
         return {}
-    each = _DEEP_GATE.possible_each(proxy(base.text))
+    each = _DEEP_GATE.possible_each(data)
     return {} if each is None else dict(zip(_DEEP_READINGS, each, strict=True))
 
 
@@ -257,16 +258,22 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
     rule table in one anchor pass (the ROT13 and reversed views only for the strong
     rules their gate left)."""
     deep: dict[str, list[int]] = {}
+    base_data = b""  # the base view's proxy (it comes first): its table reads it, then the gate
 
     def gated(base: View) -> frozenset[str]:
-        deep.update(_deep_candidates(base))
+        deep.update(_deep_candidates(base, base_data or proxy(base.text)))
         return frozenset(name for name, found in deep.items() if not found)
 
     for view in views_for_matching(text, skip=gated):
         table, index = _TABLES.get(view.name, _ALL_RULES)
         candidates = deep.get(view.name)
-        found = (index.matches(view.text) if candidates is None
-                 else index.verify(view.text, proxy(view.text), candidates))
+        if candidates is not None:
+            found = index.verify(view.text, proxy(view.text), candidates)
+        elif view.name == "base" and _anchors.USE_RE2:
+            base_data = proxy(view.text)
+            found = index.matches(view.text, base_data)
+        else:
+            found = index.matches(view.text)
         for i, m in found:
             rule = table[i]
             if rule.category not in categories:
