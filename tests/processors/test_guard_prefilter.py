@@ -286,3 +286,16 @@ def test_context_patterns_on_the_corpora() -> None:
                 for pattern in _NEAR_PATTERNS:
                     assert injection_scan._near(pattern, window) == (
                         pattern.search(window) is not None), pattern.pattern[:40]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcXYZ nopq1!é—’\u00a0\u200bＡß\U0001f600\U000e0041", max_size=40))
+def test_rot13_and_reversed_proxies_are_the_base_proxy_turned(text: str) -> None:
+    # the injection scan reads the ROT13 and reversed views through the base proxy,
+    # turned, instead of encoding each view again
+    from procflow.processors.builtin._text import ROT13_BYTES, reverse, rot13
+
+    base = fold(text)
+    data = _prefilter.proxy(base.text)
+    assert _prefilter.proxy(rot13(base).text) == data.translate(ROT13_BYTES)
+    assert _prefilter.proxy(reverse(base).text) == data[::-1]

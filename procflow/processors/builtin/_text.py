@@ -36,6 +36,7 @@ from procflow.processors.builtin._prefilter import proxy, word_finder
 
 __all__ = [
     "CONFUSABLES",
+    "ROT13_BYTES",
     "WORD_GAP",
     "Decoded",
     "View",
@@ -583,14 +584,14 @@ def squash(view: View) -> View:
 # ROT13 turns ASCII letters only; in UTF-8 they are single bytes and every other
 # character is made of bytes >= 0x80, so the bytes can be turned in one C pass (the
 # "rot13" codec looks each character up in a dict)
-_ROT13_BYTES = bytes.maketrans(
+ROT13_BYTES = bytes.maketrans(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
     b"NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm")
 
 
 def rot13(view: View) -> View:
     """The ROT13 reading of a view."""
-    data = view.text.encode("utf-8", "surrogatepass").translate(_ROT13_BYTES)
+    data = view.text.encode("utf-8", "surrogatepass").translate(ROT13_BYTES)
     return View("rot13", data.decode("utf-8", "surrogatepass"), view.starts, view.ends)
 
 

@@ -27,6 +27,7 @@ from procflow.processors.builtin._anchors import AnchoredScan
 from procflow.processors.builtin._literals import literal_gate
 from procflow.processors.builtin._prefilter import may_search, proxy
 from procflow.processors.builtin._text import (
+    ROT13_BYTES,
     View,
     decode_payloads,
     sentence_bounds,
@@ -268,7 +269,11 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
         table, index = _TABLES.get(view.name, _ALL_RULES)
         candidates = deep.get(view.name)
         if candidates is not None:
-            found = index.verify(view.text, proxy(view.text), candidates)
+            # the proxy of a ROT13 or reversed reading is the base proxy's, turned the
+            # same way (one byte per character; non-ASCII stays 0x80)
+            data = (base_data.translate(ROT13_BYTES) if view.name == "rot13"
+                    else base_data[::-1])
+            found = index.verify(view.text, data, candidates)
         elif view.name == "base" and _anchors.USE_RE2:
             base_data = proxy(view.text)
             found = index.matches(view.text, base_data)
