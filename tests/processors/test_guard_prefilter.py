@@ -299,3 +299,34 @@ def test_rot13_and_reversed_proxies_are_the_base_proxy_turned(text: str) -> None
     data = _prefilter.proxy(base.text)
     assert _prefilter.proxy(rot13(base).text) == data.translate(ROT13_BYTES)
     assert _prefilter.proxy(reverse(base).text) == data[::-1]
+
+
+_SMUGGLING_CHARS = ["a", "b", "c", " ", "é", "—", "\u200b", "\u200d", "\ufeff", "\U000e0041",
+                    "\U000e0000", "а", "о", "е", "ο", "Α", "і", "1"]
+
+
+def _smuggling_signals_plain(text: str) -> list[str]:
+    """``smuggling_signals`` as it was written first: each signal's own search."""
+    from procflow.processors.builtin import _text
+
+    signals: list[str] = []
+    if text.isascii():
+        return signals
+    if _text._TAG.search(text):
+        signals.append("unicode-tags")
+    if _text._ZERO_WIDTH_IN_WORD.search(text):
+        signals.append("zero-width")
+    for word in re.findall(r"\w{3,}", text):
+        if any("a" <= ch.lower() <= "z" for ch in word) and any(
+                ch in _text.CONFUSABLES and ch.isalpha() for ch in word):
+            signals.append("homoglyphs")
+            break
+    return signals
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_SMUGGLING_CHARS), max_size=16).map("".join))
+def test_smuggling_signals_equal_their_plain_searches(text: str) -> None:
+    from procflow.processors.builtin._text import smuggling_signals
+
+    assert smuggling_signals(text) == _smuggling_signals_plain(text)

@@ -785,6 +785,10 @@ _ZERO_WIDTH_IN_WORD = re.compile(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w")
 # opening with ``\w`` is tried at every letter)
 _ZERO_WIDTH_ANY = re.compile("[" + "".join(sorted(ZERO_WIDTH)) + "]")
 _LOOKALIKE = re.compile("[" + "".join(sorted(ch for ch in CONFUSABLES if ch.isalpha())) + "]")
+# a character each signal needs (a tag, a zero-width character or a look-alike): one
+# pass rules all three out in most non-ASCII texts
+_SMUGGLING_ANY = re.compile("[\U000e0000-\U000e007f" + "".join(sorted(ZERO_WIDTH))
+                            + "".join(sorted(ch for ch in CONFUSABLES if ch.isalpha())) + "]")
 
 
 def smuggling_signals(text: str) -> list[str]:
@@ -792,7 +796,7 @@ def smuggling_signals(text: str) -> list[str]:
     inside words, words mixing Latin letters with Cyrillic or Greek look-alikes. (Every
     one of them is a non-ASCII character: an ASCII text has none.)"""
     signals: list[str] = []
-    if text.isascii():
+    if text.isascii() or _SMUGGLING_ANY.search(text) is None:
         return signals
     if _TAG.search(text):
         signals.append("unicode-tags")
