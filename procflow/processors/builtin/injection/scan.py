@@ -82,7 +82,9 @@ class RuleScan:
 
     Attributes:
         scores: Category -> score (only categories that scored).
-        hits: Every match, strongest first.
+        hits: Every match, strongest first; a rule's match at one place of the text
+            once (the view that earned it the highest weight, the plainest among
+            equals), however many views read it.
         reason: Which family and rule decided the top score.
     """
 
@@ -346,6 +348,27 @@ def _noisy_or(weights: Iterable[float]) -> float:
     return 1.0 - miss
 
 
+def _distinct(hits: list[Hit]) -> list[Hit]:
+    """``hits`` with each rule's match at one place of the text listed once: a phrase
+    the text shows plainly is also read, unchanged, by the joined, leet, squashed...
+    views, and one piece of evidence per view named views that changed nothing there.
+    The strongest is kept, the first among equals (the base view's comes first)."""
+    out: list[Hit] = []
+    at: dict[tuple[str, int, int], int] = {}
+    for hit in hits:
+        if hit.rule is None or hit.start is None or hit.end is None:
+            out.append(hit)
+            continue
+        key = (hit.rule.name, hit.start, hit.end)
+        seen = at.get(key)
+        if seen is None:
+            at[key] = len(out)
+            out.append(hit)
+        elif hit.weight > out[seen].weight:
+            out[seen] = hit
+    return out
+
+
 def _describe(hit: Hit) -> str:
     name = hit.rule.name if hit.rule is not None else hit.view
     where = "" if hit.view == "base" else f" (in {hit.view} text)"
@@ -373,7 +396,7 @@ def scan(text: str, categories: Iterable[str] = CATEGORIES) -> RuleScan:
     combined = 0.85 * _noisy_or(h.weight for h in _independent(list(best.values())))
     if combined > scores[top]:
         scores[top] = round(combined, 4)
-    ranked = sorted(hits, key=lambda h: h.weight, reverse=True)
+    ranked = sorted(_distinct(hits), key=lambda h: h.weight, reverse=True)
     leaders = sorted(best.values(), key=lambda h: h.weight, reverse=True)
     reason = _describe(leaders[0])
     others = sorted({h.family for h in leaders[1:]} - {leaders[0].family})
