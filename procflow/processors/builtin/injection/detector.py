@@ -71,6 +71,12 @@ _JUDGE_SHAPE: Final = ('{"flagged": true|false, "score": 0..1, "categories": {"<
                        '"reason": "short explanation", "rewritten": "..."}')
 _MIN_WORDS: Final = 2
 _MAX_EVIDENCE: Final = 20
+OFF_LOOP_CHARS: Final = 8_000
+"""Texts longer than this are scanned in a worker thread (``_text.off_loop``). The
+rules take ~2 ms on a typical 8,000 characters and ~4 ms on the densest (the slowest
+10 KB input of ``benchmarks/guards.py`` is a window of attack phrases: ~5 ms), so a
+text checked inline holds the event loop no longer than that, and shorter texts are
+spared the CPU a hop to a thread and back costs (~0.2-0.4 ms)."""
 
 
 def _evidence(hit: Hit) -> Evidence:
@@ -159,7 +165,7 @@ class PromptInjectionDetector(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        rules = await off_loop(scan, text, self._rule_types)
+        rules = await off_loop(scan, text, self._rule_types, limit=OFF_LOOP_CHARS)
         scores = dict(rules.scores)
         evidence = tuple(_evidence(hit) for hit in rules.hits[:_MAX_EVIDENCE])
         if self.classifier is not None:
