@@ -199,6 +199,8 @@ class View:
         """The original span that produced ``text[start:end]`` (``end > start``)."""
         last = max(end - 1, start)
         starts = self.starts
+        if isinstance(starts, _LazyIndex):
+            starts = starts._resolve()
         if isinstance(starts, _Runs) and start >= 0 and last < len(starts):
             return starts.span(start, last)  # (ends are the same runs plus one)
         return (min(starts[start], starts[last]), max(self.ends[start], self.ends[last]))
@@ -291,30 +293,38 @@ def fold(text: str) -> View:
     return View("base", "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
-def _folded_spans(text: str) -> tuple[array[int], array[int]]:
-    """The starts and ends of ``fold(text)`` (not ASCII): each character of the view
-    comes from one character of the text; ASCII runs map one to one."""
-    b = _Builder()
-    pos = 0
-    for m in _SLOW_FOLD.finditer(text):
-        if m.start() > pos:
-            b.starts.extend(range(pos, m.start()))
-            b.ends.extend(range(pos + 1, m.start() + 1))
-        start, end = m.span()
-        sizes = [len(_fold_lower(ch)) for ch in text[start:end]]
-        if sizes.count(1) == len(sizes):  # each folds to one character: one to one
-            b.starts.extend(range(start, end))
-            b.ends.extend(range(start + 1, end + 1))
+def _folded_spans(text: str) -> tuple[_Runs, _Runs]:
+    """The starts and ends of ``fold(text)`` (not ASCII), as runs: each character of the
+    view comes from one character of the text, and the view maps one to one onto the
+    text but for the characters folded to none (a zero-width space) or to several (a
+    ligature). Only the non-ASCII runs holding such a character are looked at one by one:
+    the runs are made in proportion to them, not to the text's length."""
+    marks = [0]  # a one-to-one run, then for each character folded to n != 1 characters:
+    slopes = [1]  # its n copies (none when n is 0), and the one-to-one run after it
+    bases = [0]
+    shift = 0  # text index - view index, in the current one-to-one run
+
+    def add(mark: int, slope: int, base: int) -> None:
+        if marks[-1] == mark:  # the run before it is empty
+            slopes[-1], bases[-1] = slope, base
         else:
-            for i, n in enumerate(sizes, start):
+            marks.append(mark)
+            slopes.append(slope)
+            bases.append(base)
+
+    for m in _SLOW_FOLD.finditer(text):
+        sizes = list(map(len, map(_fold_lower, m.group(0))))
+        if sizes.count(1) == len(sizes):
+            continue
+        for i, n in enumerate(sizes, m.start()):
+            if n != 1:
+                at = i - shift  # where the character's reading starts in the view
                 if n:
-                    b.starts.extend([i] * n)
-                    b.ends.extend([i + 1] * n)
-        pos = end
-    if pos < len(text):
-        b.starts.extend(range(pos, len(text)))
-        b.ends.extend(range(pos + 1, len(text) + 1))
-    return b.starts, b.ends
+                    add(at, 0, i)
+                shift = i + 1 - (at + n)
+                add(at + n, 1, shift)
+    size = len(text) - shift
+    return _Runs(marks, slopes, bases, 0, size), _Runs(marks, slopes, bases, 1, size)
 
 
 def _substitute(view: View, matches: Iterable[re.Match[str]],
@@ -595,11 +605,20 @@ def rot13(view: View) -> View:
     return View("rot13", data.decode("utf-8", "surrogatepass"), view.starts, view.ends)
 
 
+def _reversed_spans(view: View) -> tuple[Sequence[int], Sequence[int]]:
+    starts = view.starts
+    if isinstance(starts, _LazyIndex):
+        starts = starts._resolve()
+    if isinstance(starts, _Runs):  # (a folded view's): the runs read backwards
+        return starts.reversed(0), starts.reversed(1)
+    return view.starts[::-1], view.ends[::-1]
+
+
 def reverse(view: View) -> View:
     """The view read backwards ("snoitcurtsni" -> "instructions")."""
     if isinstance(view.starts, range) and isinstance(view.ends, range):
         return View("reversed", view.text[::-1], view.starts[::-1], view.ends[::-1])
-    spans = _DeferredSpans(lambda: (view.starts[::-1], view.ends[::-1]))
+    spans = _DeferredSpans(lambda: _reversed_spans(view))
     return View("reversed", view.text[::-1], _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
@@ -1007,6 +1026,24 @@ class _Runs(_RunTable):
         k = bisect_right(marks, last) - 1
         b = slopes[k] * last + bases[k] + self._plus
         return (a, b + 1) if a <= b else (b, a + 1)
+
+    def reversed(self, plus: int) -> _Runs:
+        """These runs read backwards, plus ``plus``: character ``v`` of run ``k`` is
+        character ``size - 1 - v`` here, ``-slopes[k] * v + slopes[k] * (size - 1) +
+        bases[k]``. (Empty runs are left out.)"""
+        size = self._size
+        marks: list[int] = []
+        slopes: list[int] = []
+        bases: list[int] = []
+        end = size
+        for mark, slope, base in zip(self._marks[::-1], self._slopes[::-1], self._bases[::-1],
+                                     strict=True):
+            if mark < end:
+                marks.append(size - end)
+                slopes.append(-slope)
+                bases.append(slope * (size - 1) + base)
+                end = mark
+        return _Runs(marks, slopes, bases, plus, size)
 
 
 class _Mapped(_RunTable):
