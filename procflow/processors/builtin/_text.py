@@ -107,17 +107,18 @@ _LEET_HIT = re.compile(r"[0-9@$!|+](?:(?<=[a-z].)|(?<![0-9@$!|+].)(?=[0-9@$!|+]*
                        r"[a-z0-9@$!|+]*+")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
-# what every split run holds (a separator, a letter, a separator, a letter that ends
-# a word), found from the separators: a text without it has no split run
-_SPLIT_GATE = re.compile(
-    r"[ .\-_*•·|/,+~:'\"][a-z0-9@$][ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])")
-# what follows the first character of every split run (its first three separated
-# letters): ``_split_runs`` tries a run one character before each match (the first
-# repetition written out: a pattern opening with a class lets ``re`` skip ahead in C)
-_SPLIT_START = re.compile(r"[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])"
-                          r"(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){2}")
+# the split runs are looked for in a class string of the text, one byte per character:
+# "L" for a letter of a run, "S" for a separator, "?" (what "replace" encodes every
+# non-ASCII character as, among them the separators "•" and "·") read as a separator
+# too, "." for the rest. Every split run starts with "LSLSLSL" in it, which
+# ``bytes.find`` finds at C speed; ``_SPLIT_RUN`` is tried at each of them.
+_SPLIT_CLASSES = bytes(
+    ord("L") if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789@$"
+    else ord("S") if chr(c) in " .-_*|/,+~:'\"?" else ord(".") for c in range(256))
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
+# the same, as one group: ``split`` gives the parts kept and the parts dropped in turn
+_INNER_PUNCT_PARTS = re.compile(f"({_INNER_PUNCT.pattern})")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
 _LETTER_RUN_SPLIT = re.compile(r"([a-z]+)")
 # every byte but a-z: what ``squash`` deletes from a text's ASCII bytes
@@ -343,86 +344,110 @@ def _apply(view: View, edits: list[_Edit], name: str) -> View:
     text = view.text
     pieces: list[str] = []
     pos = 0
+    same = True  # whether each replacement is as long as what it replaces
     for start, end, new in edits:
         pieces.append(text[pos:start])
         pieces.append(new)
+        same = same and len(new) == end - start
         pos = end
     pieces.append(text[pos:])
+    if same:  # each character replaced one for one: the spans are those of ``view``
+        return View(name, "".join(pieces), view.starts, view.ends)
     # the spans are only needed where a rule matches: made then
     spans = _DeferredSpans(lambda: _substituted_spans(view, edits))
     return View(name, "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
+_RUN_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789@$")  # what a join keeps
+
+
 def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[Sequence[int], Sequence[int]]:
     """The starts and ends of ``_apply``'s view: those of ``view``, looked up through a
-    map of the new view's runs onto ``view`` (one entry per edit, not per character)."""
+    map of the new view's runs onto ``view`` (one entry per edit, not per character).
+    An edit that keeps the length maps one to one, as the text around it does: it is
+    part of the run copied around it, and adds none."""
+    text = view.text
     marks: list[int] = []  # where each run of the new view starts
     slopes: list[int] = []  # 1: copied from view; 0: one character of view for all
     starts: list[int] = []  # the bases of the runs, for the starts and for the ends
     ends: list[int] = []
     size = pos = 0
-
-    def run(length: int, slope: int, first: int, last: int) -> None:
-        nonlocal size
-        if length:
-            marks.append(size)
-            slopes.append(slope)
-            starts.append(first - slope * size)
-            ends.append(last - slope * size)
-            size += length
-
     for start, end, new in edits:
-        run(start - pos, 1, pos, pos)
         if len(new) == end - start:
-            run(len(new), 1, start, start)
-        else:
-            kept = [k for k in range(start, end) if not _SEPARATORS.fullmatch(view.text[k])]
-            if len(kept) == len(new):  # the replacement only dropped separators
-                for k in kept:
-                    run(1, 0, k, k)
-            else:
-                run(len(new), 0, start, end - 1)
+            continue
+        if start > pos:  # copied
+            marks.append(size)
+            slopes.append(1)
+            starts.append(pos - size)
+            ends.append(pos - size)
+            size += start - pos
+        kept = [k for k in range(start, end) if text[k] in _RUN_LETTERS]
+        if len(kept) == len(new):  # the replacement only dropped separators
+            marks.extend(range(size, size + len(kept)))
+            slopes.extend([0] * len(kept))
+            starts.extend(kept)
+            ends.extend(kept)
+        elif new:
+            marks.append(size)
+            slopes.append(0)
+            starts.append(start)
+            ends.append(end - 1)
+        size += len(new)
         pos = end
-    run(len(view.text) - pos, 1, pos, pos)
+    if len(text) > pos:
+        marks.append(size)
+        slopes.append(1)
+        starts.append(pos - size)
+        ends.append(pos - size)
+        size += len(text) - pos
     return (_Mapped(marks, slopes, starts, size, view.starts),
             _Mapped(marks, slopes, ends, size, view.ends))
 
 
+def _dropped_spans(view: View, lengths: list[int]) -> tuple[Sequence[int], Sequence[int]]:
+    """The starts and ends of ``view`` with parts of its text dropped, given the lengths
+    of the parts kept and dropped in turn (kept first and last): the kept parts are
+    runs copied from ``view``, found by sums in C (no Python step per part)."""
+    offsets = list(accumulate(lengths, initial=0))  # where each part starts in view.text
+    marks = list(accumulate(lengths[::2], initial=0))  # where each kept one starts after
+    size = marks.pop()
+    bases = list(map(operator.sub, offsets[::2], marks))
+    slopes = [1] * len(marks)
+    return (_Mapped(marks, slopes, bases, size, view.starts),
+            _Mapped(marks, slopes, bases, size, view.ends))
+
+
 def _split_runs(text: str) -> Iterator[re.Match[str]]:
-    """``_SPLIT_RUN.finditer(text)``, tried only where a run can start: a run starting
-    at ``r`` holds a ``_SPLIT_START`` match at ``r + 1``, so it is tried one character
-    before each such match (and none starts before the first one after the last
-    run's end)."""
+    """``_SPLIT_RUN.finditer(text)``, tried only where a run can start: at each
+    "LSLSLSL" of the text's ``_SPLIT_CLASSES`` string (every run starts with one; the
+    classes read more characters as separators than the pattern does, never fewer)."""
+    classes = text.encode("ascii", "replace").translate(_SPLIT_CLASSES)
     pos = 0
-    while (gate := _SPLIT_START.search(text, pos)) is not None:
-        at = gate.start() - 1
-        m = _SPLIT_RUN.match(text, at) if at >= pos else None
+    while (at := classes.find(b"LSLSLSL", pos)) >= 0:
+        m = _SPLIT_RUN.match(text, at)
         if m is None:
-            pos = gate.start() + 1
+            pos = at + 1
             continue
         yield m
         pos = m.end()
 
 
+def _join(m: re.Match[str]) -> str:
+    run = m.group(0)
+    letters = _SEPARATORS.sub("", run)
+    return letters if sum(c.isalpha() for c in letters) >= 2 else run
+
+
 def join_split(view: View) -> View:
     """Join letters split by spacing or punctuation ("i g n o r e", "ig-nore", "i.g.n")."""
-    def join(m: re.Match[str]) -> str:
-        run = m.group(0)
-        letters = _SEPARATORS.sub("", run)
-        return letters if sum(c.isalpha() for c in letters) >= 2 else run
-
-    joined = view
-    if _SPLIT_GATE.search(view.text) is not None:  # else no split run can be there
-        joined = _substitute(view, _split_runs(view.text), join, "joined")
-    # every match is dropped (each holds a character): the text in one C pass, the
-    # matches again only when the spans are needed
-    text = joined.text
-    dropped = _INNER_PUNCT.sub("", text)
-    if len(dropped) == len(text):
-        return View("joined", text, joined.starts, joined.ends)
-    spans = _DeferredSpans(lambda: _substituted_spans(
-        joined, [(m.start(), m.end(), "") for m in _INNER_PUNCT.finditer(text)]))
-    return View("joined", dropped, _LazyIndex(spans, False), _LazyIndex(spans, True))
+    joined = _substitute(view, _split_runs(view.text), _join, "joined")
+    # every inner punctuation match is dropped: the text in one C pass, split into the
+    # parts kept and dropped, whose lengths make the spans when they are needed
+    parts = _INNER_PUNCT_PARTS.split(joined.text)
+    if len(parts) == 1:
+        return View("joined", joined.text, joined.starts, joined.ends)
+    spans = _DeferredSpans(lambda: _dropped_spans(joined, list(map(len, parts))))
+    return View("joined", "".join(parts[::2]), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
 _LeetWord = tuple[int, int, str, str]  # start, end, the part translated, the "!"s after it
