@@ -20,7 +20,6 @@ import html
 import operator
 import re
 import unicodedata
-from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -205,25 +204,6 @@ class View:
         if isinstance(starts, _Runs) and start >= 0 and last < len(starts):
             return starts.span(start, last)  # (ends are the same runs plus one)
         return (min(starts[start], starts[last]), max(self.ends[start], self.ends[last]))
-
-
-class _Builder:
-    __slots__ = ("chars", "ends", "starts")
-
-    def __init__(self) -> None:
-        self.chars: list[str] = []
-        # compact machine integers: a view of a long text stays small and cache-friendly
-        self.starts: array[int] = array("q")
-        self.ends: array[int] = array("q")
-
-    def add(self, text: str, start: int, end: int) -> None:
-        for ch in text:
-            self.chars.append(ch)
-            self.starts.append(start)
-            self.ends.append(end)
-
-    def build(self, name: str) -> View:
-        return View(name, "".join(self.chars), self.starts, self.ends)
 
 
 def _fold_char(ch: str) -> str:
@@ -433,6 +413,7 @@ def _split_runs(text: str) -> Iterator[re.Match[str]]:
 
 
 def _join(m: re.Match[str]) -> str:
+    """A split run's letters, joined (a run of fewer than two letters is kept)."""
     run = m.group(0)
     letters = _SEPARATORS.sub("", run)
     return letters if sum(c.isalpha() for c in letters) >= 2 else run
@@ -631,6 +612,8 @@ def rot13(view: View) -> View:
 
 
 def _reversed_spans(view: View) -> tuple[Sequence[int], Sequence[int]]:
+    """The starts and ends of ``reverse(view)``: runs read backwards (no list of one
+    entry per character), or the entries themselves reversed."""
     starts = view.starts
     if isinstance(starts, _LazyIndex):
         starts = starts._resolve()
@@ -1027,8 +1010,9 @@ class _RunTable(Sequence[int]):
 
 
 class _Runs(_RunTable):
-    """The source indices of a ``normalise`` view: ``slopes[k] * v + bases[k]``, plus
-    ``plus`` (0 for the starts, 1 for the ends)."""
+    """The source indices of a view each of whose characters comes from one character
+    of the text (``normalise``, ``fold`` and their reversed views): ``slopes[k] * v +
+    bases[k]``, plus ``plus`` (0 for the starts, 1 for the ends)."""
 
     __slots__ = ("_plus",)
 
@@ -1042,7 +1026,7 @@ class _Runs(_RunTable):
 
     def span(self, first: int, last: int) -> tuple[int, int]:
         """``(min(self[first], self[last]), max(self[first], self[last]) + 1)`` for the
-        starts of a ``normalise`` view (whose ends are the same runs plus one): its
+        starts of a view by runs (whose ends are the same runs plus one): its
         ``View.span``, in two bisections instead of four item look-ups (a text full
         of PII maps hundreds of spans). Indices in range."""
         marks, slopes, bases = self._marks, self._slopes, self._bases
@@ -1053,9 +1037,10 @@ class _Runs(_RunTable):
         return (a, b + 1) if a <= b else (b, a + 1)
 
     def reversed(self, plus: int) -> _Runs:
-        """These runs read backwards, plus ``plus``: character ``v`` of run ``k`` is
-        character ``size - 1 - v`` here, ``-slopes[k] * v + slopes[k] * (size - 1) +
-        bases[k]``. (Empty runs are left out.)"""
+        """These runs read backwards, plus ``plus`` (the starts or the ends of the
+        reversed view): its character ``w`` is character ``size - 1 - w`` here, which in
+        run ``k`` reads ``-slopes[k] * w + slopes[k] * (size - 1) + bases[k]``. Empty
+        runs are left out."""
         size = self._size
         marks: list[int] = []
         slopes: list[int] = []
