@@ -106,14 +106,14 @@ _LEET_HIT = re.compile(r"[0-9@$!|+](?:(?<=[a-z].)|(?<![0-9@$!|+].)(?=[0-9@$!|+]*
                        r"[a-z0-9@$!|+]*+")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
-# the split runs are looked for in a class string of the text, one byte per character:
-# "L" for a letter of a run, "S" for a separator, "?" (what "replace" encodes every
-# non-ASCII character as, among them the separators "•" and "·") read as a separator
-# too, "." for the rest. Every split run starts with "LSLSLSL" in it, which
-# ``bytes.find`` finds at C speed; ``_SPLIT_RUN`` is tried at each of them.
+# the split runs are looked for in a class string of the text, one byte per character
+# of its Latin-1 encoding ("•" read as "·" first, every other character past Latin-1 as
+# "?"): "L" for a letter of a run, "S" for a separator, "." for the rest. Every split
+# run starts with "LSLSLSL" in it, which ``bytes.find`` finds at C speed;
+# ``_SPLIT_RUN`` is tried at each of them.
 _SPLIT_CLASSES = bytes(
     ord("L") if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789@$"
-    else ord("S") if chr(c) in " .-_*|/,+~:'\"?" else ord(".") for c in range(256))
+    else ord("S") if chr(c) in " .-_*·|/,+~:'\"" else ord(".") for c in range(256))
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
 # the same, as one group: ``split`` gives the parts kept and the parts dropped in turn
@@ -399,9 +399,11 @@ def _dropped_spans(view: View, lengths: list[int]) -> tuple[Sequence[int], Seque
 
 def _split_runs(text: str) -> Iterator[re.Match[str]]:
     """``_SPLIT_RUN.finditer(text)``, tried only where a run can start: at each
-    "LSLSLSL" of the text's ``_SPLIT_CLASSES`` string (every run starts with one; the
-    classes read more characters as separators than the pattern does, never fewer)."""
-    classes = text.encode("ascii", "replace").translate(_SPLIT_CLASSES)
+    "LSLSLSL" of the text's ``_SPLIT_CLASSES`` string (every run starts with one; a
+    candidate fails only at the pattern's word edges)."""
+    latin = (text.replace("\u2022", "\u00b7") if "\u2022" in text else text).encode(
+        "latin-1", "replace")
+    classes = latin.translate(_SPLIT_CLASSES)
     pos = 0
     while (at := classes.find(b"LSLSLSL", pos)) >= 0:
         m = _SPLIT_RUN.match(text, at)
