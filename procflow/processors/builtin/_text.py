@@ -423,7 +423,8 @@ def _join(m: re.Match[str]) -> str:
 
 def join_split(view: View) -> View:
     """Join letters split by spacing or punctuation ("i g n o r e", "ig-nore", "i.g.n")."""
-    joined = _substitute(view, _split_runs(view.text), _join, "joined")
+    runs = list(_split_runs(view.text))
+    joined = _substitute(view, runs, _join, "joined") if runs else view
     # every inner punctuation match is dropped: the text in one C pass, split into the
     # parts kept and dropped, whose lengths make the spans when they are needed
     parts = _INNER_PUNCT_PARTS.split(joined.text)
