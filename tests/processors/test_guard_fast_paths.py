@@ -19,7 +19,15 @@ from hypothesis import strategies as st
 from procflow import _secrets
 from procflow._wordscan import word_matches
 from procflow.processors.builtin import _text
-from procflow.processors.builtin._text import View, fold, join_split, leet, normalise, squash
+from procflow.processors.builtin._text import (
+    View,
+    fold,
+    join_split,
+    leet,
+    normalise,
+    reverse,
+    squash,
+)
 from procflow.processors.builtin.injection.scan import _embedding
 from procflow.processors.builtin.moderation import lexicon
 from procflow.processors.builtin.pii import checks, rules
@@ -335,6 +343,73 @@ def test_a_normalisation_one_character_for_one_keeps_every_index() -> None:
     assert view.text == "call 01 2 at x@y.com" and view.keeps_indices
     assert view.span(5, 9) == (5, 9)
     assert not normalise("call\u200b 01").keeps_indices  # the zero-width space is dropped
+
+
+# -- views whose spans are runs (the folded view, the reversed one, the joined one) --
+
+_OBFUSCATED = st.lists(st.sampled_from(
+    ["a", "b", "i", "x", "1", "@", "$", " ", ".", "-", "_", "'", "*", "|", "~", "^", "/", ",",
+     ":", "\"", "+", "?", "\u2022", "\u00b7", "\t", "\n", "\x01", "\x7f", "é", "e\u0301",
+     "\u0301", "\ufb01", "\ufdfa", "\u00bd", "\u200b", "\ufeff", "\u00ad", "\U000e0069",
+     "\U000e007f", "\uff21", "\u0430", "\u2014", "\u2019", "\u00a0", "\u2028", "\u96fb", "\u0130",
+     "i g n o r e", "ig-nore", "i.g.n.o.r.e", "d o n ' t", "don't", "self.x", "foo_bar", "a--b",
+     "x .y"]), max_size=24).map("".join)
+
+
+def _fold_char_by_char(text: str) -> tuple[str, list[int], list[int]]:
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for i, ch in enumerate(text):
+        ascii_run = ch in "\t\n" or "\x20" <= ch <= "\x7e"
+        for out in (_text._fold_ascii(ch) if ascii_run else _text._fold_lower(ch)):
+            chars.append(out)
+            starts.append(i)
+            ends.append(i + 1)
+    return "".join(chars), starts, ends
+
+
+_RUN_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789@$")
+
+
+def _join_char_by_char(text: str, starts: list[int], ends: list[int],
+                       ) -> tuple[str, list[int], list[int]]:
+    """``join_split`` of a view, character by character: the letters of each split run
+    holding two letters or more keep their own spans, then every character of an inner
+    punctuation match is dropped."""
+    keep = [True] * len(text)
+    for m in _text._SPLIT_RUN.finditer(text):
+        letters = [k for k in range(*m.span()) if text[k] in _RUN_LETTERS]
+        if sum(text[k].isalpha() for k in letters) >= 2:
+            keep[m.start():m.end()] = [k in letters for k in range(*m.span())]
+    kept = [k for k in range(len(text)) if keep[k]]
+    joined = "".join(text[k] for k in kept)
+    dropped = {k for m in _text._INNER_PUNCT.finditer(joined) for k in range(*m.span())}
+    kept = [k for v, k in enumerate(kept) if v not in dropped]
+    return ("".join(text[k] for k in kept), [starts[k] for k in kept], [ends[k] for k in kept])
+
+
+def _assert_spans(view: View, text: str, starts: list[int], ends: list[int]) -> None:
+    assert view.text == text
+    assert list(view.starts) == starts and list(view.ends) == ends
+    assert [view.starts[i] for i in range(-len(starts), 0)] == starts
+    assert [view.ends[i] for i in range(-len(ends), 0)] == ends
+    n = len(text)
+    for i in range(n):
+        for j in {i, min(i + 1, n), min(i + 2, n), min(i + 5, n), n}:
+            last = max(j - 1, i)
+            assert view.span(i, j) == (min(starts[i], starts[last]), max(ends[i], ends[last]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_OBFUSCATED)
+def test_folded_and_joined_views_by_runs_are_the_views_char_by_char(text: str) -> None:
+    base = fold(text)
+    plain, starts, ends = _fold_char_by_char(text)
+    _assert_spans(base, plain, starts, ends)
+    _assert_spans(reverse(base), plain[::-1], starts[::-1], ends[::-1])
+    _assert_spans(join_split(base), *_join_char_by_char(plain, starts, ends))
+    _assert_spans(join_split(normalise(text)), *_join_char_by_char(*_normalise_char_by_char(text)))
 
 
 @settings(max_examples=300, deadline=None)

@@ -5,8 +5,8 @@
   any prefilter;
 - the leet words found from their digits and symbols (``_text._leet_tokens``) against
   ``_LEET_WORD`` tried at every position;
-- the split runs tried only next to a ``_SPLIT_GATE`` match (``_text._split_runs``)
-  against ``_SPLIT_RUN.finditer``;
+- the split runs tried only where the text's class string holds "LSLSLSL"
+  (``_text._split_runs``) against ``_SPLIT_RUN.finditer``;
 - the misspellings looked for by one RE2 pass (``_prefilter.word_finder``, used by
   ``spellfix``) against looking each word up;
 - ``proxy`` (an encoding error handler) against a regex substitution;
@@ -131,7 +131,7 @@ def test_a_joint_set_that_gives_up_falls_back_to_the_groups(
 
 # -- the views' fast paths --
 
-_VIEW_TEXT = st.text(alphabet="ab1 0-.@$!|+_é—’\u00a0\u200bＡß\tx`İ*/,:'\"~", max_size=60)
+_VIEW_TEXT = st.text(alphabet="ab1 0-.@$!|+_é—’\u00a0\u200bＡß\tx`İ*/,:'\"~•·?電", max_size=60)
 
 
 def _plain_leet_tokens(view: View) -> list[tuple[int, int, str, str]]:

@@ -20,7 +20,6 @@ import html
 import operator
 import re
 import unicodedata
-from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -107,17 +106,18 @@ _LEET_HIT = re.compile(r"[0-9@$!|+](?:(?<=[a-z].)|(?<![0-9@$!|+].)(?=[0-9@$!|+]*
                        r"[a-z0-9@$!|+]*+")
 _SPLIT_RUN = re.compile(
     r"[a-z0-9@$](?<![a-z0-9][a-z0-9@$])(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){3,}")
-# what every split run holds (a separator, a letter, a separator, a letter that ends
-# a word), found from the separators: a text without it has no split run
-_SPLIT_GATE = re.compile(
-    r"[ .\-_*•·|/,+~:'\"][a-z0-9@$][ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])")
-# what follows the first character of every split run (its first three separated
-# letters): ``_split_runs`` tries a run one character before each match (the first
-# repetition written out: a pattern opening with a class lets ``re`` skip ahead in C)
-_SPLIT_START = re.compile(r"[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])"
-                          r"(?:[ .\-_*•·|/,+~:'\"][a-z0-9@$](?![a-z0-9])){2}")
+# the split runs are looked for in a class string of the text, one byte per character
+# of its Latin-1 encoding ("•" read as "·" first, every other character past Latin-1 as
+# "?"): "L" for a letter of a run, "S" for a separator, "." for the rest. Every split
+# run starts with "LSLSLSL" in it, which ``bytes.find`` finds at C speed;
+# ``_SPLIT_RUN`` is tried at each of them.
+_SPLIT_CLASSES = bytes(
+    ord("L") if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789@$"
+    else ord("S") if chr(c) in " .-_*·|/,+~:'\"" else ord(".") for c in range(256))
 # first character before the look-behind: ``re`` skips ahead to the punctuation
 _INNER_PUNCT = re.compile(r"[.\-_*'~^|•·](?<=[a-z0-9][.\-_*'~^|•·])[.\-_*'~^|•·]*(?=[a-z])")
+# the same, as one group: ``split`` gives the parts kept and the parts dropped in turn
+_INNER_PUNCT_PARTS = re.compile(f"({_INNER_PUNCT.pattern})")
 _SEPARATORS = re.compile(r"[^a-z0-9@$]")
 _LETTER_RUN_SPLIT = re.compile(r"([a-z]+)")
 # every byte but a-z: what ``squash`` deletes from a text's ASCII bytes
@@ -199,28 +199,11 @@ class View:
         """The original span that produced ``text[start:end]`` (``end > start``)."""
         last = max(end - 1, start)
         starts = self.starts
+        if isinstance(starts, _LazyIndex):
+            starts = starts._resolve()
         if isinstance(starts, _Runs) and start >= 0 and last < len(starts):
             return starts.span(start, last)  # (ends are the same runs plus one)
         return (min(starts[start], starts[last]), max(self.ends[start], self.ends[last]))
-
-
-class _Builder:
-    __slots__ = ("chars", "ends", "starts")
-
-    def __init__(self) -> None:
-        self.chars: list[str] = []
-        # compact machine integers: a view of a long text stays small and cache-friendly
-        self.starts: array[int] = array("q")
-        self.ends: array[int] = array("q")
-
-    def add(self, text: str, start: int, end: int) -> None:
-        for ch in text:
-            self.chars.append(ch)
-            self.starts.append(start)
-            self.ends.append(end)
-
-    def build(self, name: str) -> View:
-        return View(name, "".join(self.chars), self.starts, self.ends)
 
 
 def _fold_char(ch: str) -> str:
@@ -291,30 +274,38 @@ def fold(text: str) -> View:
     return View("base", "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
-def _folded_spans(text: str) -> tuple[array[int], array[int]]:
-    """The starts and ends of ``fold(text)`` (not ASCII): each character of the view
-    comes from one character of the text; ASCII runs map one to one."""
-    b = _Builder()
-    pos = 0
-    for m in _SLOW_FOLD.finditer(text):
-        if m.start() > pos:
-            b.starts.extend(range(pos, m.start()))
-            b.ends.extend(range(pos + 1, m.start() + 1))
-        start, end = m.span()
-        sizes = [len(_fold_lower(ch)) for ch in text[start:end]]
-        if sizes.count(1) == len(sizes):  # each folds to one character: one to one
-            b.starts.extend(range(start, end))
-            b.ends.extend(range(start + 1, end + 1))
+def _folded_spans(text: str) -> tuple[_Runs, _Runs]:
+    """The starts and ends of ``fold(text)`` (not ASCII), as runs: each character of the
+    view comes from one character of the text, and the view maps one to one onto the
+    text but for the characters folded to none (a zero-width space) or to several (a
+    ligature). Only the non-ASCII runs holding such a character are looked at one by one:
+    the runs are made in proportion to them, not to the text's length."""
+    marks = [0]  # a one-to-one run, then for each character folded to n != 1 characters:
+    slopes = [1]  # its n copies (none when n is 0), and the one-to-one run after it
+    bases = [0]
+    shift = 0  # text index - view index, in the current one-to-one run
+
+    def add(mark: int, slope: int, base: int) -> None:
+        if marks[-1] == mark:  # the run before it is empty
+            slopes[-1], bases[-1] = slope, base
         else:
-            for i, n in enumerate(sizes, start):
+            marks.append(mark)
+            slopes.append(slope)
+            bases.append(base)
+
+    for m in _SLOW_FOLD.finditer(text):
+        sizes = list(map(len, map(_fold_lower, m.group(0))))
+        if sizes.count(1) == len(sizes):
+            continue
+        for i, n in enumerate(sizes, m.start()):
+            if n != 1:
+                at = i - shift  # where the character's reading starts in the view
                 if n:
-                    b.starts.extend([i] * n)
-                    b.ends.extend([i + 1] * n)
-        pos = end
-    if pos < len(text):
-        b.starts.extend(range(pos, len(text)))
-        b.ends.extend(range(pos + 1, len(text) + 1))
-    return b.starts, b.ends
+                    add(at, 0, i)
+                shift = i + 1 - (at + n)
+                add(at + n, 1, shift)
+    size = len(text) - shift
+    return _Runs(marks, slopes, bases, 0, size), _Runs(marks, slopes, bases, 1, size)
 
 
 def _substitute(view: View, matches: Iterable[re.Match[str]],
@@ -333,86 +324,114 @@ def _apply(view: View, edits: list[_Edit], name: str) -> View:
     text = view.text
     pieces: list[str] = []
     pos = 0
+    same = True  # whether each replacement is as long as what it replaces
     for start, end, new in edits:
         pieces.append(text[pos:start])
         pieces.append(new)
+        same = same and len(new) == end - start
         pos = end
     pieces.append(text[pos:])
+    if same:  # each character replaced one for one: the spans are those of ``view``
+        return View(name, "".join(pieces), view.starts, view.ends)
     # the spans are only needed where a rule matches: made then
     spans = _DeferredSpans(lambda: _substituted_spans(view, edits))
     return View(name, "".join(pieces), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
+_RUN_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789@$")  # what a join keeps
+
+
 def _substituted_spans(view: View, edits: list[_Edit]) -> tuple[Sequence[int], Sequence[int]]:
     """The starts and ends of ``_apply``'s view: those of ``view``, looked up through a
-    map of the new view's runs onto ``view`` (one entry per edit, not per character)."""
+    map of the new view's runs onto ``view`` (one entry per edit, not per character).
+    An edit that keeps the length maps one to one, as the text around it does: it is
+    part of the run copied around it, and adds none."""
+    text = view.text
     marks: list[int] = []  # where each run of the new view starts
     slopes: list[int] = []  # 1: copied from view; 0: one character of view for all
     starts: list[int] = []  # the bases of the runs, for the starts and for the ends
     ends: list[int] = []
     size = pos = 0
-
-    def run(length: int, slope: int, first: int, last: int) -> None:
-        nonlocal size
-        if length:
-            marks.append(size)
-            slopes.append(slope)
-            starts.append(first - slope * size)
-            ends.append(last - slope * size)
-            size += length
-
     for start, end, new in edits:
-        run(start - pos, 1, pos, pos)
         if len(new) == end - start:
-            run(len(new), 1, start, start)
-        else:
-            kept = [k for k in range(start, end) if not _SEPARATORS.fullmatch(view.text[k])]
-            if len(kept) == len(new):  # the replacement only dropped separators
-                for k in kept:
-                    run(1, 0, k, k)
-            else:
-                run(len(new), 0, start, end - 1)
+            continue
+        if start > pos:  # copied
+            marks.append(size)
+            slopes.append(1)
+            starts.append(pos - size)
+            ends.append(pos - size)
+            size += start - pos
+        kept = [k for k in range(start, end) if text[k] in _RUN_LETTERS]
+        if len(kept) == len(new):  # the replacement only dropped separators
+            marks.extend(range(size, size + len(kept)))
+            slopes.extend([0] * len(kept))
+            starts.extend(kept)
+            ends.extend(kept)
+        elif new:
+            marks.append(size)
+            slopes.append(0)
+            starts.append(start)
+            ends.append(end - 1)
+        size += len(new)
         pos = end
-    run(len(view.text) - pos, 1, pos, pos)
+    if len(text) > pos:
+        marks.append(size)
+        slopes.append(1)
+        starts.append(pos - size)
+        ends.append(pos - size)
+        size += len(text) - pos
     return (_Mapped(marks, slopes, starts, size, view.starts),
             _Mapped(marks, slopes, ends, size, view.ends))
 
 
+def _dropped_spans(view: View, lengths: list[int]) -> tuple[Sequence[int], Sequence[int]]:
+    """The starts and ends of ``view`` with parts of its text dropped, given the lengths
+    of the parts kept and dropped in turn (kept first and last): the kept parts are
+    runs copied from ``view``, found by sums in C (no Python step per part)."""
+    offsets = list(accumulate(lengths, initial=0))  # where each part starts in view.text
+    marks = list(accumulate(lengths[::2], initial=0))  # where each kept one starts after
+    size = marks.pop()
+    bases = list(map(operator.sub, offsets[::2], marks))
+    slopes = [1] * len(marks)
+    return (_Mapped(marks, slopes, bases, size, view.starts),
+            _Mapped(marks, slopes, bases, size, view.ends))
+
+
 def _split_runs(text: str) -> Iterator[re.Match[str]]:
-    """``_SPLIT_RUN.finditer(text)``, tried only where a run can start: a run starting
-    at ``r`` holds a ``_SPLIT_START`` match at ``r + 1``, so it is tried one character
-    before each such match (and none starts before the first one after the last
-    run's end)."""
+    """``_SPLIT_RUN.finditer(text)``, tried only where a run can start: at each
+    "LSLSLSL" of the text's ``_SPLIT_CLASSES`` string (every run starts with one; a
+    candidate fails only at the pattern's word edges)."""
+    latin = (text.replace("\u2022", "\u00b7") if "\u2022" in text else text).encode(
+        "latin-1", "replace")
+    classes = latin.translate(_SPLIT_CLASSES)
     pos = 0
-    while (gate := _SPLIT_START.search(text, pos)) is not None:
-        at = gate.start() - 1
-        m = _SPLIT_RUN.match(text, at) if at >= pos else None
+    while (at := classes.find(b"LSLSLSL", pos)) >= 0:
+        m = _SPLIT_RUN.match(text, at)
         if m is None:
-            pos = gate.start() + 1
+            pos = at + 1
             continue
         yield m
         pos = m.end()
 
 
+def _join(m: re.Match[str]) -> str:
+    """A split run's letters, joined (a run of fewer than two letters is kept)."""
+    run = m.group(0)
+    letters = _SEPARATORS.sub("", run)
+    return letters if sum(c.isalpha() for c in letters) >= 2 else run
+
+
 def join_split(view: View) -> View:
     """Join letters split by spacing or punctuation ("i g n o r e", "ig-nore", "i.g.n")."""
-    def join(m: re.Match[str]) -> str:
-        run = m.group(0)
-        letters = _SEPARATORS.sub("", run)
-        return letters if sum(c.isalpha() for c in letters) >= 2 else run
-
-    joined = view
-    if _SPLIT_GATE.search(view.text) is not None:  # else no split run can be there
-        joined = _substitute(view, _split_runs(view.text), join, "joined")
-    # every match is dropped (each holds a character): the text in one C pass, the
-    # matches again only when the spans are needed
-    text = joined.text
-    dropped = _INNER_PUNCT.sub("", text)
-    if len(dropped) == len(text):
-        return View("joined", text, joined.starts, joined.ends)
-    spans = _DeferredSpans(lambda: _substituted_spans(
-        joined, [(m.start(), m.end(), "") for m in _INNER_PUNCT.finditer(text)]))
-    return View("joined", dropped, _LazyIndex(spans, False), _LazyIndex(spans, True))
+    runs = list(_split_runs(view.text))
+    joined = _substitute(view, runs, _join, "joined") if runs else view
+    # every inner punctuation match is dropped: the text in one C pass, split into the
+    # parts kept and dropped, whose lengths make the spans when they are needed
+    parts = _INNER_PUNCT_PARTS.split(joined.text)
+    if len(parts) == 1:
+        return View("joined", joined.text, joined.starts, joined.ends)
+    spans = _DeferredSpans(lambda: _dropped_spans(joined, list(map(len, parts))))
+    return View("joined", "".join(parts[::2]), _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
 _LeetWord = tuple[int, int, str, str]  # start, end, the part translated, the "!"s after it
@@ -595,11 +614,22 @@ def rot13(view: View) -> View:
     return View("rot13", data.decode("utf-8", "surrogatepass"), view.starts, view.ends)
 
 
+def _reversed_spans(view: View) -> tuple[Sequence[int], Sequence[int]]:
+    """The starts and ends of ``reverse(view)``: runs read backwards (no list of one
+    entry per character), or the entries themselves reversed."""
+    starts = view.starts
+    if isinstance(starts, _LazyIndex):
+        starts = starts._resolve()
+    if isinstance(starts, _Runs):  # (a folded view's): the runs read backwards
+        return starts.reversed(0), starts.reversed(1)
+    return view.starts[::-1], view.ends[::-1]
+
+
 def reverse(view: View) -> View:
     """The view read backwards ("snoitcurtsni" -> "instructions")."""
     if isinstance(view.starts, range) and isinstance(view.ends, range):
         return View("reversed", view.text[::-1], view.starts[::-1], view.ends[::-1])
-    spans = _DeferredSpans(lambda: (view.starts[::-1], view.ends[::-1]))
+    spans = _DeferredSpans(lambda: _reversed_spans(view))
     return View("reversed", view.text[::-1], _LazyIndex(spans, False), _LazyIndex(spans, True))
 
 
@@ -983,8 +1013,9 @@ class _RunTable(Sequence[int]):
 
 
 class _Runs(_RunTable):
-    """The source indices of a ``normalise`` view: ``slopes[k] * v + bases[k]``, plus
-    ``plus`` (0 for the starts, 1 for the ends)."""
+    """The source indices of a view each of whose characters comes from one character
+    of the text (``normalise``, ``fold`` and their reversed views): ``slopes[k] * v +
+    bases[k]``, plus ``plus`` (0 for the starts, 1 for the ends)."""
 
     __slots__ = ("_plus",)
 
@@ -998,7 +1029,7 @@ class _Runs(_RunTable):
 
     def span(self, first: int, last: int) -> tuple[int, int]:
         """``(min(self[first], self[last]), max(self[first], self[last]) + 1)`` for the
-        starts of a ``normalise`` view (whose ends are the same runs plus one): its
+        starts of a view by runs (whose ends are the same runs plus one): its
         ``View.span``, in two bisections instead of four item look-ups (a text full
         of PII maps hundreds of spans). Indices in range."""
         marks, slopes, bases = self._marks, self._slopes, self._bases
@@ -1007,6 +1038,25 @@ class _Runs(_RunTable):
         k = bisect_right(marks, last) - 1
         b = slopes[k] * last + bases[k] + self._plus
         return (a, b + 1) if a <= b else (b, a + 1)
+
+    def reversed(self, plus: int) -> _Runs:
+        """These runs read backwards, plus ``plus`` (the starts or the ends of the
+        reversed view): its character ``w`` is character ``size - 1 - w`` here, which in
+        run ``k`` reads ``-slopes[k] * w + slopes[k] * (size - 1) + bases[k]``. Empty
+        runs are left out."""
+        size = self._size
+        marks: list[int] = []
+        slopes: list[int] = []
+        bases: list[int] = []
+        end = size
+        for mark, slope, base in zip(self._marks[::-1], self._slopes[::-1], self._bases[::-1],
+                                     strict=True):
+            if mark < end:
+                marks.append(size - end)
+                slopes.append(-slope)
+                bases.append(slope * (size - 1) + base)
+                end = mark
+        return _Runs(marks, slopes, bases, plus, size)
 
 
 class _Mapped(_RunTable):
