@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -112,29 +113,40 @@ def _quoted(original: str, start: int, end: int) -> bool:
 def _embedded(original: str, pos: int) -> bool:
     """Whether ``pos`` lies inside quoted or bracketed text: an open double or curly
     quote, an opening single quote (not an apostrophe), ``[``, ``(``, ``{`` or ``<!--``."""
-    return bool(_embedding(original)[pos])
+    return bisect_right(_embedding(original), pos) % 2 == 1
 
 
-_EMBEDDING_CHARS = re.compile("[\"“”'‘’\\[({\\])}>-]")
+# what can change the state: quotes and brackets (a class, which ``re`` skips ahead
+# to in C), and the last character of "<!--" and of "-->" (found apart: rare)
+_EMBEDDING_MARKS = re.compile("[\"“”'‘’\\[({\\])}]")
+
+
+def _comment_marks(original: str) -> list[int]:
+    """The positions of the last character of each "<!--" and "-->" in ``original``."""
+    marks = []
+    for mark in ("<!--", "-->"):
+        at = original.find(mark)
+        while at >= 0:
+            marks.append(at + len(mark) - 1)
+            at = original.find(mark, at + 1)
+    return sorted(marks)
 
 
 @lru_cache(maxsize=8)
-def _embedding(original: str) -> bytes:
-    """For each position of ``original`` (and its end), 1 when it lies inside quoted or
-    bracketed text (see ``_embedded``); one pass, cached per text. Only quotes,
-    brackets and the characters of "<!--" / "-->" change the state, so the text is
-    walked from one of them to the next."""
+def _embedding(original: str) -> list[int]:
+    """The positions of ``original`` where being inside quoted or bracketed text (see
+    ``_embedded``) starts or stops, ascending: outside before the first, inside from
+    it to the second, and so on. One pass, cached per text; the text is walked from
+    one character that can change it to the next."""
     double = curly = single = False
     depth = 0
-    flags = bytearray(len(original) + 1)
     last_open = last_close = -1
-    state = 0
-    filled = 0
-    for m in _EMBEDDING_CHARS.finditer(original):
-        k = m.start()
-        if state:
-            flags[filled:k + 1] = b"\x01" * (k + 1 - filled)
-        filled = k + 1
+    inside = False
+    changes: list[int] = []
+    marks: Iterable[int] = (m.start() for m in _EMBEDDING_MARKS.finditer(original))
+    if "<!--" in original or "-->" in original:
+        marks = sorted([*marks, *_comment_marks(original)])
+    for k in marks:
         ch = original[k]
         if ch == '"':
             double = not double
@@ -153,14 +165,14 @@ def _embedding(original: str) -> bytes:
             if depth:
                 depth -= 1
         elif ch == "-":
-            if k >= 3 and original[k - 3:k + 1] == "<!--":
-                last_open = k - 3
-        elif ch == ">" and k >= 2 and original[k - 2:k + 1] == "-->":
+            last_open = k - 3
+        else:  # the ">" of "-->"
             last_close = k - 2
-        state = int(double or curly or single or depth > 0 or last_open > last_close)
-    if state:
-        flags[filled:] = b"\x01" * (len(flags) - filled)
-    return bytes(flags)
+        now = double or curly or single or depth > 0 or last_open > last_close
+        if now is not inside:
+            inside = now
+            changes.append(k + 1)  # the character itself is read in the state before it
+    return changes
 
 
 @lru_cache(maxsize=8)
