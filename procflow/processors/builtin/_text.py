@@ -869,9 +869,10 @@ def views_for_matching(text: str, *, deep: bool = True,
             if name not in unwanted:
                 candidates.append(make(source))
     for view in candidates:
-        key = view.text if view.name != "squashed" else "\0" + view.text
-        if key not in seen:
-            seen.add(key)
+        if view.name == "squashed":  # read by rules of its own: never the same as another
+            yield view
+        elif view.text not in seen:
+            seen.add(view.text)
             yield view
 
 
