@@ -71,12 +71,13 @@ _JUDGE_SHAPE: Final = ('{"flagged": true|false, "score": 0..1, "categories": {"<
                        '"reason": "short explanation", "rewritten": "..."}')
 _MIN_WORDS: Final = 2
 _MAX_EVIDENCE: Final = 20
-OFF_LOOP_CHARS: Final = 8_000
-"""Texts longer than this are scanned in a worker thread (``_text.off_loop``). The
-rules take ~2 ms on a typical 8,000 characters and ~4 ms on the densest (the slowest
-10 KB input of ``benchmarks/guards.py`` is a window of attack phrases: ~5 ms), so a
-text checked inline holds the event loop no longer than that, and shorter texts are
-spared the CPU a hop to a thread and back costs (~0.2-0.4 ms)."""
+OFF_LOOP_CHARS: Final = 10_000
+"""Texts longer than this are scanned in a worker thread (``_text.off_loop``), as
+``ModerationProcessor``'s. The rules take ~2 ms on a typical 10,000 characters and
+~5 ms on the densest (the slowest 10 KB input of ``benchmarks/guards.py``, a window of
+attack phrases), so a text checked inline holds the event loop no longer than that;
+shorter texts are spared the hop to a thread and back, and the scan's slower run
+there (~8 % more CPU in the benchmark: the other core's caches are cold)."""
 
 
 def _evidence(hit: Hit) -> Evidence:
