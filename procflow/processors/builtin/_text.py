@@ -199,9 +199,11 @@ class View:
         """The original span that produced ``text[start:end]`` (``end > start``)."""
         last = max(end - 1, start)
         starts = self.starts
-        if isinstance(starts, _LazyIndex):
+        # exact type tests: these classes are ``Sequence``s, and ``isinstance`` against
+        # an abstract base class goes through its hook for every other type
+        if type(starts) is _LazyIndex:
             starts = starts._resolve()
-        if isinstance(starts, _Runs) and start >= 0 and last < len(starts):
+        if type(starts) is _Runs and start >= 0 and last < len(starts):
             return starts.span(start, last)  # (ends are the same runs plus one)
         return (min(starts[start], starts[last]), max(self.ends[start], self.ends[last]))
 

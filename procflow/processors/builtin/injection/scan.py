@@ -20,7 +20,7 @@ import codecs
 import re
 from bisect import bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from procflow.processors.builtin import _anchors
@@ -336,7 +336,8 @@ def _best_per_rule(hits: list[Hit]) -> dict[str, Hit]:
     best = dict(plain)
     for key, hit in hidden.items():
         if key not in best:
-            best[key] = replace(hit, weight=min(hit.weight + _OBFUSCATION_BONUS, 0.99))
+            best[key] = Hit(hit.rule, min(hit.weight + _OBFUSCATION_BONUS, 0.99), hit.view,
+                            hit.start, hit.end, hit.snippet, hit.family, hit.category)
     return best
 
 
