@@ -11,12 +11,13 @@ any other judge failure.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from procflow.errors import ProcessorError
 from procflow.models.base import LanguageModel, complete_text
@@ -231,18 +232,27 @@ def parse_verdict(raw: Mapping[str, Any], categories: Sequence[str], *,
     return JudgeVerdict(score, cats, reason if isinstance(reason, str) else "", extra)
 
 
+DETAIL_EVIDENCE: Final = 5
+"""How many pieces of evidence a tripwire's metadata or a warning's detail carries."""
+
+
 def violation_detail(result: DetectionResult, *, threshold: float,
                      include_scores: bool) -> dict[str, Any]:
     """What goes into a tripwire's metadata or a warning's detail.
 
     ``categories`` lists the categories at or over the threshold, strongest first;
-    ``score`` is the overall score. With ``include_scores`` every scored category is
-    added under ``scores``.
+    ``score`` is the overall score; ``evidence`` the strongest pieces of evidence
+    (up to ``DETAIL_EVIDENCE``: rule or classifier, view, span in the original text and
+    snippet), so a stored trace shows what fired where (``procflow trace RUN --step
+    processor:ID``). With ``include_scores`` every scored category is added under
+    ``scores``.
     """
     over = sorted((c for c, s in result.categories.items() if s >= threshold),
                   key=lambda c: result.categories[c], reverse=True)
     detail: dict[str, Any] = {"categories": over, "score": round(result.score, 3),
                               "reason": result.reason}
+    if result.evidence:
+        detail["evidence"] = [dataclasses.asdict(e) for e in result.evidence[:DETAIL_EVIDENCE]]
     if include_scores:
         detail["scores"] = {c: round(s, 3) for c, s in result.categories.items()}
     return detail
