@@ -306,7 +306,7 @@ class TraceView:
             symbol, style = _symbol(status)
             name, tag = _label(row), _kind_tag(row)
             note_text = "  " + " · ".join(notes) if notes else ""
-            fixed = cell_len(lead) + 2 + cell_len(tag)
+            fixed = cell_len(lead) + cell_len(f"{symbol} ") + cell_len(tag)  # "⚡" is 2 wide
             under: list[tuple[str, Style]] = []
             if note_text and fixed + cell_len(name) + cell_len(note_text) > label_cells:
                 under.append((note_text.strip(), _DIM))
@@ -327,12 +327,21 @@ class TraceView:
             yield line
             tripwire = (row.get("attributes") or {}).get("tripwire")
             if tripwire:
-                under.append((_tripwire_text(tripwire), _TRIPWIRE))
+                # at the run and where it was raised; the spans between pass it on
+                if row.get("parent_id") is None or not (
+                        drawn_kids and self._tripwire_below(i, tripwire)):
+                    under.append((_tripwire_text(tripwire), _TRIPWIRE))
             elif row.get("error") and not self._shown_below(i, row["error"]):
                 under.append((f"✖ {row['error']}", _RED))
             prefix = base + ("│ " if drawn_kids else "  ")  # text under the name
             for text, text_style in under:
                 yield from _fold(prefix, text, text_style, width)
+
+    def _tripwire_below(self, i: int, tripwire: Any) -> bool:
+        """Whether a child carries this same tripwire (shown there, nearer its origin)."""
+        rows = self.tree.rows
+        return any((rows[k].get("attributes") or {}).get("tripwire") == tripwire
+                   for k in self.tree.children.get(i, ()))
 
     def _shown_below(self, i: int, error: str) -> bool:
         """Whether a child failed with this same error (shown there, at its origin)."""

@@ -97,8 +97,9 @@ def tripwire() -> TraceRecord:
     trip = {"reason": "contains an email address", "processor_id": "pii-detector",
             "retry": False, "metadata": {"matches": 1}}
     return record("run-4", "agent:guarded", "tripwire", [
-        span("1", None, "run: agent:guarded", "run", 0, 8, "tripwire"),
-        span("2", "1", "input-processors", "step", 0, 4, "tripwire"),
+        # as a real run records it: the run and each span on the way carry the tripwire
+        span("1", None, "run: agent:guarded", "run", 0, 8, "tripwire", tripwire=trip),
+        span("2", "1", "input-processors", "step", 0, 4, "tripwire", tripwire=trip),
         span("3", "2", "input processor: pii-detector", "processor", 1, 4, "tripwire",
              error="contains an email address", tripwire=trip),
         span("4", "1", "agent-step", "loop", 4, 8, "skipped", path="agent-step"),
@@ -164,8 +165,9 @@ TRIPWIRE = """\
 workflow agent:guarded  run run-4  ⚡ tripwire  8 ms  4 spans
                                                             0                                   8 ms
 ⚡ run: agent:guarded                                 8 ms  ████████████████████████████████████████
+│ ⚡ tripwire: contains an email address (processor pii-detector)
 ├─ ⚡ input-processors                                4 ms  ████████████████████
-│  └─ ⚡ input processor: pii-detector [processor     3 ms       ███████████████
+│  └─ ⚡ input processor: pii-detect… [processor]     3 ms       ███████████████
 │       ⚡ tripwire: contains an email address (processor pii-detector)
 └─ ⊘ agent-step [loop]                                4 ms                      ████████████████████
 """
