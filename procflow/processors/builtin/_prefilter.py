@@ -395,16 +395,7 @@ def may_search(pattern: re.Pattern[str]) -> Callable[[bytes], bool] | None:
     form = re2_form(pattern, consume_edges=True)
     if re2 is None or form is None:
         return None
-    try:
-        regexp = re2.compile(form.encode("ascii"), _options(re2, _SEARCHER_MEM))
-    except re2.error:
-        return None
-    search = _searcher(re2, regexp)
-
-    def found(data: bytes) -> bool:
-        return bool(search(data, 0) >= 0)
-
-    return found
+    return _finder(re2, form.encode("ascii"), _SEARCHER_MEM)
 
 
 def word_finder(words: Iterable[str]) -> Callable[[bytes], bool] | None:
@@ -423,8 +414,14 @@ def word_finder(words: Iterable[str]) -> Callable[[bytes], bool] | None:
     if re2 is None:
         return None
     pattern = rb"(?:\A|[^a-z])(?:" + "|".join(words).encode("ascii") + rb")(?:[^a-z]|\z)"
+    return _finder(re2, pattern, _MAX_MEM)
+
+
+def _finder(re2: Any, pattern: bytes, max_mem: int) -> Callable[[bytes], bool] | None:
+    """``data -> whether the RE2 pattern matches somewhere in it`` (``None`` when RE2
+    cannot compile it)."""
     try:
-        regexp = re2.compile(pattern, _options(re2, _MAX_MEM))
+        regexp = re2.compile(pattern, _options(re2, max_mem))
     except re2.error:
         return None
     search = _searcher(re2, regexp)
