@@ -330,3 +330,15 @@ def test_smuggling_signals_equal_their_plain_searches(text: str) -> None:
     from procflow.processors.builtin._text import smuggling_signals
 
     assert smuggling_signals(text) == _smuggling_signals_plain(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_rot13_view_is_the_rot13_codec(text: str) -> None:
+    # made with bytes.translate over UTF-8 (surrogates included), not the codec's dict
+    import codecs
+
+    from procflow.processors.builtin._text import View, rot13
+
+    assert rot13(View("base", text, range(len(text)), range(1, len(text) + 1))).text \
+        == codecs.encode(text, "rot13")
