@@ -4,6 +4,7 @@ detection off the event loop, evidence, and pluggable classifiers."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import anyio
@@ -120,24 +121,39 @@ async def test_large_detection_does_not_stall_the_event_loop(kind: str) -> None:
 
     detector = {"injection": PromptInjectionDetector, "moderation": ModerationProcessor,
                 "pii": PIIDetector}[kind]()
-    text = ("Please review this pasted report; call 415 555 0100 or mail a@b.io. " * 1500)
-    ticks = 0
+    # an input long enough to take a while here (faster guards need more text): the
+    # other task's longest wait is then told apart from the detection's own time
+    text = "Please review this pasted report; call 415 555 0100 or mail a@b.io. " * 1500
+    took = 0.0
+    for _ in range(6):
+        start = time.perf_counter()
+        await detector.detect(text)  # type: ignore[attr-defined]
+        took = time.perf_counter() - start
+        if took >= 0.06:
+            break
+        text += text
+    ticks: list[float] = []
     done = False
 
-    async def sleeper() -> None:
-        nonlocal ticks
+    async def ticker() -> None:
         while not done:
+            ticks.append(time.perf_counter())
             await anyio.sleep(0.001)
-            ticks += 1
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(sleeper)
+        tg.start_soon(ticker)
         await anyio.sleep(0.01)
-        before = ticks
+        start = time.perf_counter()
         await detector.detect(text)  # type: ignore[attr-defined]
-        during = ticks - before
+        end = time.perf_counter()
         done = True
-    assert during >= 3, f"{kind}: the other task ticked {during} times during detection"
+    during = [t for t in ticks if start <= t <= end]
+    waits = [b - a for a, b in zip([start, *during], [*during, end], strict=True)]
+    # inline, the other task would wait the whole detection; off the loop it ticks on
+    # (held up only by the switches of the interpreter lock, ~5 ms)
+    assert len(during) >= 2 and max(waits) < (end - start) / 2, (
+        f"{kind}: the other task waited up to {max(waits) * 1000:.1f} ms during a "
+        f"{(end - start) * 1000:.1f} ms detection ({len(during)} ticks)")
 
 
 # -- classifiers -------------------------------------------------------------------
