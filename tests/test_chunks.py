@@ -152,12 +152,15 @@ def test_match_dispatches_on_the_classes() -> None:
 
 # -- to_dict / from_dict ---------------------------------------------------------------
 
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    # named, not a lambda: see tests/processors/test_response_cache.py (json_values)
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+
+
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8)
     | st.floats(allow_nan=False, allow_infinity=False),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                 max_size=3),
-    max_leaves=8)
+    _containers, max_leaves=8)
 _mapping = st.dictionaries(st.text(max_size=5), _json, max_size=3)
 _metadata = st.none() | _mapping
 _text = st.text(max_size=10)

@@ -546,12 +546,17 @@ def test_incomplete_inputs_are_a_clear_error() -> None:
         build_response_cache_key({"agent_id": "a", "scope": None, "model": {}, "prompt": []})
 
 
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+
+
+# (a named function, not a lambda: when a draw runs past max_leaves, Hypothesis describes
+# the strategy, and describing a lambda parses its source with ``ast``, which CPython 3.11
+# can fail deep in a recursion: "AST constructor recursion depth mismatch")
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text() | st.binary(max_size=8)
     | st.floats(allow_nan=False),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=6), inner, max_size=4),
-    max_leaves=20)
+    _containers, max_leaves=20)
 
 
 @given(prompt=st.lists(st.dictionaries(st.text(max_size=6), json_values, max_size=4),
