@@ -8,6 +8,9 @@ Run it with ``python examples/guarded_agent.py``. The input passes through:
 then a model with one tool answers, streamed. Without ``OPENAI_API_KEY`` the model is
 a ``ScriptedModel`` (no network); with it, ``OPENAI_MODEL`` (default gpt-4o-mini).
 A second request, an injection attempt, is stopped before it reaches the model.
+
+``procflow graph examples/guarded_agent.py:support --depth 3`` draws the agent's loop
+with the guardrail workflow in its input stage.
 """
 
 from __future__ import annotations
@@ -64,10 +67,12 @@ def make_model() -> Any:
     ])
 
 
+support = Agent(id="support", instructions="You are a concise support assistant.",
+                model=make_model(), tools=[lookup_order], input_processors=[guardrails])
+
+
 async def main() -> int:
-    model = make_model()
-    agent = Agent(id="support", instructions="You are a concise support assistant.",
-                  model=model, tools=[lookup_order], input_processors=[guardrails])
+    agent, model = support, support.model
     question = "Hi, I'm jane.doe@example.com. Where is my order A-1001?"
     print(f"user: {question}")
     print("assistant: ", end="", flush=True)

@@ -29,3 +29,16 @@ def test_guarded_agent_streams_redacts_and_blocks(tmp_path: Path) -> None:
     assert "[lookup_order → {'status': 'shipped'" in done.stdout
     assert "the model saw the email redacted: True" in done.stdout
     assert "blocked by prompt-injection-detector" in done.stdout
+
+
+def test_the_guarded_agent_is_drawn_with_its_guardrails_and_tool(tmp_path: Path) -> None:
+    # the command the example's docstring gives
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    done = subprocess.run([sys.executable, "-m", "procflow", "graph",
+                           f"{ROOT / 'examples' / 'guarded_agent.py'}:support", "--depth", "3"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "workflow agent:support" in done.stdout
+    for node in ("workflow guardrails", "processor:prompt-injection-detector",
+                 "processor:token-limiter", "tool:lookup_order"):
+        assert node in done.stdout, node
