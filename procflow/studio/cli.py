@@ -27,6 +27,7 @@ from procflow.errors import (
     WorkflowRunError,
 )
 from procflow.studio.commands import UsageError, run_command
+from procflow.studio.prune import age_argument
 from procflow.studio.targets import TargetError
 from procflow.studio.worker import add_worker_parser, worker_main
 
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         "updated more than --older-than ago, with their step results and traces. Runs "
         "that can still go on (running, pending, suspended) are never deleted, nor a run "
         "that changed or was taken by a process while the store was being pruned.")
-    prune.add_argument("--older-than", metavar="AGE", required=True,
+    prune.add_argument("--older-than", metavar="AGE", required=True, type=age_argument,
                        help="how old a run's last update must be: 30d, 12h, 90m, 45s or "
                        "seconds (0: every finished run)")
     prune.add_argument("--workflow", metavar="ID",

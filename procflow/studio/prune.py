@@ -15,7 +15,7 @@ from procflow.storage.retention import PrunedRun, prune_runs
 from procflow.studio.output import dump, masked, output_mode, plain_time
 from procflow.studio.store import Store
 
-__all__ = ["parse_age", "prune_command"]
+__all__ = ["age_argument", "parse_age", "prune_command"]
 
 _AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
@@ -34,9 +34,18 @@ def parse_age(text: str) -> float:
     return float(found.group(1)) * _UNITS[found.group(2)]
 
 
+def age_argument(text: str) -> float:
+    """``parse_age`` as an argparse ``type``: a bad age is a usage error before any store
+    is looked for."""
+    try:
+        return parse_age(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--older-than ")) from None
+
+
 async def prune_command(args: argparse.Namespace, console: Console, store: Store) -> int:
     """Prune ``store`` as the arguments say; print what was (or would be) deleted."""
-    seconds = parse_age(args.older_than)
+    seconds = float(args.older_than)
     before = time.time() - seconds
     runs = await prune_runs(store.storage, older_than=seconds, workflow_id=args.workflow,
                             status=args.status, dry_run=args.dry_run)

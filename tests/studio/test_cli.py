@@ -361,9 +361,10 @@ def test_prune_deletes_finished_runs_and_keeps_the_suspended(project: Path) -> N
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    pytest.param(["--older-than", "5x"], "--older-than must be an age such as 30d",
+    pytest.param(["--older-than", "5x"], "argument --older-than: must be an age such as 30d",
                  id="bad-age"),
-    pytest.param(["--older-than=-3d"], "--older-than must be an age", id="negative-age"),
+    pytest.param(["--older-than=-3d"], "argument --older-than: must be an age",
+                 id="negative-age"),
     pytest.param([], "the following arguments are required: --older-than", id="no-age"),
     pytest.param(["--older-than", "1d", "--status", "suspended"], "invalid choice: "
                  "'suspended'", id="unfinished-status"),
@@ -373,6 +374,14 @@ def test_prune_errors_are_one_line(project: Path, args: list[str], message: str)
     result = procflow(project, "prune", *args)
     assert result.returncode == 2
     assert_one_error_line(result, message)
+
+
+def test_a_bad_age_is_named_before_any_store_is_looked_for(tmp_path: Path) -> None:
+    # no runs stored here: the argument is still what the error is about
+    result = procflow(tmp_path, "prune", "--older-than", "3x")
+    assert result.returncode == 2
+    assert_one_error_line(result, "argument --older-than: must be an age such as 30d")
+    assert not (tmp_path / ".procflow").exists()
 
 
 def test_an_agent_run_takes_the_run_id_given(project: Path) -> None:
