@@ -29,8 +29,8 @@ def parse_age(text: str) -> float:
     """
     found = _AGE.fullmatch(text.strip().lower())
     if found is None:
-        raise ValueError(f"--older-than must be an age such as 30d, 12h, 90m, 45s or a number "
-                       f"of seconds, got {text!r}")
+        raise ValueError(f"must be an age such as 30d, 12h, 90m, 45s or a number of seconds, "
+                         f"got {text!r}")
     return float(found.group(1)) * _UNITS[found.group(2)]
 
 
@@ -40,12 +40,12 @@ def age_argument(text: str) -> float:
     try:
         return parse_age(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--older-than ")) from None
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 async def prune_command(args: argparse.Namespace, console: Console, store: Store) -> int:
     """Prune ``store`` as the arguments say; print what was (or would be) deleted."""
-    seconds = float(args.older_than)
+    seconds: float = args.older_than  # an age_argument
     before = time.time() - seconds
     runs = await prune_runs(store.storage, older_than=seconds, workflow_id=args.workflow,
                             status=args.status, dry_run=args.dry_run)

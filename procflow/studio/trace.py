@@ -16,7 +16,7 @@ import json
 import math
 import re
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rich import box
@@ -103,6 +103,14 @@ def _notes(attributes: dict[str, Any]) -> list[str]:
         if isinstance(count, int):
             notes.append(f"{count} {one if count == 1 else many}")
     return notes
+
+
+def _error_of(row: Row) -> Any:
+    return row.get("error")
+
+
+def _tripwire_of(row: Row) -> Any:
+    return (row.get("attributes") or {}).get("tripwire")
 
 
 def _tripwire_text(tripwire: Any) -> str:
@@ -325,28 +333,23 @@ class TraceView:
             if bars:
                 line.append(Segment("  " + _bar(start, end, self.t0, total, bars), style))
             yield line
-            tripwire = (row.get("attributes") or {}).get("tripwire")
+            tripwire = _tripwire_of(row)
             if tripwire:
                 # at the run and where it was raised; the spans between pass it on
                 if row.get("parent_id") is None or not (
-                        drawn_kids and self._tripwire_below(i, tripwire)):
+                        drawn_kids and self._shown_below(i, _tripwire_of, tripwire)):
                     under.append((_tripwire_text(tripwire), _TRIPWIRE))
-            elif row.get("error") and not self._shown_below(i, row["error"]):
+            elif row.get("error") and not self._shown_below(i, _error_of, row["error"]):
                 under.append((f"✖ {row['error']}", _RED))
             prefix = base + ("│ " if drawn_kids else "  ")  # text under the name
             for text, text_style in under:
                 yield from _fold(prefix, text, text_style, width)
 
-    def _tripwire_below(self, i: int, tripwire: Any) -> bool:
-        """Whether a child carries this same tripwire (shown there, nearer its origin)."""
+    def _shown_below(self, i: int, read: Callable[[Row], Any], value: Any) -> bool:
+        """Whether a child carries this same error or tripwire (``read`` from its row):
+        shown there, nearer its origin."""
         rows = self.tree.rows
-        return any((rows[k].get("attributes") or {}).get("tripwire") == tripwire
-                   for k in self.tree.children.get(i, ()))
-
-    def _shown_below(self, i: int, error: str) -> bool:
-        """Whether a child failed with this same error (shown there, at its origin)."""
-        rows = self.tree.rows
-        return any(rows[k].get("error") == error for k in self.tree.children.get(i, ()))
+        return any(read(rows[k]) == value for k in self.tree.children.get(i, ()))
 
     def _detail(self, row: Row) -> Panel:
         symbol, style = _symbol(str(row.get("status")))

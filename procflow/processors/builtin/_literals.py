@@ -234,13 +234,15 @@ class LiteralGate:
                     touched.update(by_literal[k])
             kept: list[int] = []
             for i in sorted(touched):
-                if needs[i] and present is None:
-                    others = self._match_others(data)
-                    if not others or self._sentinel_others not in others:
-                        return None
-                    present = set(others)
-                if present is None or all(not need.isdisjoint(present) for need in needs[i]):
-                    kept.append(i)
+                if needs[i]:  # each of its other sets needs a string in the text
+                    if present is None:
+                        others = self._match_others(data)
+                        if not others or self._sentinel_others not in others:
+                            return None
+                        present = set(others)
+                    if any(need.isdisjoint(present) for need in needs[i]):
+                        continue
+                kept.append(i)
             out.append(kept)
         return out
 
