@@ -122,14 +122,15 @@ async def test_large_detection_does_not_stall_the_event_loop(kind: str) -> None:
     detector = {"injection": PromptInjectionDetector, "moderation": ModerationProcessor,
                 "pii": PIIDetector}[kind]()
     # an input long enough to take a while here (faster guards need more text): the
-    # other task's longest wait is then told apart from the detection's own time
+    # other task's longest wait is then told apart from the detection's own time, and
+    # from a pause of the whole machine (a shared VM stalled a 60 ms run for 30)
     text = "Please review this pasted report; call 415 555 0100 or mail a@b.io. " * 1500
     took = 0.0
-    for _ in range(6):
+    for _ in range(8):
         start = time.perf_counter()
         await detector.detect(text)  # type: ignore[attr-defined]
         took = time.perf_counter() - start
-        if took >= 0.06:
+        if took >= 0.2:
             break
         text += text
     ticks: list[float] = []
