@@ -228,16 +228,20 @@ def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
     return min(weight, 0.99), span
 
 
-# RE2 sets of 40 rules read long texts: the rule table's sets of 10 (``Prefilter.GROUP``)
+# RE2 sets of 40 rules read every text: the rule table's sets of 10 (``Prefilter.GROUP``)
 # took twice as long over the benchmark's views (14 passes a view instead of 4), and
 # sets of 40 still never ran out of DFA memory on its texts, 10 KB windows or
-# adversarial inputs (about 8 MB more resident once their states are built)
+# adversarial inputs (about 8 MB more resident once their states are built). Short
+# texts too (``whole_max=0``): one set of the whole table answered them in one pass,
+# but text it had not read before cost it ~1.7 µs a character in building DFA states
+# (a set of 140 loosened rules has many partly matched ones at every byte), most of
+# injection's time on new chat turns; the sets of 40 build small states
 _GROUP = 40
-_ALL = AnchoredScan([rule.pattern for rule in RULES], group=_GROUP)
+_ALL = AnchoredScan([rule.pattern for rule in RULES], group=_GROUP, whole_max=0)
 _STRONG_RULES = tuple(rule for rule in RULES if rule.weight >= 0.6)
 _STRONG = AnchoredScan([rule.pattern for rule in _STRONG_RULES], group=_GROUP)
 _SQUASHED = AnchoredScan([rule.squashed for rule in SQUASH_RULES if rule.squashed is not None],
-                         group=_GROUP)
+                         group=_GROUP, whole_max=0)
 
 # which strong rules may match the ROT13 / reversed reading of a base view, read off
 # the base view itself (their literals ROT13'd / reversed; both readings in one pass):
