@@ -138,6 +138,12 @@ def test_re2_forms_keep_word_edges_and_python_classes() -> None:
         # loosened to {1,}
         r"(?:\A|[^a-z0-9])[\x69][\x67][\x6e](?:[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x80]){1,}"
         r"[\x6f][\x72][\x65](?:[^a-z0-9]|\z)")
+    # up to 8 repetitions stay as written (a loosened word gap kept a partly matched
+    # rule alive to the end of the text); more are loosened to "at least"
+    assert _prefilter.re2_form(re.compile(r"a(?:b c){0,8}d"), consume_edges=True) == (
+        r"[\x61](?:[\x62][\x20][\x63]){0,8}[\x64]")
+    assert _prefilter.re2_form(re.compile(r"a(?:b c){2,9}d"), consume_edges=True) == (
+        r"[\x61](?:[\x62][\x20][\x63]){2,}[\x64]")
     # a back-reference reads as anything its group could match; a conditional has no form
     assert _prefilter.re2_form(re.compile(r"<(a|b)>\1"), consume_edges=True) == (
         r"[\x3c](?:[\x61-\x62])[\x3e](?:[\x61-\x62])")
