@@ -167,9 +167,12 @@ class PostgresPool:
         dsn: A libpq connection string or URL (``"postgresql://user@host/db"``).
         schema: The schema holding procflow's tables (created if missing).
         max_size: At most this many connections.
+        create: Whether the first connection may create the schema and tables; with
+            ``False`` a schema without them is a ``StorageError`` (nothing created).
     """
 
-    def __init__(self, dsn: str, *, schema: str = "public", max_size: int = 10) -> None:
+    def __init__(self, dsn: str, *, schema: str = "public", max_size: int = 10,
+                 create: bool = True) -> None:
         if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"schema must be a plain SQL identifier (letters, digits, _), "
                              f"got {schema!r}")
@@ -180,6 +183,7 @@ class PostgresPool:
         self.schema = schema
         self.display = display_dsn(dsn)
         self._max_size = max_size
+        self._create = create
         self._pool: AsyncConnectionPool | None = None
         self._lock = anyio.Lock()
         self._closed = False
@@ -258,6 +262,10 @@ class PostgresPool:
             raise StorageError(f"PostgreSQL at {self.display}: no connection within "
                                f"{_CONNECT_TIMEOUT:g} s") from None
         try:
+            if not self._create and await schema_version(first, self.schema) == 0:
+                raise StorageError(f"PostgreSQL at {self.display}: no procflow tables in "
+                                   f"schema {self.schema!r} (the first run stored there "
+                                   "makes them; nothing was created)")
             await migrate(first, self.schema, where=self.display)
         finally:
             await first.close()

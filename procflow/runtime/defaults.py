@@ -78,12 +78,13 @@ def storage_location() -> tuple[str, str] | None:
     return (str(found), "project") if found is not None else None
 
 
-def storage_for(location: str) -> Storage:
+def storage_for(location: str, *, create: bool = True) -> Storage:
     """A storage for a location: ``redis://``/``rediss://`` URLs give a ``RedisStorage``,
     ``postgresql://``/``postgres://`` URLs a ``PostgresStorage`` (its tables in the schema
     a ``schema=`` query parameter names, default ``public``; procflow takes that
     parameter off the URL), anything else a ``SQLiteStorage`` file (created on first
-    write, not here).
+    write, not here). With ``create`` false a ``PostgresStorage`` never creates its tables
+    (a read-only command).
 
     Raises:
         ValueError: A PostgreSQL URL names an empty ``schema=``, or several.
@@ -96,7 +97,7 @@ def storage_for(location: str) -> Storage:
         from procflow.storage.postgres import PostgresStorage
 
         dsn, schema = _postgres_schema(location)
-        return PostgresStorage(dsn, schema=schema)
+        return PostgresStorage(dsn, schema=schema, create=create)
     from procflow.storage.sqlite import SQLiteStorage
 
     return SQLiteStorage(location)

@@ -92,13 +92,17 @@ _ACQUIRE: Final = """
 class PostgresStorage(AsyncResource):
     """A ``Storage`` on a PostgreSQL server (psycopg 3 async, a connection pool).
 
-    The schema is created (or upgraded) on first use. Needs the extra
-    ``procflow[postgres]`` and an asyncio event loop.
+    The schema is created (or upgraded) on first use, unless ``create`` is false. Needs
+    the extra ``procflow[postgres]`` and an asyncio event loop.
 
     Args:
         dsn: A libpq connection string or URL, e.g. ``"postgresql://app@db/procflow"``.
         schema: The schema holding procflow's tables (default ``public``).
         max_connections: The pool's size.
+        create: Whether first use may create procflow's tables. With ``False`` (the
+            read-only commands of ``procflow``), a schema without them is a
+            ``StorageError`` saying so, and nothing is created (an older version of the
+            tables is still upgraded).
 
     Every method raises ``StorageError`` when the database cannot be reached, read or
     written, and ``SnapshotCorruptedError`` (naming the run) for a stored row that cannot be
@@ -117,8 +121,8 @@ class PostgresStorage(AsyncResource):
     """
 
     def __init__(self, dsn: str, *, schema: str = "public", max_connections: int = 10,
-                 ) -> None:
-        self.pool = PostgresPool(dsn, schema=schema, max_size=max_connections)
+                 create: bool = True) -> None:
+        self.pool = PostgresPool(dsn, schema=schema, max_size=max_connections, create=create)
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self.pool.display!r}, schema={self.pool.schema!r})"

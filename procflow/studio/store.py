@@ -69,7 +69,7 @@ def find_store(db: str | None, *, create: bool, own: Storage | None = None) -> S
     if db is not None:
         if not create and "://" not in db and not Path(db).is_file():
             raise NoStoreError(f"no database at {db} (it is created by 'procflow run')")
-        return Store(storage_for(db), _display(db), "--db")
+        return Store(storage_for(db, create=create), _display(db), "--db")
     if own is not None:
         return Store(own, _describe(own), "workflow", owned=False)
     found = storage_location()
@@ -79,7 +79,7 @@ def find_store(db: str | None, *, create: bool, own: Storage | None = None) -> S
                 and not Path(location).is_file():
             raise NoStoreError(f"no database at {location} (from {DB_ENV}; it is created "
                                "by 'procflow run')")
-        return Store(storage_for(location), _display(location), source)
+        return Store(storage_for(location, create=create), _display(location), source)
     if not create:
         raise NoStoreError(f"no runs stored yet: no {PROJECT_DB} in this directory or its "
                            f"parents, and {DB_ENV} is not set (a 'procflow run' creates one)")

@@ -221,6 +221,29 @@ async def test_the_command_line_reads_and_prunes_a_postgres_store(
     assert code == 2 and "one non-empty schema= parameter" in err
 
 
+async def test_read_commands_create_no_tables_in_a_new_schema(
+        postgres_dsn: str, postgres_schema: str) -> None:
+    import psycopg
+
+    url = _url(postgres_dsn, postgres_schema)
+    for command in (["runs"], ["trace", "abc12345"], ["prune", "--older-than", "1d"]):
+        result = await anyio.run_process([sys.executable, "-m", "procflow", *command,
+                                          "--db", url], check=False)
+        err = result.stderr.decode()
+        assert result.returncode == 1, (command, err)
+        assert f"no procflow tables in schema {postgres_schema!r}" in err, (command, err)
+    with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+        found = connection.execute("SELECT count(*) FROM information_schema.schemata "
+                                   "WHERE schema_name = %s", (postgres_schema,)).fetchone()
+    assert found == (0,)  # not even the schema
+    # a run stored there makes them, as before
+    async with PostgresStorage(postgres_dsn, schema=postgres_schema) as storage:
+        assert await storage.list_runs() == []
+    result = await anyio.run_process([sys.executable, "-m", "procflow", "runs", "--db", url],
+                                     check=False)
+    assert result.returncode == 0, result.stderr.decode()
+
+
 def test_storage_for_takes_the_schema_off_the_url() -> None:
     from procflow.runtime.defaults import storage_for
 
