@@ -165,7 +165,8 @@ class PostgresPool:
 
     Args:
         dsn: A libpq connection string or URL (``"postgresql://user@host/db"``).
-        schema: The schema holding procflow's tables (created if missing).
+        schema: The schema holding procflow's tables (created if missing, with
+            ``create``).
         max_size: At most this many connections.
         create: Whether the first connection may create the schema and tables; with
             ``False`` a schema without them is a ``StorageError`` (nothing created).

@@ -236,7 +236,8 @@ async def test_read_commands_create_no_tables_in_a_new_schema(
         found = connection.execute("SELECT count(*) FROM information_schema.schemata "
                                    "WHERE schema_name = %s", (postgres_schema,)).fetchone()
     assert found == (0,)  # not even the schema
-    # a run stored there makes them, as before
+    # a storage that may create them (the default) does, as before, and the commands
+    # then read the empty store
     async with PostgresStorage(postgres_dsn, schema=postgres_schema) as storage:
         assert await storage.list_runs() == []
     result = await anyio.run_process([sys.executable, "-m", "procflow", "runs", "--db", url],
