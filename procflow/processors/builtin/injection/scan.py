@@ -51,6 +51,7 @@ _META = re.compile(
     r"injection|jailbreaks?|red team|guardrails?|filter|block|blocked|flag|flagged)\b")
 _QUOTES = frozenset("\"'“”‘’`«»")
 _OBFUSCATION_BONUS = 0.05
+_CONTEXT = 200  # how far around a match ``_weight`` reads its view's text (at most)
 _SIGNALS = {"unicode-tags": 0.6, "zero-width": 0.3, "homoglyphs": 0.3}
 
 
@@ -198,6 +199,19 @@ def _near(pattern: re.Pattern[str], window: str) -> bool:
     return pattern.search(window) is not None
 
 
+def _reads_alike(rule: Rule, earlier: str, text: str, start: int, end: int) -> bool:
+    """Whether ``_weight`` reads the same for ``rule``'s match at ``start:end`` of a
+    view's ``text`` as at the same place of an earlier view's text of the same length:
+    the match itself, the words before and after it, the ``near`` window, and for a
+    "how to" rule its sentence from the mark before it (which says where it starts)."""
+    lo, hi = (start - _CONTEXT, end + _CONTEXT) if rule.near is not None else (start - 14,
+                                                                                end + 40)
+    if rule.howto:
+        lo = min(lo, _sentence(text, start, end)[0] - 1)
+    lo = max(lo, 0)
+    return earlier[lo:hi] == text[lo:hi]
+
+
 def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
             ) -> tuple[float, tuple[int, int] | None]:
     """The weight a match earns in its context (0: none), and where it lies in
@@ -213,7 +227,7 @@ def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
     if rule.unless_after is not None and rule.unless_after.search(text[m.end():m.end() + 40]):
         return 0.0, None
     if rule.near is not None and not _near(rule.near,
-                                           text[max(0, m.start() - 200):m.end() + 200]):
+                                           text[max(0, m.start() - _CONTEXT):m.end() + _CONTEXT]):
         return 0.0, None
     span = view.span(m.start(), m.end())
     if rule.embedded and not _embedded(original, span[0]):
@@ -270,6 +284,8 @@ _TABLES: dict[str, tuple[tuple[Rule, ...], AnchoredScan]] = {
     "reversed": (_STRONG_RULES, _STRONG),
 }
 _ALL_RULES = (RULES, _ALL)
+# the views read with the whole table (``_ALL_RULES``): their matches of a rule compare
+_WHOLE_TABLE = frozenset({"base", "joined", "spelling", "leet-i", "leet-l"})
 
 
 def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[Hit]) -> None:
@@ -278,12 +294,24 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
     rules their gate left)."""
     deep: dict[str, list[int]] = {}
     base_data = b""  # the base view's proxy (it comes first): its table reads it, then the gate
+    # A view read with the whole table repeats most of the matches of the views before
+    # it. The leet readings replace characters one for one, so they share the joined
+    # view's positions (and spans): where one matches a rule at the same place as an
+    # earlier view of those positions, with the same text around it, the match earns
+    # the same weight and span, and the earlier hit (or its lack) stands: this one,
+    # equal and later, would be dropped by ``_distinct`` and ``_best_per_rule``, so it
+    # is not weighed. Per map of positions: (rule, start, end) -> the text of the view
+    # that had it. (The joined view's matches mapped onto the base view's the same way
+    # cost as much in spans as they saved.)
+    places: dict[int, dict[tuple[int, int, int], str]] = {}
 
     def gated(base: View) -> frozenset[str]:
         deep.update(_deep_candidates(base, base_data or proxy(base.text)))
         return frozenset(name for name, found in deep.items() if not found)
 
     for view in views_for_matching(text, skip=gated):
+        same_place = (places.setdefault(id(view.starts), {}) if view.name in _WHOLE_TABLE
+                      else None)
         table, index = _TABLES.get(view.name, _ALL_RULES)
         candidates = deep.get(view.name)
         if candidates is not None:
@@ -297,10 +325,18 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
             found = index.matches(view.text, base_data)
         else:
             found = index.matches(view.text)
+        vtext = view.text
         for i, m in found:
             rule = table[i]
             if rule.category not in categories:
                 continue
+            if same_place is not None:
+                s, e = m.span()
+                key = (i, s, e)
+                earlier = same_place.get(key)
+                if earlier is not None and _reads_alike(rule, earlier, vtext, s, e):
+                    continue
+                same_place[key] = vtext
             weight, span = _weight(rule, view, m, text)
             if weight <= 0 or span is None:
                 continue
