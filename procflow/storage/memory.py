@@ -23,7 +23,7 @@ from procflow.records import (
     StepResult,
     TraceRecord,
 )
-from procflow.storage.retention import PrunedRun, oldest_first
+from procflow.storage.retention import PrunedRun, oldest_first, trace_time
 
 __all__ = ["InMemoryStorage"]
 
@@ -166,6 +166,32 @@ class InMemoryStorage:
             deleted.append(run)
         return deleted
 
+    async def list_orphan_traces(self, *, before: float, workflow_id: str | None,
+                                 statuses: frozenset[str] | None) -> list[PrunedRun]:
+        """Traces with no run record that ended before ``before``, with a status in
+        ``statuses`` (``None``: any), oldest first (see ``procflow.storage.retention``)."""
+        return oldest_first([
+            PrunedRun(t.workflow_id, t.run_id, t.status, trace_time(t), trace_only=True)
+            for t in self._traces.values()
+            if trace_time(t) < before and (statuses is None or t.status in statuses)
+            and (workflow_id is None or t.workflow_id == workflow_id)
+            and (t.workflow_id, t.run_id) not in self._runs])
+
+    async def delete_orphan_traces(self, traces: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``traces`` that is still as listed and still has no run;
+        return those deleted."""
+        deleted: list[PrunedRun] = []
+        for listed in traces:
+            stored = self._traces.get(listed.run_id)
+            if stored is None or stored.workflow_id != listed.workflow_id \
+                    or stored.status != listed.status \
+                    or trace_time(stored) != listed.updated_at \
+                    or (listed.workflow_id, listed.run_id) in self._runs:
+                continue
+            del self._traces[listed.run_id]
+            deleted.append(listed)
+        return deleted
+
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:
         """Set the run's status to ``new`` if it is ``expected``."""
@@ -247,3 +273,4 @@ class InMemoryStorage:
 
     async def aclose(self) -> None:
         """Nothing to release; the stored runs stay readable."""
+

@@ -54,6 +54,18 @@ _DELETE_FINISHED: Final = """
                       AND l.run_id = r.run_id AND l.expires_at > %s)
     RETURNING r.workflow_id, r.run_id"""
 
+_NO_RUN: Final = ("NOT EXISTS (SELECT 1 FROM procflow_runs AS r WHERE r.workflow_id = "
+                  "t.workflow_id AND r.run_id = t.run_id)")
+"""A trace (``t``) whose run has no record (an ephemeral run's)."""
+
+_DELETE_ORPHAN_TRACES: Final = f"""
+    DELETE FROM procflow_traces AS t
+    USING unnest(%s::text[], %s::text[], %s::text[], %s::float8[])
+        AS c(workflow_id, run_id, status, at)
+    WHERE t.run_id = c.run_id AND t.workflow_id = c.workflow_id AND t.status = c.status
+      AND COALESCE(t.ended_at, t.started_at) = c.at AND {_NO_RUN}
+    RETURNING t.workflow_id, t.run_id"""
+
 _UPSERT_RUN: Final = """
     INSERT INTO procflow_runs (workflow_id, run_id, status, created_at, updated_at, snapshot)
     VALUES (%s, %s, %s, %s, %s, %s)
@@ -218,6 +230,39 @@ class PostgresStorage(AsyncResource):
                         "AS g(workflow_id, run_id) WHERE t.workflow_id = g.workflow_id AND "
                         "t.run_id = g.run_id", keys)
         return [r for r in runs if (r.workflow_id, r.run_id) in gone]
+
+    async def list_orphan_traces(self, *, before: float, workflow_id: str | None,
+                                 statuses: frozenset[str] | None) -> list[PrunedRun]:
+        """Traces with no run record that ended before ``before``, with a status in
+        ``statuses`` (``None``: any), oldest first (no trace document is decoded)."""
+        query = ("SELECT t.workflow_id, t.run_id, t.status, COALESCE(t.ended_at, t.started_at) "
+                 "AS at FROM procflow_traces AS t WHERE COALESCE(t.ended_at, t.started_at) < %s"
+                 + ("" if statuses is None else " AND t.status = ANY(%s)")
+                 + ("" if workflow_id is None else " AND t.workflow_id = %s")
+                 + f" AND {_NO_RUN} ORDER BY at, t.workflow_id, t.run_id")
+        params: list[Any] = [before]
+        if statuses is not None:
+            params.append(sorted(statuses))
+        if workflow_id is not None:
+            params.append(workflow_id)
+        async with self.pool.connection("listing traces without a run") as conn:
+            cursor = await conn.execute(query, params)
+            rows = await cursor.fetchall()
+        return [PrunedRun(wf, run, status, float(at), trace_only=True)
+                for wf, run, status, at in rows]
+
+    async def delete_orphan_traces(self, traces: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete, in one statement, each of ``traces`` that is still as listed and still
+        has no run record; return those deleted."""
+        if not traces:
+            return []
+        columns = ([t.workflow_id for t in traces], [t.run_id for t in traces],
+                   [t.status for t in traces], [t.updated_at for t in traces])
+        async with self.pool.connection(f"deleting {len(traces)} traces without a run") \
+                as conn:
+            cursor = await conn.execute(_DELETE_ORPHAN_TRACES, columns)
+            gone = {(wf, run) for wf, run in await cursor.fetchall()}
+        return [t for t in traces if (t.workflow_id, t.run_id) in gone]
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

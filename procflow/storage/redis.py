@@ -52,7 +52,7 @@ from procflow.storage.codec import (
     load_snapshot_json,
     load_trace_json,
 )
-from procflow.storage.retention import PrunedRun, oldest_first
+from procflow.storage.retention import PrunedRun, oldest_first, trace_time
 
 __all__ = ["JobClaim", "RedisStorage"]
 
@@ -427,6 +427,91 @@ class RedisStorage(AsyncResource):
             pipe.delete(self._trace_key(run_id), self._trace_head_key(run_id))
             pipe.zrem(self._trace_index_key(None), run_id)
             pipe.zrem(self._trace_index_key(workflow_id), run_id)
+
+    async def list_orphan_traces(self, *, before: float, workflow_id: str | None,
+                                 statuses: frozenset[str] | None) -> list[PrunedRun]:
+        """Traces with no run record that ended before ``before``, with a status in
+        ``statuses`` (``None``: any), oldest first: the trace index read up to ``before``
+        (a trace starts before it ends), then those headers and whether their run is
+        stored. A header that cannot be decoded is left alone.
+
+        Raises:
+            StorageError: The server could not be reached.
+        """
+        index = self._trace_index_key(workflow_id)
+        found: list[PrunedRun] = []
+        start = 0
+        while True:
+            with self._redis.translate("listing traces without a run"):
+                members = await self._client.zrangebyscore(index, "-inf", f"({before!r}",
+                                                           start=start, num=_LIST_BATCH)
+                ids = [self._trace_member(member, index) for member in members]
+                heads = (await self._client.mget([self._trace_head_key(r) for r in ids])
+                         if ids else [])
+            rows: list[PrunedRun] = []
+            for run_id, head in zip(ids, heads, strict=True):
+                if head is None:
+                    continue
+                try:
+                    trace = load_trace_json(head, run_id=run_id)
+                except SnapshotCorruptedError:
+                    continue
+                at = trace_time(trace)
+                if at < before and (statuses is None or trace.status in statuses) \
+                        and (workflow_id is None or trace.workflow_id == workflow_id):
+                    rows.append(PrunedRun(trace.workflow_id, run_id, trace.status, at,
+                                          trace_only=True))
+            if rows:
+                with self._redis.translate("listing traces without a run"):
+                    async with self._client.pipeline(transaction=False) as pipe:
+                        for row in rows:
+                            pipe.exists(self._run_key(row.workflow_id, row.run_id))
+                        stored = await pipe.execute()
+                found += [row for row, exists in zip(rows, stored, strict=True) if not exists]
+            if len(members) < _LIST_BATCH:
+                return oldest_first(found)
+            start += len(members)
+
+    async def delete_orphan_traces(self, traces: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``traces`` (the trace, its header and index entries) that is
+        still as listed and still has no run record (WATCH on the trace header and the
+        run's header); return those deleted.
+
+        Raises:
+            StorageError: The server could not be reached, or a trace kept changing.
+        """
+        return [trace for trace in traces if await self._delete_orphan_trace(trace)]
+
+    async def _delete_orphan_trace(self, listed: PrunedRun) -> bool:
+        run_id = listed.run_id
+        head_key = self._trace_head_key(run_id)
+        run_key = self._run_key(listed.workflow_id, run_id)
+        with self._redis.translate(f"deleting the trace of run {run_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
+                    await pipe.watch(head_key, run_key)
+                    head = await pipe.get(head_key)
+                    if head is None or await pipe.exists(run_key):
+                        return False
+                    try:
+                        stored = load_trace_json(head, run_id=run_id)
+                    except SnapshotCorruptedError:
+                        return False
+                    if (stored.workflow_id, stored.status, trace_time(stored)) != (
+                            listed.workflow_id, listed.status, listed.updated_at):
+                        return False
+                    pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
+                    pipe.delete(self._trace_key(run_id), head_key)
+                    pipe.zrem(self._trace_index_key(None), run_id)
+                    pipe.zrem(self._trace_index_key(listed.workflow_id), run_id)
+                    try:
+                        await pipe.execute()
+                    except WatchError:
+                        continue
+                    return True
+        raise StorageError(f"Redis storage at {self._redis.display}: deleting the trace of "
+                           f"run {run_id!r} failed: it kept changing "
+                           f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

@@ -17,6 +17,14 @@ A built-in backend answers with two methods of its own, the retention protocol:
 So a run resumed, restarted or replayed while the store is being pruned is never
 deleted under it. Any other ``Storage`` is pruned through ``list_runs`` and
 ``delete_run`` (without that last check).
+
+A trace can also be stored without a run: an ephemeral run (``create_run(ephemeral=
+True)``, traced) keeps no record of its own and leaves its trace in the default
+storage. The built-in backends prune those too, by the time the trace ended, with two
+more methods (``TraceRetentionStorage``): ``list_orphan_traces`` (same arguments as
+``list_finished``) and ``delete_orphan_traces`` (each only if it is unchanged and still
+has no run). A run finishing saves its trace a moment before its record, so a trace
+is taken for an orphan only once it ended ``ORPHAN_GRACE`` seconds ago.
 """
 
 from __future__ import annotations
@@ -28,14 +36,18 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
-from procflow.records import TERMINAL_STATUSES
+from procflow.records import TERMINAL_STATUSES, TraceRecord
 from procflow.storage.base import Storage
 
-__all__ = ["BATCH", "PrunedRun", "RetentionStorage", "finished_statuses", "oldest_first",
-           "prune_runs"]
+__all__ = ["BATCH", "ORPHAN_GRACE", "PrunedRun", "RetentionStorage", "TraceRetentionStorage",
+           "finished_statuses", "oldest_first", "prune_runs", "trace_time"]
 
 BATCH = 500
 """Runs ``prune_runs`` hands to one ``delete_finished`` call (one transaction on SQL)."""
+
+ORPHAN_GRACE = 60.0
+"""Seconds a trace without a run must have ended before ``prune_runs`` deletes it
+(whatever ``older_than``): a finishing run saves its trace just before its record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,13 +58,17 @@ class PrunedRun:
         workflow_id: Its workflow (``agent:<id>`` for an agent call).
         run_id: Its id.
         status: How it ended: "success", "failed", "tripwire" or "canceled".
-        updated_at: When it was last written (seconds since the epoch).
+        updated_at: When it was last written (seconds since the epoch); for a trace
+            without a run, when the trace ended.
+        trace_only: A trace stored without a run (an ephemeral run's): only the trace
+            is deleted.
     """
 
     workflow_id: str
     run_id: str
     status: str
     updated_at: float
+    trace_only: bool = False
 
 
 @runtime_checkable
@@ -67,6 +83,24 @@ class RetentionStorage(Protocol):
 
     async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
         """Delete each of ``runs`` that is still as listed and holds no live lease;
+        return those deleted."""
+        ...
+
+
+@runtime_checkable
+class TraceRetentionStorage(Protocol):
+    """A storage that lists and deletes the traces stored without a run (see the module
+    docstring)."""
+
+    async def list_orphan_traces(self, *, before: float, workflow_id: str | None,
+                                 statuses: frozenset[str] | None) -> list[PrunedRun]:
+        """Traces with no run record that ended (or, with no end, started) before
+        ``before``, with a status in ``statuses`` (``None``: any), oldest first, as
+        ``trace_only`` rows."""
+        ...
+
+    async def delete_orphan_traces(self, traces: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``traces`` that is still as listed and still has no run record;
         return those deleted."""
         ...
 
@@ -107,7 +141,10 @@ async def prune_runs(storage: Storage, *, older_than: timedelta | float,
 
     Each run goes with its step results, its lease and its trace. Runs that can still
     go on (running, pending, suspended, waiting for an approval) are never deleted,
-    however old.
+    however old. On the built-in backends, a trace stored without a run (an ephemeral
+    run's) that ended before the cut-off, and at least ``ORPHAN_GRACE`` seconds ago, is
+    deleted too (a ``trace_only`` row; of any status unless ``status`` is given: no run
+    can go on from it).
 
     Args:
         storage: The store to prune.
@@ -119,7 +156,8 @@ async def prune_runs(storage: Storage, *, older_than: timedelta | float,
         dry_run: List what would be deleted, delete nothing.
 
     Returns:
-        The runs deleted (with ``dry_run``: that would be), oldest first.
+        The runs (and lone traces) deleted (with ``dry_run``: that would be), oldest
+        first.
 
     Raises:
         ValueError: ``older_than`` or ``status`` is invalid.
@@ -131,12 +169,13 @@ async def prune_runs(storage: Storage, *, older_than: timedelta | float,
     if isinstance(storage, RetentionStorage):
         found = await storage.list_finished(before=cutoff, workflow_id=workflow_id,
                                             statuses=statuses)
-        if dry_run:
-            return found
-        deleted: list[PrunedRun] = []
-        for start in range(0, len(found), BATCH):
-            deleted += await storage.delete_finished(found[start:start + BATCH])
-        return deleted
+        if not dry_run:
+            deleted: list[PrunedRun] = []
+            for start in range(0, len(found), BATCH):
+                deleted += await storage.delete_finished(found[start:start + BATCH])
+            found = deleted
+        return oldest_first(found + await _prune_orphans(
+            storage, cutoff, workflow_id, None if status is None else statuses, dry_run))
     listed = [run for run in await storage.list_runs(workflow_id=workflow_id)
               if run.status in statuses and run.updated_at < cutoff]
     found = oldest_first([PrunedRun(run.workflow_id, run.run_id, run.status, run.updated_at)
@@ -144,7 +183,30 @@ async def prune_runs(storage: Storage, *, older_than: timedelta | float,
     if not dry_run:
         for run in found:
             await storage.delete_run(run.workflow_id, run.run_id)
-    return found
+    return oldest_first(found + await _prune_orphans(
+        storage, cutoff, workflow_id, None if status is None else statuses, dry_run))
+
+
+async def _prune_orphans(storage: Storage, cutoff: float, workflow_id: str | None,
+                         statuses: frozenset[str] | None, dry_run: bool) -> list[PrunedRun]:
+    """The traces stored without a run that ``prune_runs`` deletes (or would): of any
+    status unless ``statuses`` (no run can go on from a lone trace)."""
+    if not isinstance(storage, TraceRetentionStorage):
+        return []
+    found = await storage.list_orphan_traces(
+        before=min(cutoff, time.time() - ORPHAN_GRACE), workflow_id=workflow_id,
+        statuses=statuses)
+    if dry_run:
+        return found
+    deleted: list[PrunedRun] = []
+    for start in range(0, len(found), BATCH):
+        deleted += await storage.delete_orphan_traces(found[start:start + BATCH])
+    return deleted
+
+
+def trace_time(trace: TraceRecord) -> float:
+    """When a trace ended (when it started, if it has no end): a lone trace's age."""
+    return trace.started_at if trace.ended_at is None else trace.ended_at
 
 
 def _age(run: PrunedRun) -> tuple[float, str, str]:

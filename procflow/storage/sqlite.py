@@ -94,6 +94,13 @@ _DELETE_FINISHED: Final = """
     AND NOT EXISTS (SELECT 1 FROM leases WHERE leases.workflow_id = runs.workflow_id
                     AND leases.run_id = runs.run_id AND expires_at > ?)"""
 
+# a trace whose run has no record (an ephemeral run's)
+_NO_RUN: Final = ("NOT EXISTS (SELECT 1 FROM runs WHERE runs.workflow_id = traces.workflow_id "
+                  "AND runs.run_id = traces.run_id)")
+_DELETE_ORPHAN_TRACE: Final = f"""
+    DELETE FROM traces WHERE run_id = ? AND workflow_id = ? AND status = ?
+    AND COALESCE(ended_at, started_at) = ? AND {_NO_RUN}"""
+
 _UPSERT_RUN: Final = """
     INSERT INTO runs (workflow_id, run_id, status, created_at, updated_at, snapshot)
     VALUES (?, ?, ?, ?, ?, ?)
@@ -287,6 +294,50 @@ class SQLiteStorage(AsyncResource):
             return deleted
 
         return await self._file.run(f"deleting {len(runs)} finished runs", delete)
+
+    async def list_orphan_traces(self, *, before: float, workflow_id: str | None,
+                                 statuses: frozenset[str] | None) -> list[PrunedRun]:
+        """Traces with no run record that ended before ``before``, with a status in
+        ``statuses`` (``None``: any), oldest first (no trace document is decoded).
+
+        Raises:
+            StorageError: The database could not be read.
+        """
+        query = ("SELECT workflow_id, run_id, status, COALESCE(ended_at, started_at) AS at "
+                 "FROM traces WHERE COALESCE(ended_at, started_at) < ?"
+                 + ("" if statuses is None else
+                    f" AND status IN ({', '.join('?' * len(statuses))})")
+                 + ("" if workflow_id is None else " AND workflow_id = ?")
+                 + f" AND {_NO_RUN} ORDER BY at, workflow_id, run_id")
+        params: list[Any] = [before, *sorted(statuses or ())]
+        if workflow_id is not None:
+            params.append(workflow_id)
+
+        def select(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return connection.execute(query, params).fetchall()
+
+        rows = await self._file.run("listing traces without a run", select)
+        return [PrunedRun(_text_id(wf), _text_id(run), str(status), _time(at), trace_only=True)
+                for wf, run, status, at in rows]
+
+    async def delete_orphan_traces(self, traces: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete, in one transaction, each of ``traces`` that is still as listed and
+        still has no run record; return those deleted.
+
+        Raises:
+            StorageError: The database could not be written.
+        """
+        def delete(connection: sqlite3.Connection) -> list[PrunedRun]:
+            deleted: list[PrunedRun] = []
+            with transaction(connection):
+                for trace in traces:
+                    if connection.execute(_DELETE_ORPHAN_TRACE, (
+                            trace.run_id, trace.workflow_id, trace.status,
+                            trace.updated_at)).rowcount:
+                        deleted.append(trace)
+            return deleted
+
+        return await self._file.run(f"deleting {len(traces)} traces without a run", delete)
 
     async def claim_run(self, workflow_id: str, run_id: str, *, expected: RunStatus,
                         new: RunStatus) -> bool:

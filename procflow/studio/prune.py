@@ -54,26 +54,37 @@ async def prune_command(args: argparse.Namespace, console: Console, store: Store
         print(dump({"store": store.location, "dry_run": bool(args.dry_run),
                     "before": plain_time(before), "runs": [
                         {"run_id": r.run_id, "workflow_id": r.workflow_id, "status": r.status,
-                         "updated_at": plain_time(r.updated_at)} for r in runs]}))
+                         "updated_at": plain_time(r.updated_at), "trace_only": r.trace_only}
+                        for r in runs]}))
         return 0
     summary = _summary(runs, store.location, before, dry_run=bool(args.dry_run))
     if mode == "plain":
         for r in runs:
             print("\t".join([r.run_id, masked(r.workflow_id), r.status,
-                             plain_time(r.updated_at) or "-"]))
+                             plain_time(r.updated_at) or "-",
+                             "trace only" if r.trace_only else "run"]))
         print(summary, file=sys.stderr)
         return 0
     console.print(Text(summary), soft_wrap=True)
     return 0
 
 
-def _summary(runs: list[PrunedRun], where: str, before: float, *, dry_run: bool) -> str:
+def _summary(found: list[PrunedRun], where: str, before: float, *, dry_run: bool) -> str:
     cutoff = plain_time(before)
+    runs = [r for r in found if not r.trace_only]
+    lone = len(found) - len(runs)
+    # traces stored without a run (ephemeral runs'): named apart, they are not runs
+    traces = "" if not lone else (
+        f"; and {lone} trace{'' if lone == 1 else 's'} stored without a run")
     if not runs:
+        if lone:
+            verb = "would delete" if dry_run else "deleted"
+            return (f"{verb} {lone} trace{'' if lone == 1 else 's'} stored without a run "
+                    f"(ended before {cutoff}) from {where}; no finished runs")
         return f"no finished runs last updated before {cutoff} in {where}"
     verb = "would delete" if dry_run else "deleted"
     counts = Counter(r.status for r in runs)
     by_status = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
     noun = "run" if len(runs) == 1 else "runs"
     return (f"{verb} {len(runs)} finished {noun} last updated before {cutoff} "
-            f"from {where} ({by_status})")
+            f"from {where} ({by_status}){traces}")

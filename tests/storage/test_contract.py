@@ -23,7 +23,7 @@ from procflow.storage import (
     Storage,
     prune_runs,
 )
-from procflow.storage.retention import RetentionStorage
+from procflow.storage.retention import RetentionStorage, TraceRetentionStorage
 
 StorageFactory = Callable[[], Storage]
 
@@ -633,6 +633,93 @@ async def test_prune_leaves_a_run_that_changed_or_holds_a_lease(storage: Storage
     assert await storage.delete_finished([]) == []
 
 
+async def _lone_traces(storage: Storage) -> float:
+    """Stores a run with its trace and traces without a run (an ephemeral run's), most
+    of them from 1970; returns now."""
+    now = time.time()
+    await storage.save_snapshot(header("with-run", status="success", updated_at=100.0), {})
+    await storage.save_trace(trace("with-run"))
+    await storage.save_trace(trace("lone", ended_at=120.0))
+    await storage.save_trace(trace("lone-open", status="running", started_at=90.0,
+                                   ended_at=None))  # never ended: aged by its start
+    await storage.save_trace(trace("lone-other", workflow_id="other", status="failed",
+                                   ended_at=150.0))
+    await storage.save_trace(trace("recent", started_at=now - 5, ended_at=now - 1))
+    return now
+
+
+async def test_prune_deletes_traces_stored_without_a_run(storage: Storage) -> None:
+    await _lone_traces(storage)
+
+    would = await prune_runs(storage, older_than=0, dry_run=True)
+    assert [(r.run_id, r.status, r.updated_at, r.trace_only) for r in would] == [
+        ("lone-open", "running", 90.0, True), ("with-run", "success", 100.0, False),
+        ("lone", "success", 120.0, True), ("lone-other", "failed", 150.0, True)]
+    assert len(await storage.list_traces()) == 5  # a dry run deletes nothing
+    # a status or a workflow narrows the lone traces as it narrows the runs
+    assert [r.run_id for r in await prune_runs(storage, older_than=0, status="failed",
+                                               dry_run=True)] == ["lone-other"]
+    assert [r.run_id for r in await prune_runs(storage, older_than=0, workflow_id="other",
+                                               dry_run=True)] == ["lone-other"]
+
+    pruned = await prune_runs(storage, older_than=0)
+
+    assert pruned == would
+    # a trace that ended within ``ORPHAN_GRACE`` may be a finishing run's, its record
+    # about to be saved: it stays
+    assert [t.run_id for t in await storage.list_traces()] == ["recent"]
+    assert await storage.load_snapshot("wf", "with-run") is None
+
+
+async def test_a_lone_trace_whose_run_was_stored_since_it_was_listed_stays(
+        storage: Storage) -> None:
+    await storage.save_trace(trace("late", ended_at=100.0))
+    await storage.save_trace(trace("moved", ended_at=100.0))
+    assert isinstance(storage, TraceRetentionStorage)
+    [late, moved] = await storage.list_orphan_traces(before=1000.0, workflow_id=None,
+                                                     statuses=None)
+    assert (late.run_id, moved.run_id, late.trace_only) == ("late", "moved", True)
+    # between listing and deleting: "late"'s run record lands, "moved" is traced again
+    await storage.save_snapshot(header("late", status="success", updated_at=101.0), {})
+    await storage.save_trace(trace("moved", ended_at=130.0))
+
+    assert await storage.delete_orphan_traces([late, moved]) == []
+    assert await storage.load_trace("late") is not None
+    assert await storage.load_trace("moved") is not None
+    [again] = await storage.list_orphan_traces(before=1000.0, workflow_id=None,
+                                               statuses=frozenset({"success"}))
+    assert await storage.delete_orphan_traces([again]) == [again]
+    assert await storage.load_trace("moved") is None
+    assert await storage.delete_orphan_traces([again]) == []  # gone already
+
+
+async def test_an_ephemeral_run_leaves_a_trace_that_prune_deletes(
+        storage: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
+    from procflow import create_step, create_workflow
+    from procflow.runtime.defaults import set_default_storage
+    from procflow.storage import retention
+
+    async def double(ctx: Any) -> int:
+        return int(ctx.input_data) * 2
+
+    workflow = create_workflow(id="lone-wf").then(create_step(id="double", execute=double))
+    set_default_storage(storage)
+    try:
+        run = workflow.commit().create_run(ephemeral=True)
+        assert (await run.start(2)).result == 4
+    finally:
+        set_default_storage(None)
+    assert await storage.list_runs() == []  # an ephemeral run keeps no record...
+    assert await storage.load_trace(run.run_id) is not None  # ...but its trace
+
+    assert await prune_runs(storage, older_than=0) == []  # within the grace period
+    monkeypatch.setattr(retention, "ORPHAN_GRACE", 0.0)
+    [pruned] = await prune_runs(storage, older_than=0)
+    assert (pruned.workflow_id, pruned.run_id, pruned.trace_only) == (
+        "lone-wf", run.run_id, True)
+    assert await storage.load_trace(run.run_id) is None
+
+
 class _Plain:
     """A storage with no retention methods of its own (``prune_runs`` falls back on
     ``list_runs`` and ``delete_run``)."""
@@ -641,7 +728,8 @@ class _Plain:
         self._inner = inner
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("list_finished", "delete_finished"):
+        if name in ("list_finished", "delete_finished", "list_orphan_traces",
+                    "delete_orphan_traces"):
             raise AttributeError(name)
         return getattr(self._inner, name)
 

@@ -360,6 +360,37 @@ def test_prune_deletes_finished_runs_and_keeps_the_suspended(project: Path) -> N
     assert "success" in resumed
 
 
+def test_prune_deletes_traces_stored_without_a_run(project: Path) -> None:
+    # an ephemeral run (``create_run(ephemeral=True)``) keeps no record, only its trace
+    import anyio
+
+    from procflow.records import TraceRecord
+    from procflow.storage import SQLiteStorage
+
+    ok(procflow(project, "run", "flows.py:pipeline", "--input", "2", "--run-id", "p1"))
+
+    async def lone_trace() -> None:
+        store = SQLiteStorage(project / ".procflow" / "procflow.db")
+        try:
+            await store.save_trace(TraceRecord("lone", "pipeline", "success", 100.0, 101.0,
+                                               []))
+        finally:
+            await store.aclose()
+
+    anyio.run(lone_trace)
+
+    old = procflow(project, "prune", "--older-than", "1d")
+    assert old.returncode == 0
+    assert [line.split("\t") for line in old.stdout.splitlines()] == [
+        ["lone", "pipeline", "success", "1970-01-01T00:01:41", "trace only"]]
+    assert old.stderr.startswith("deleted 1 trace stored without a run (ended before ")
+    assert old.stderr.rstrip().endswith("; no finished runs")
+    gone = procflow(project, "trace", "lone")
+    assert gone.returncode == 2
+    assert [line.split("\t")[0] for line in ok(procflow(project, "runs")).splitlines()] == [
+        "p1"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     pytest.param(["--older-than", "5x"], "argument --older-than: must be an age such as 30d",
                  id="bad-age"),
