@@ -205,7 +205,13 @@ class View:
             starts = starts._resolve()
         if type(starts) is _Runs and start >= 0 and last < len(starts):
             return starts.span(start, last)  # (ends are the same runs plus one)
-        return (min(starts[start], starts[last]), max(self.ends[start], self.ends[last]))
+        ends = self.ends
+        if type(starts) is _Mapped:
+            if type(ends) is _LazyIndex:
+                ends = ends._resolve()
+            if type(ends) is _Mapped and start >= 0 and last < starts._size:
+                return starts.span(ends, start, last)
+        return (min(starts[start], starts[last]), max(ends[start], ends[last]))
 
 
 def _fold_char(ch: str) -> str:
@@ -1079,6 +1085,21 @@ class _Mapped(_RunTable):
 
     def _at(self, k: int, index: int) -> int:
         return self._source[self._slopes[k] * index + self._bases[k]]
+
+    def span(self, ends: _Mapped, first: int, last: int) -> tuple[int, int]:
+        """``View.span(first, last + 1)`` of the view whose starts these are and whose
+        ends are ``ends``: with two bisections when the two share their runs (as every
+        pair made here does), not one per item looked up. Indices in range."""
+        marks, slopes = self._marks, self._slopes
+        if ends._marks is not marks or ends._slopes is not slopes:
+            return (min(self[first], self[last]), max(ends[first], ends[last]))
+        k = bisect_right(marks, first) - 1
+        j = bisect_right(marks, last) - 1
+        source, bases = self._source, self._bases
+        a, b = source[slopes[k] * first + bases[k]], source[slopes[j] * last + bases[j]]
+        source, bases = ends._source, ends._bases
+        c, d = source[slopes[k] * first + bases[k]], source[slopes[j] * last + bases[j]]
+        return (a if a <= b else b, d if d >= c else c)
 
 
 async def off_loop(fn: Callable[..., _T], text: str, *args: object,
