@@ -392,17 +392,28 @@ def _searcher(re2: Any, regexp: Any) -> Any:
     return search
 
 
-def may_search(pattern: re.Pattern[str]) -> Callable[[bytes], bool] | None:
-    """``data -> False`` only when ``pattern.search`` finds nothing in the text whose
-    ``proxy`` is ``data``: its RE2 form (``re2_form``) searched in one linear pass, to
-    rule out a text before ``re`` looks (``re`` tries a pattern without a literal start
-    at every position). ``None`` without ``google-re2``, or when the pattern has no
-    RE2 form."""
+def may_start(pattern: re.Pattern[str]) -> Callable[[bytes], int] | None:
+    """``data -> pos``: no match of ``pattern`` in the text whose ``proxy`` is ``data``
+    starts before ``pos`` (``-1``: none starts anywhere), told by its RE2 form
+    (``re2_form``, which matches wherever the pattern does) in one linear pass.
+    ``pattern.search(text, pos)`` then finds what ``pattern.search(text)`` finds, and
+    ``re`` (which tries a pattern without a literal start at every position) neither
+    reads a text holding none nor the part before the first place one can start.
+    ``None`` without ``google-re2``, or when the pattern has no RE2 form."""
     re2 = load_re2()
     form = re2_form(pattern, consume_edges=True)
     if re2 is None or form is None:
         return None
-    return _finder(re2, form.encode("ascii"), _SEARCHER_MEM)
+    try:
+        regexp = re2.compile(form.encode("ascii"), _options(re2, _SEARCHER_MEM))
+    except re2.error:
+        return None
+    search = _searcher(re2, regexp)
+
+    def first(data: bytes) -> int:
+        return int(search(data, 0))
+
+    return first
 
 
 def word_finder(words: Iterable[str]) -> Callable[[bytes], bool] | None:
