@@ -348,23 +348,15 @@ class RedisStorage(AsyncResource):
         """
         index = self._index_key(workflow_id)
         found: list[PrunedRun] = []
-        start = 0
-        while True:
-            with self._redis.translate("listing finished runs"):
-                members = await self._client.zrangebyscore(index, "-inf", f"({before!r}",
-                                                           start=start, num=_LIST_BATCH)
-                ids = [self._member_ids(member) for member in members]
-                headers = (await self._client.mget([self._run_key(*k) for k in ids])
-                           if ids else [])
-            for (wf, run), header in zip(ids, headers, strict=True):
-                if header is None:
-                    continue
-                snapshot = listed_snapshot(header, workflow_id=wf, run_id=run)
-                if snapshot.status in statuses and snapshot.updated_at < before:
-                    found.append(PrunedRun(wf, run, snapshot.status, snapshot.updated_at))
-            if len(members) < _LIST_BATCH:
-                return oldest_first(found)
-            start += len(members)
+        batches = self._scan_before(index, before, "listing finished runs", self._member_ids,
+                                    lambda ids: self._run_key(*ids))
+        async with aclosing(batches):
+            async for batch in batches:
+                for (wf, run), header in batch:
+                    snapshot = listed_snapshot(header, workflow_id=wf, run_id=run)
+                    if snapshot.status in statuses and snapshot.updated_at < before:
+                        found.append(PrunedRun(wf, run, snapshot.status, snapshot.updated_at))
+        return oldest_first(found)
 
     async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
         """Delete each of ``runs`` as ``delete_run`` does, atomically, if it is still as
@@ -440,37 +432,31 @@ class RedisStorage(AsyncResource):
         """
         index = self._trace_index_key(workflow_id)
         found: list[PrunedRun] = []
-        start = 0
-        while True:
-            with self._redis.translate("listing traces without a run"):
-                members = await self._client.zrangebyscore(index, "-inf", f"({before!r}",
-                                                           start=start, num=_LIST_BATCH)
-                ids = [self._trace_member(member, index) for member in members]
-                heads = (await self._client.mget([self._trace_head_key(r) for r in ids])
-                         if ids else [])
-            rows: list[PrunedRun] = []
-            for run_id, head in zip(ids, heads, strict=True):
-                if head is None:
-                    continue
-                try:
-                    trace = load_trace_json(head, run_id=run_id)
-                except SnapshotCorruptedError:
-                    continue
-                at = trace_time(trace)
-                if at < before and (statuses is None or trace.status in statuses) \
-                        and (workflow_id is None or trace.workflow_id == workflow_id):
-                    rows.append(PrunedRun(trace.workflow_id, run_id, trace.status, at,
-                                          trace_only=True))
-            if rows:
-                with self._redis.translate("listing traces without a run"):
-                    async with self._client.pipeline(transaction=False) as pipe:
-                        for row in rows:
-                            pipe.exists(self._run_key(row.workflow_id, row.run_id))
-                        stored = await pipe.execute()
-                found += [row for row, exists in zip(rows, stored, strict=True) if not exists]
-            if len(members) < _LIST_BATCH:
-                return oldest_first(found)
-            start += len(members)
+        batches = self._scan_before(index, before, "listing traces without a run",
+                                    lambda member: self._trace_member(member, index),
+                                    self._trace_head_key)
+        async with aclosing(batches):
+            async for batch in batches:
+                rows: list[PrunedRun] = []
+                for run_id, head in batch:
+                    try:
+                        trace = load_trace_json(head, run_id=run_id)
+                    except SnapshotCorruptedError:
+                        continue
+                    at = trace_time(trace)
+                    if at < before and (statuses is None or trace.status in statuses) \
+                            and (workflow_id is None or trace.workflow_id == workflow_id):
+                        rows.append(PrunedRun(trace.workflow_id, run_id, trace.status, at,
+                                              trace_only=True))
+                if rows:
+                    with self._redis.translate("listing traces without a run"):
+                        async with self._client.pipeline(transaction=False) as pipe:
+                            for row in rows:
+                                pipe.exists(self._run_key(row.workflow_id, row.run_id))
+                            stored = await pipe.execute()
+                    found += [row for row, exists in zip(rows, stored, strict=True)
+                              if not exists]
+        return oldest_first(found)
 
     async def delete_orphan_traces(self, traces: Sequence[PrunedRun]) -> list[PrunedRun]:
         """Delete each of ``traces`` (the trace, its header and index entries) that is
@@ -763,6 +749,27 @@ class RedisStorage(AsyncResource):
         await self._redis.aclose()
 
     # ------------------------------------------------------------------ helpers
+
+    async def _scan_before(self, index: str, before: float, operation: str,
+                           member_key: Callable[[object], _K],
+                           document_key: Callable[[_K], str],
+                           ) -> AsyncGenerator[list[tuple[_K, Any]]]:
+        """Batches of ``(key, document)`` for the members of the ``index`` zset scored
+        below ``before``, lowest first; a document missing (deleted since the index was
+        read) is skipped."""
+        start = 0
+        while True:
+            with self._redis.translate(operation):
+                members = await self._client.zrangebyscore(index, "-inf", f"({before!r}",
+                                                           start=start, num=_LIST_BATCH)
+                keys = [member_key(member) for member in members]
+                documents = (await self._client.mget([document_key(k) for k in keys])
+                             if keys else [])
+            yield [(key, document) for key, document in zip(keys, documents, strict=True)
+                   if document is not None]
+            if len(members) < _LIST_BATCH:
+                return
+            start += len(members)
 
     async def _scan(self, index: str, operation: str, member_key: Callable[[object], _K],
                     document_key: Callable[[_K], str]) -> AsyncGenerator[tuple[_K, Any]]:
