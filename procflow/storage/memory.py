@@ -273,4 +273,3 @@ class InMemoryStorage:
 
     async def aclose(self) -> None:
         """Nothing to release; the stored runs stay readable."""
-

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
@@ -170,37 +170,33 @@ async def prune_runs(storage: Storage, *, older_than: timedelta | float,
         found = await storage.list_finished(before=cutoff, workflow_id=workflow_id,
                                             statuses=statuses)
         if not dry_run:
-            deleted: list[PrunedRun] = []
-            for start in range(0, len(found), BATCH):
-                deleted += await storage.delete_finished(found[start:start + BATCH])
-            found = deleted
-        return oldest_first(found + await _prune_orphans(
-            storage, cutoff, workflow_id, None if status is None else statuses, dry_run))
-    listed = [run for run in await storage.list_runs(workflow_id=workflow_id)
-              if run.status in statuses and run.updated_at < cutoff]
-    found = oldest_first([PrunedRun(run.workflow_id, run.run_id, run.status, run.updated_at)
-                          for run in listed])
-    if not dry_run:
-        for run in found:
-            await storage.delete_run(run.workflow_id, run.run_id)
-    return oldest_first(found + await _prune_orphans(
-        storage, cutoff, workflow_id, None if status is None else statuses, dry_run))
+            found = await _in_batches(storage.delete_finished, found)
+    else:
+        listed = [run for run in await storage.list_runs(workflow_id=workflow_id)
+                  if run.status in statuses and run.updated_at < cutoff]
+        found = oldest_first([PrunedRun(run.workflow_id, run.run_id, run.status,
+                                        run.updated_at) for run in listed])
+        if not dry_run:
+            for run in found:
+                await storage.delete_run(run.workflow_id, run.run_id)
+    if isinstance(storage, TraceRetentionStorage):
+        # of any status unless one is asked for: no run can go on from a lone trace
+        lone = await storage.list_orphan_traces(
+            before=min(cutoff, time.time() - ORPHAN_GRACE), workflow_id=workflow_id,
+            statuses=None if status is None else statuses)
+        if not dry_run:
+            lone = await _in_batches(storage.delete_orphan_traces, lone)
+        found = oldest_first(found + lone)
+    return found
 
 
-async def _prune_orphans(storage: Storage, cutoff: float, workflow_id: str | None,
-                         statuses: frozenset[str] | None, dry_run: bool) -> list[PrunedRun]:
-    """The traces stored without a run that ``prune_runs`` deletes (or would): of any
-    status unless ``statuses`` (no run can go on from a lone trace)."""
-    if not isinstance(storage, TraceRetentionStorage):
-        return []
-    found = await storage.list_orphan_traces(
-        before=min(cutoff, time.time() - ORPHAN_GRACE), workflow_id=workflow_id,
-        statuses=statuses)
-    if dry_run:
-        return found
+async def _in_batches(delete: Callable[[Sequence[PrunedRun]], Awaitable[list[PrunedRun]]],
+                      found: list[PrunedRun]) -> list[PrunedRun]:
+    """``delete`` called on ``BATCH`` rows at a time (one transaction each on SQL);
+    the rows it deleted."""
     deleted: list[PrunedRun] = []
     for start in range(0, len(found), BATCH):
-        deleted += await storage.delete_orphan_traces(found[start:start + BATCH])
+        deleted += await delete(found[start:start + BATCH])
     return deleted
 
 

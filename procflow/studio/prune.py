@@ -73,18 +73,15 @@ def _summary(found: list[PrunedRun], where: str, before: float, *, dry_run: bool
     cutoff = plain_time(before)
     runs = [r for r in found if not r.trace_only]
     lone = len(found) - len(runs)
-    # traces stored without a run (ephemeral runs'): named apart, they are not runs
-    traces = "" if not lone else (
-        f"; and {lone} trace{'' if lone == 1 else 's'} stored without a run")
-    if not runs:
-        if lone:
-            verb = "would delete" if dry_run else "deleted"
-            return (f"{verb} {lone} trace{'' if lone == 1 else 's'} stored without a run "
-                    f"(ended before {cutoff}) from {where}; no finished runs")
+    if not found:
         return f"no finished runs last updated before {cutoff} in {where}"
     verb = "would delete" if dry_run else "deleted"
+    # traces stored without a run (ephemeral runs'): named apart, they are not runs
+    traces = f"{lone} trace{'' if lone == 1 else 's'} stored without a run"
+    if not runs:
+        return f"{verb} {traces} (ended before {cutoff}) from {where}; no finished runs"
     counts = Counter(r.status for r in runs)
     by_status = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
     noun = "run" if len(runs) == 1 else "runs"
     return (f"{verb} {len(runs)} finished {noun} last updated before {cutoff} "
-            f"from {where} ({by_status}){traces}")
+            f"from {where} ({by_status}){f'; and {traces}' if lone else ''}")

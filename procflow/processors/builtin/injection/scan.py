@@ -51,7 +51,9 @@ _META = re.compile(
     r"injection|jailbreaks?|red team|guardrails?|filter|block|blocked|flag|flagged)\b")
 _QUOTES = frozenset("\"'“”‘’`«»")
 _OBFUSCATION_BONUS = 0.05
-_CONTEXT = 200  # how far around a match ``_weight`` reads its view's text (at most)
+# how far around a match ``_weight`` reads its view's text: the words before it
+# (negation, ``unless_before``), after it (``unless_after``), and the ``near`` window
+_BEFORE, _AFTER, _CONTEXT = 14, 40, 200
 _SIGNALS = {"unicode-tags": 0.6, "zero-width": 0.3, "homoglyphs": 0.3}
 
 
@@ -207,8 +209,8 @@ def _reads_alike(rule: Rule, earlier: str, text: str, start: int, end: int) -> b
     view's ``text`` as at the same place of an earlier view's text of the same length:
     the match itself, the words before and after it, the ``near`` window, and for a
     "how to" rule its sentence from the mark before it (which says where it starts)."""
-    lo, hi = (start - _CONTEXT, end + _CONTEXT) if rule.near is not None else (start - 14,
-                                                                                end + 40)
+    lo, hi = ((start - _CONTEXT, end + _CONTEXT) if rule.near is not None
+              else (start - _BEFORE, end + _AFTER))
     if rule.howto:
         lo = min(lo, _sentence(text, start, end)[0] - 1)
     lo = max(lo, 0)
@@ -222,12 +224,12 @@ def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
     for a match that earns a weight)."""
     text = view.text
     squashed = view.name.endswith("squashed")
-    before = text[max(0, m.start() - 14):m.start()]
+    before = text[max(0, m.start() - _BEFORE):m.start()]
     if rule.negatable and (_SQUASHED_NEGATION if squashed else _NEGATION).search(before):
         return 0.0, None
     if rule.unless_before is not None and rule.unless_before.search(before):
         return 0.0, None
-    if rule.unless_after is not None and rule.unless_after.search(text[m.end():m.end() + 40]):
+    if rule.unless_after is not None and rule.unless_after.search(text[m.end():m.end() + _AFTER]):
         return 0.0, None
     if rule.near is not None and not _near(rule.near,
                                            text[max(0, m.start() - _CONTEXT):m.end() + _CONTEXT]):
