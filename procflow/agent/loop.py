@@ -59,7 +59,7 @@ from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
 from procflow.tools import Tool, ToolContext, ToolSuspended
-from procflow.workflows.plan import MapEntry, StepEntry
+from procflow.workflows.plan import StepEntry
 from procflow.workflows.workflow import Workflow, create_workflow
 
 if TYPE_CHECKING:
@@ -759,18 +759,6 @@ def _step(id: str, execute: Any, description: str | None = None) -> Step:
     return create_step(id=id, execute=execute, description=description, trace_io=False)
 
 
-def _state_of(agent: Agent) -> Callable[[StepContext], AgentState]:
-    """A branch's output back to the state (the state as it was when nothing ran)."""
-    def unwrap(ctx: StepContext) -> AgentState:
-        data = ctx.input_data
-        if data:
-            return next(iter(data.values()))  # type: ignore[no-any-return]
-        deps = deps_of(ctx, agent)
-        assert deps.state is not None
-        return deps.state
-    return unwrap
-
-
 # The conditions run several times per model step: the state is read without a call
 # when it is the live object (``as_state`` rebuilds a stored one).
 
@@ -824,35 +812,29 @@ def build_loop(agent: Agent) -> Workflow:
     """The (uncommitted) loop workflow of ``agent``, drawn with its processors and tools."""
     # The agent holds its workflow: the workflow's steps hold the agent weakly (no cycle).
     agent = cast("Agent", weakref.proxy(agent))
-    unwrap = _state_of(agent)
     inputs, outputs = agent.input_processors, agent.output_processors
-
-    def gated(wf: Workflow, condition: Callable[[StepContext], bool], label: str,
-              step: Step | Workflow) -> Workflow:
-        """``step`` behind a one-arm branch, then the branch's output (``{id: state}``,
-        or ``{}`` when skipped) back to the state by a map the terminal view leaves out."""
-        wf = wf.branch([(condition, step)], label=[label]).map(unwrap, id=f"{step.id}-done")
-        wf.entries[-1] = dc_replace(cast(MapEntry, wf.entries[-1]), drawn=False)
-        return wf
-
-    step = create_workflow(id="agent-step", description="one model step", trace_io=False)
-    step = gated(step, _open, "not stopped",
-                 _stage("input-step", "input-step processors and prepare_step", agent,
-                        _input_step, _units(agent, inputs, "process_input_step")))
-    step = gated(step, _proceeds, "not stopped, no retry", _llm_call(agent))
-    step = gated(step, _proceeds, "not stopped, no retry",
-                 _stage("output-step", "output-step processors (may ask for a retry)",
-                        agent, _output_step, _units(agent, outputs, "process_output_step")))
-    step = gated(step, _has_calls, "tool calls to run", _tool_calls(agent)).commit()
-    loop = (create_workflow(id=f"agent:{agent.id}", description=f"loop of agent {agent.id}",
+    step = (create_workflow(id="agent-step", description="one model step", trace_io=False)
+            .when(_open, _stage("input-step", "input-step processors and prepare_step",
+                                agent, _input_step,
+                                _units(agent, inputs, "process_input_step")),
+                  label="not stopped")
+            .when(_proceeds, _llm_call(agent), label="not stopped, no retry")
+            .when(_proceeds, _stage("output-step", "output-step processors (may ask for a "
+                                    "retry)", agent, _output_step,
+                                    _units(agent, outputs, "process_output_step")),
+                  label="not stopped, no retry")
+            .when(_has_calls, _tool_calls(agent), label="tool calls to run")
+            .commit())
+    return (create_workflow(id=f"agent:{agent.id}", description=f"loop of agent {agent.id}",
                             trace_io=False)
             .then(_stage("input-processors", "input processors", agent, _input,
                          _units(agent, inputs, "process_input")))
-            .dountil(step, _finished(agent)))
-    loop = gated(loop, _not_tripped, "no tripwire",
-                 _stage("output-processors", "output-result processors", agent,
-                        _output_result, _units(agent, outputs, "process_output_result")))
-    return loop.map(_outcome, id="outcome")
+            .dountil(step, _finished(agent))
+            .when(_not_tripped, _stage("output-processors", "output-result processors",
+                                       agent, _output_result,
+                                       _units(agent, outputs, "process_output_result")),
+                  label="no tripwire")
+            .map(_outcome, id="outcome"))
 
 
 # -- rewiring -------------------------------------------------------------------------
@@ -897,12 +879,7 @@ class AgentLoop:
 
     def insert_after(self, id: str, step: Any) -> AgentLoop:
         """Run ``step`` just after the step ``id`` (on the state it returns)."""
-        def put(entries: list[Any], i: int) -> None:
-            after = entries[i + 1] if i + 1 < len(entries) else None
-            if isinstance(after, MapEntry) and after.id == f"{id}-done":
-                i += 1  # after the map turning the step's branch back into the state
-            entries.insert(i + 1, _entry(step))
-        return self._edit(id, put)
+        return self._edit(id, lambda entries, i: entries.insert(i + 1, _entry(step)))
 
     def replace(self, id: str, step: Any) -> AgentLoop:
         """Run ``step`` instead of the step ``id``."""

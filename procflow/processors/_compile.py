@@ -115,7 +115,13 @@ def compile_stream(wf: Workflow) -> tuple[StreamNode, ...]:
 
 def _compile(wf: Workflow) -> tuple[StreamNode, ...]:
     from procflow.processors.reducer import merge_processor_results
-    from procflow.workflows.plan import BranchEntry, MapEntry, ParallelEntry, StepEntry
+    from procflow.workflows.plan import (
+        BranchEntry,
+        MapEntry,
+        ParallelEntry,
+        StepEntry,
+        WhenEntry,
+    )
 
     out: list[StreamNode] = []
     entries = wf.entries
@@ -124,6 +130,11 @@ def _compile(wf: Workflow) -> tuple[StreamNode, ...]:
         entry = entries[i]
         if isinstance(entry, StepEntry):
             out += _unit(wf, entry.step)
+        elif isinstance(entry, WhenEntry):
+            raise WorkflowDefinitionError(
+                f"processor workflow '{wf.id}': .when() cannot run on the output stream; "
+                "use .branch([(condition, step)]) followed by .map(merge_processor_results)",
+                workflow_id=wf.id)
         elif isinstance(entry, ParallelEntry | BranchEntry):
             after = entries[i + 1] if i + 1 < len(entries) else None
             method = "parallel" if isinstance(entry, ParallelEntry) else "branch"

@@ -37,6 +37,7 @@ __all__ = [
     "sleep_node",
     "sleep_until_node",
     "then_node",
+    "when_node",
 ]
 
 Condition = Callable[[Any], Any]
@@ -168,12 +169,72 @@ async def _together(ex: Execution, steps: Sequence[Unit], data: Any, scope: Scop
     return {steps[i].id: outputs[i] for i in range(n)}
 
 
+def _holds(ex: Execution, scope: Scope, condition: Condition, unit: Unit, data: Any,
+           ) -> bool | Awaitable[bool]:
+    """Whether ``unit``'s condition holds on ``data``; when it does not, the unit is
+    recorded "skipped". Awaitable only when the condition is async or the record must
+    be written now (``ex.sync``) or an event sent: the usual sync case costs no task."""
+    path = scope.path(unit.id)
+    try:
+        holds = condition(StepContext(ex, scope, path, data))
+    except Exception as exc:
+        return _condition_failed(ex, scope, path, exc)
+    if not _plain(holds):
+        return _holds_later(ex, scope, path, unit, holds)
+    if holds:
+        return True
+    return _skipped(ex, scope, path, unit)
+
+
+async def _holds_later(ex: Execution, scope: Scope, path: str, unit: Unit,
+                       holds: Awaitable[Any]) -> bool:
+    try:
+        value = await holds
+    except Exception as exc:
+        return await _condition_failed(ex, scope, path, exc)
+    if value:
+        return True
+    out = _skipped(ex, scope, path, unit)
+    return out if isinstance(out, bool) else await out
+
+
+async def _condition_failed(ex: Execution, scope: Scope, path: str, exc: Exception) -> bool:
+    err = StepExecutionError(
+        f"workflow '{scope.wf.id}': the branch condition of step '{path}' raised "
+        f"{type(exc).__name__}: {exc}", workflow_id=scope.wf.id,
+        run_id=ex.run_id, step_id=path)
+    err.__cause__ = exc
+    await ex.record(path, StepResult("failed", error=err, started_at=time.time()))
+    raise Failed(path, err) from exc
+
+
+def _skipped(ex: Execution, scope: Scope, path: str, unit: Unit) -> bool | Awaitable[bool]:
+    now = _now()
+    skipped = StepResult("skipped", started_at=now, ended_at=now, attempts=0)
+    if ex.tracer is not None:
+        span = ex.tracer.open(unit.id, "step", scope.span, path, now)
+        span.end, span.status = now, "skipped"
+    if ex.sync or ex.send is not None:
+        return _skipped_now(ex, path, skipped)
+    ex.keep(path, skipped)
+    return False
+
+
+async def _skipped_now(ex: Execution, path: str, skipped: StepResult) -> bool:
+    if ex.sync:
+        await ex.record(path, skipped)
+    else:
+        ex.keep(path, skipped)
+    if ex.send is not None:
+        await ex.event("step-skipped", path, None)
+    return False
+
+
 def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
     """``.branch(pairs)``: every step whose condition holds, at once; the rest skipped.
 
-    Traced, a branch of several arms is a "branch" span holding the arms that ran (and
-    those skipped); a branch of one arm (a step run only when its condition holds: the
-    agent loop's gates) has no span of its own, its arm's span sits where the branch is.
+    Traced, a branch is a "branch" span holding the arms that ran (and those skipped);
+    a branch of one arm has no span of its own, its arm's span sits where the branch is.
     """
 
     count = len(branches)
@@ -181,34 +242,11 @@ def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
     async def choose(ex: Execution, data: Any, scope: Scope) -> Any:
         chosen = []
         for condition, unit in branches:
-            path = scope.path(unit.id)
-            ctx = StepContext(ex, scope, path, data)
-            try:
-                holds = condition(ctx)
-                if not _plain(holds):
-                    holds = await holds
-            except Exception as exc:
-                err = StepExecutionError(
-                    f"workflow '{scope.wf.id}': the branch condition of step '{path}' raised "
-                    f"{type(exc).__name__}: {exc}", workflow_id=scope.wf.id,
-                    run_id=ex.run_id, step_id=path)
-                err.__cause__ = exc
-                await ex.record(path, StepResult("failed", error=err, started_at=time.time()))
-                raise Failed(path, err) from exc
+            holds = _holds(ex, scope, condition, unit, data)
+            if not isinstance(holds, bool):
+                holds = await holds
             if holds:
                 chosen.append(unit)
-                continue
-            now = _now()
-            skipped = StepResult("skipped", started_at=now, ended_at=now, attempts=0)
-            if ex.sync:
-                await ex.record(path, skipped)
-            else:
-                ex.keep(path, skipped)
-            if ex.tracer is not None:
-                span = ex.tracer.open(unit.id, "step", scope.span, path, now)
-                span.end, span.status = now, "skipped"
-            if ex.send is not None:
-                await ex.event("step-skipped", path, None)
         if not chosen:
             return {}
         if len(chosen) == 1:  # the usual case: no task, no forked state
@@ -235,6 +273,21 @@ def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
         span.status = "success"
         return out
     return branch
+
+
+def when_node(condition: Condition, unit: Unit) -> Node:
+    """``.when(condition, unit)``: the unit's output when the condition holds; else the
+    unit is "skipped" and the data passes on unchanged. No span of its own (traced, the
+    unit's span, or its "skipped" one, sits where the ``when`` is)."""
+
+    async def when(ex: Execution, data: Any, scope: Scope) -> Any:
+        holds = _holds(ex, scope, condition, unit, data)
+        if not isinstance(holds, bool):
+            holds = await holds
+        if holds:
+            return await run_unit(ex, unit, data, scope)
+        return data
+    return when
 
 
 def map_node(map_id: str, fn: Callable[[Any], Any]) -> Node:

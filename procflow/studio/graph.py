@@ -129,8 +129,6 @@ class _Drawing:
         items: list[RenderableType] = []
         for entry in wf.entries:
             layout = entry.layout()
-            if isinstance(layout, NodeLayout) and not layout.drawn:
-                continue
             if items:
                 items.append(_ARROW)
             items.append(self.entry(layout, prefix, level))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
 from procflow.runtime import nodes
 from procflow.runtime.nodes import Condition
+from procflow.steps.schema import Schema
 from procflow.workflows.check import LIST, Keyed, Shape, check_edge, check_list_input
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ __all__ = [
     "StepEntry",
     "StepLike",
     "UnitLayout",
+    "WhenEntry",
     "condition_name",
 ]
 
@@ -92,15 +94,12 @@ class NodeLayout:
         label: What the studio writes on the node.
         has_result: Whether the node records a result (a ``map`` does not, so the
             studio shows no "pending" symbol for it).
-        drawn: Whether the terminal view draws it (the agent loop's maps that turn a
-            branch's output back into its state are left out; exports keep them).
     """
 
     id: str
     kind: str
     label: str
     has_result: bool = True
-    drawn: bool = True
 
 
 Layout: TypeAlias = UnitLayout | LanesLayout | NodeLayout
@@ -216,12 +215,39 @@ class BranchEntry(_Lanes):
 
 
 @dataclass(frozen=True, slots=True)
+class WhenEntry(BranchEntry):
+    """``.when(cond, step)``: the step when its condition holds, else the data passes
+    on unchanged. One branch of one arm (``branches``) whose skipped output is its input."""
+
+    method: ClassVar[str] = "when()"
+
+    def compile(self) -> Node:
+        ((condition, step),) = self.branches
+        return nodes.when_node(condition, step)
+
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        ((_, step),) = self.branches
+        check_edge(wf, shape, step.input, target=step)
+        out = step.output
+        # the data leaves as it came or as the step made it: known only when both agree
+        if isinstance(shape, Schema) and out is not None and out.model is not None \
+                and out.model is shape.model:
+            return out
+        return None
+
+    def layout(self) -> Layout:
+        ((condition, step),) = self.branches
+        label = self.labels[0] if self.labels else None
+        return LanesLayout("branch", ((f"if {condition_name(condition, label)}", step),),
+                           conditional=True)
+
+
+@dataclass(frozen=True, slots=True)
 class MapEntry(Entry):
     """``.map(fn)``: reshape the data; no step result of its own."""
 
     id: str
     fn: Callable[[Any], Any]
-    drawn: bool = True
 
     def compile(self) -> Node:
         return nodes.map_node(self.id, self.fn)
@@ -233,8 +259,7 @@ class MapEntry(Entry):
         return None  # unknown: whatever fn returns
 
     def layout(self) -> Layout:
-        return NodeLayout(self.id, "map", _marker("map", self.id), has_result=False,
-                          drawn=self.drawn)
+        return NodeLayout(self.id, "map", _marker("map", self.id), has_result=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from procflow.workflows.plan import (
     SleepUntilEntry,
     StepEntry,
     StepLike,
+    WhenEntry,
 )
 
 if TYPE_CHECKING:
@@ -151,6 +152,28 @@ class Workflow(Generic[InputT, OutputT]):
                 f"workflow '{self.id}': branch label= takes one string (or None) per "
                 f"branch, {len(pairs)} in all, got {label!r}", workflow_id=self.id)
         return self._add(BranchEntry(tuple(pairs), labels))
+
+    def when(self, condition: Condition, step: StepLike, *, label: str | None = None,
+             ) -> Self:
+        """Run ``step`` when ``condition`` holds; else it is "skipped" and the data
+        passes on unchanged. The output is the step's output or the data as it came,
+        not a dict (a ``branch`` of one arm outputs ``{step id: output}`` or ``{}``).
+
+        Args:
+            condition: A (sync or async) function of the ``StepContext``.
+            step: The step (or nested workflow) to run.
+            label: How the studio names the condition (default: the function's name).
+        """
+        if not callable(condition):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': when() takes a callable condition first, got "
+                f"{condition!r}", workflow_id=self.id)
+        if label is not None and not isinstance(label, str):
+            raise WorkflowDefinitionError(
+                f"workflow '{self.id}': when() label= takes a string, got {label!r}",
+                workflow_id=self.id)
+        pair = ((condition, self._as_step(step, "when")),)
+        return self._add(WhenEntry(pair, (label,) if label is not None else ()))
 
     def map(self, fn: Callable[[Any], Any], *, id: str | None = None) -> Self:
         """Reshape the data with ``fn(ctx)`` (sync or async); no step result of its own."""

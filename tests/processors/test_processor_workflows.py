@@ -120,6 +120,18 @@ async def test_processor_workflow_in_sequence_with_plain_processors() -> None:
     assert ml.input()[0].text == "c"
 
 
+async def test_when_runs_a_processor_only_when_its_condition_holds() -> None:
+    def mentions_a(ctx: Any) -> bool:
+        return any("a" in m.text for m in ctx.input_data.messages)
+
+    gated = proc_wf("gated").when(mentions_a, create_step(Replace("one", "a", "b"))).then(
+        create_step(Replace("two", "x", "y"))).commit()
+    for text, expected in (("a x", "b y"), ("c x", "c y")):
+        ml = user_list(text)
+        await ProcessorRunner([gated]).run_input(ml)
+        assert ml.input()[0].text == expected
+
+
 async def test_linear_processor_workflow_runs_on_the_stream_fast_path() -> None:
     inner = proc_wf("stream-chain").then(create_step(Replace("one", "a", "b"))).then(
         create_step(Replace("two", "b", "c"))).commit()

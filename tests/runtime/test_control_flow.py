@@ -9,7 +9,13 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from procflow import StepContext, StepExecutionError, StepValidationError, Workflow
+from procflow import (
+    StepContext,
+    StepExecutionError,
+    StepValidationError,
+    Workflow,
+    WorkflowDefinitionError,
+)
 from procflow import create_step as cs
 from procflow import create_workflow as cw
 
@@ -131,6 +137,55 @@ async def test_branch_condition_error_names_the_step() -> None:
     result = await wf.create_run().start(input_data=1)
     assert result.status == "failed"
     assert "branch condition of step 'x' raised ZeroDivisionError" in str(result.error)
+
+
+async def test_when_runs_its_step_or_passes_the_data_on() -> None:
+    async def small(ctx: StepContext) -> bool:
+        return bool(ctx.input_data < 5)
+
+    wf = (cw(id="w").when(lambda ctx: ctx.input_data > 3, add("big", 100))
+          .when(small, add("small", 1000)).then(add("last", 1)).commit())
+    ran = await wf.create_run().start(input_data=4)  # big ran (104), then small is skipped
+    assert ran.result == 105
+    assert ran.steps["big"].output == 104 and ran.steps["small"].status == "skipped"
+    skipped = await wf.create_run().start(input_data=1)
+    assert skipped.result == 1002  # big skipped: 1 passes on unchanged
+    assert skipped.steps["big"].status == "skipped" and skipped.steps["small"].output == 1001
+
+
+async def test_when_streams_a_skipped_event_and_runs_nested_workflows() -> None:
+    wf = (cw(id="w").when(lambda ctx: False, add("no", 1))
+          .when(lambda ctx: True, _inner()).commit())
+    run = wf.create_run()
+    seen = []
+    async with run.stream(input_data=1) as events:
+        async for event in events:
+            seen.append((event.type, event.step_id))
+    assert ("step-skipped", "no") in seen and ("step-result", "inner.i2") in seen
+    assert (await run.result()).result == 4
+
+
+async def test_when_condition_error_names_the_step() -> None:
+    async def broken(ctx: StepContext) -> bool:
+        raise KeyError("flag")
+
+    for condition in (lambda ctx: 1 / 0, broken):
+        wf = cw(id="w").when(condition, add("x", 1)).commit()
+        result = await wf.create_run().start(input_data=1)
+        assert result.status == "failed"
+        assert "branch condition of step 'x' raised" in str(result.error)
+        assert result.steps["x"].status == "failed"
+
+
+def test_when_rejects_bad_arguments_by_name() -> None:
+    with pytest.raises(WorkflowDefinitionError, match="when\\(\\) takes a callable condition"):
+        cw(id="w").when(add("a", 1), add("b", 1))  # type: ignore[arg-type]
+    with pytest.raises(WorkflowDefinitionError, match="when\\(\\) label= takes a string"):
+        cw(id="w").when(lambda ctx: True, add("b", 1), label=["x"])  # type: ignore[arg-type]
+    with pytest.raises(WorkflowDefinitionError, match="when\\(\\) takes steps"):
+        cw(id="w").when(lambda ctx: True, 3)  # type: ignore[arg-type]
+    with pytest.raises(WorkflowDefinitionError, match="'a'"):
+        cw(id="w").then(add("a", 1)).when(lambda ctx: True, add("a", 2)).commit()
 
 
 async def test_map_is_not_a_step_result_and_can_be_async() -> None:

@@ -1,4 +1,4 @@
-"""Property: random then/parallel/branch/foreach workflows run each step exactly as
+"""Property: random then/parallel/branch/when/foreach workflows run each step exactly as
 often as they should, and every result lands under its step id."""
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ MOD = 1_000_003
 then_ = st.tuples(st.just("then"))
 parallel_ = st.tuples(st.just("parallel"), st.integers(1, 4))
 branch_ = st.tuples(st.just("branch"), st.lists(st.booleans(), min_size=1, max_size=4))
+when_ = st.tuples(st.just("when"), st.booleans())
 foreach_ = st.tuples(st.just("foreach"), st.integers(0, 5), st.integers(1, 3))
-plans = st.lists(st.one_of(then_, parallel_, branch_, foreach_), min_size=1, max_size=8)
+plans = st.lists(st.one_of(then_, parallel_, branch_, when_, foreach_), min_size=1,
+                 max_size=8)
 
 
 def f(index: int, value: int) -> int:
@@ -55,6 +57,13 @@ class Model:
                 step, index = self.make()
                 wf.then(step)
                 value = self._ran(step.id, f(index, value))
+            elif item[0] == "when":
+                step, index = self.make()
+                wf.when(lambda ctx, on=item[1]: on, step)
+                if item[1]:
+                    value = self._ran(step.id, f(index, value))
+                else:
+                    self.skipped.add(step.id)  # and the value passes on unchanged
             elif item[0] in ("parallel", "branch"):
                 flags = [True] * item[1] if item[0] == "parallel" else item[1]
                 made = [self.make() for _ in flags]

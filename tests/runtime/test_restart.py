@@ -36,7 +36,7 @@ SCRIPT = textwrap.dedent('''
                 fh.write(name + "\\n")
             if slow and mode == "start":
                 await anyio.sleep(60)          # killed here
-            return ctx.input_data + [name]
+            return [*ctx.input_data, name]
         return create_step(id=name, execute=run)
 
     wf = (create_workflow(id="crashy")
@@ -108,6 +108,33 @@ async def test_restart_of_failed_run_reruns_only_the_failed_part() -> None:
     result = await run.restart()
     assert result.status == "success" and calls == {"a": 1, "b": 2, "c": 1}
     assert await run.restart() is result  # a successful run returns its result
+
+
+async def test_restart_through_when_keeps_skips_and_reruns_only_the_failed_part(
+        tmp_path: Path) -> None:
+    calls: list[str] = []
+    broken = {"yes": True}
+
+    def step_fn(name: str) -> Any:
+        def run(ctx: StepContext) -> Any:
+            calls.append(name)
+            if name == "c" and broken["yes"]:
+                raise RuntimeError("flaky dependency")
+            return [*ctx.input_data, name]
+        return create_step(id=name, execute=run)
+
+    async with SQLiteStorage(tmp_path / "w.db") as storage:
+        wf = (create_workflow(id="w", storage=storage).then(step_fn("a"))
+              .when(lambda ctx: len(ctx.input_data) > 5, step_fn("b"))
+              .when(lambda ctx: True, step_fn("c")).commit())
+        run = wf.create_run()
+        assert (await run.start(input_data=[])).status == "failed"
+        stored = await storage.load_snapshot("w", run.run_id)
+        assert stored is not None and stored[1]["b"].status == "skipped"
+        broken["yes"] = False
+        result = await run.restart()
+    assert result.status == "success" and result.result == ["a", "c"]
+    assert calls == ["a", "c", "c"] and result.steps["b"].status == "skipped"
 
 
 async def test_restart_refuses_new_and_suspended_runs(tmp_path: Path) -> None:

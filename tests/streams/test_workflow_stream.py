@@ -196,6 +196,10 @@ def test_a_shape_the_stream_cannot_run_fails_at_build_time() -> None:
                     execute=lambda ctx: ctx.input_data)).commit()
     with pytest.raises(WorkflowDefinitionError, match="step 's' is not a processor step"):
         Agent(id="bad2", model="openai/x", output_processors=[plain])
+    gated = proc_wf("gated").when(lambda ctx: True,
+                                  create_step(Replace("r", "a", "b"))).commit()
+    with pytest.raises(WorkflowDefinitionError, match=r"'gated': \.when\(\) cannot run on"):
+        Agent(id="bad3", model="openai/x", output_processors=[gated])
 
 
 async def test_a_branch_with_no_condition_held_is_a_clear_error() -> None:

@@ -105,8 +105,8 @@ def test_plain_graph_draws_stream_and_request_processors_and_added_tools(
 
 
 @pytest.mark.parametrize(("fmt", "expected"), [
-    pytest.param("mermaid", ['n5["processor:shout [output_stream]"]',
-                             'n4["processor:budget [llm_request]"]', '"tool:search_tools"',
+    pytest.param("mermaid", ['["processor:shout [output_stream]"]',
+                             '["processor:budget [llm_request]"]', '"tool:search_tools"',
                              '"tool:stock_price"'], id="mermaid"),
     pytest.param("dot", ['"agent-step.llm-call.processor:shout" [label="processor:shout '
                          '[output_stream]"];',

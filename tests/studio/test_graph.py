@@ -674,18 +674,33 @@ def test_a_one_arm_branch_is_one_if_box_and_user_maps_stay() -> None:
         "ƒ map unwrap\n")
 
 
-def test_the_agent_loop_hides_its_unwrap_maps_in_the_terminal_only() -> None:
+def test_the_agent_loop_draws_its_gates_as_one_if_box_each() -> None:
     agent = Agent(id="support", model=ScriptedModel(["hi"]))
     text = render(GraphView(agent))
-    assert "-done" not in text and "branch (1 lane)" not in text
+    assert "map" not in text.replace("map outcome", "") and "branch (1 lane)" not in text
     for condition in ("if not stopped", "if not stopped, no retry", "if tool calls to run",
                       "if no tripwire"):
         assert condition in text
-    # the exports draw every node of the graph, the maps included, and name each condition
+    # the exports name each condition on the edge into its step
     mermaid = to_mermaid(agent)
-    assert '[/"map: llm-call-done"/]' in mermaid
+    assert "map: outcome" in mermaid and mermaid.count("map:") == 1
     assert '-.->|"if tool calls to run"|' in mermaid
     assert 'label="if no tripwire"' in to_dot(agent)
+
+
+def test_when_is_drawn_as_a_one_arm_branch() -> None:
+    wf = (create_workflow(id="gate")
+          .when(lambda ctx: ctx.input_data > 3, s("big"), label="more than three")
+          .then(s("after"))
+          .commit())
+    assert render(GraphView(wf)) == (
+        "workflow gate\n│\n▼\n"
+        "╭─ if more than three ─╮\n"
+        "│ □ big                │\n"
+        "╰──────────────────────╯\n"
+        "│\n▼\n"
+        "□ after\n")
+    assert '-.->|"if more than three"|' in to_mermaid(wf)
 
 
 def test_exports_name_branch_conditions_on_their_edges() -> None:

@@ -117,6 +117,21 @@ def test_parallel_output_is_checked_against_keys() -> None:
         bad.then(make("join", input_schema=Keys)).commit()
 
 
+def test_when_checks_its_step_input_and_outputs_a_shape_both_paths_share() -> None:
+    with pytest.raises(WorkflowDefinitionError, match=r"step 'second' needs B.*\['y'\]"):
+        create_workflow(id="w").then(make("first", output_schema=A)).when(
+            lambda ctx: True, make("second", input_schema=B)).commit()
+    # skipped or not, an A leaves: the next step is checked against A
+    keeps = make("keeps", input_schema=A, output_schema=A)
+    with pytest.raises(WorkflowDefinitionError, match=r"step 'needs-b' needs B"):
+        (create_workflow(id="w").then(make("first", output_schema=A))
+         .when(lambda ctx: True, keeps).then(make("needs-b", input_schema=B)).commit())
+    # an A or a B leaves: unknown, so nothing after it is rejected for it
+    turns = make("turns", input_schema=A, output_schema=B)
+    (create_workflow(id="w2").then(make("first", output_schema=A))
+     .when(lambda ctx: True, turns).then(make("needs-b", input_schema=B)).commit())
+
+
 def test_foreach_after_a_model_output_is_rejected() -> None:
     with pytest.raises(WorkflowDefinitionError, match="needs a list"):
         create_workflow(id="w").then(make("a", output_schema=A)).foreach(make("b")).commit()
