@@ -9,7 +9,7 @@ or a Redis database with its own key prefix) and print µs per call:
   processors of ``benchmarks/agent.py``: 7 stored step results (the two processor
   stages, the loop and the four steps of its iteration, one of them skipped);
 - a workflow of that shape: a step, a ``dountil`` of a nested workflow of three steps
-  and a one-arm branch whose condition fails (skipped), then a step; 7 stored step
+  and a ``when`` whose condition fails (skipped), then a step; 7 stored step
   results too, each passing on a value of the size of the agent's state (the prompt,
   the answer and a usage dict);
 - the same two on ``InMemoryStorage``, to show what the store itself adds.
@@ -48,13 +48,12 @@ async def _pass(ctx: StepContext[dict[str, Any]]) -> dict[str, Any]:
 
 
 def same_shape(storage: Storage) -> Workflow:
-    """Seven step results: step, dountil(step, step, step, skipped branch), step."""
+    """Seven step results: step, dountil(step, step, step, skipped when), step."""
     inner = (create_workflow(id="iteration")
              .then(create_step(id="before", execute=_pass))
              .then(create_step(id="call", execute=_pass))
              .then(create_step(id="after", execute=_pass))
-             .branch([(lambda ctx: False, create_step(id="tools", execute=_pass))])
-             .map(lambda ctx: ctx.get_step_result("after"))
+             .when(lambda ctx: False, create_step(id="tools", execute=_pass))
              .commit())
     wf = (create_workflow(id="same-shape")
           .then(create_step(id="first", execute=_pass))
