@@ -173,7 +173,7 @@ def _holds(ex: Execution, scope: Scope, condition: Condition, unit: Unit, data: 
            ) -> bool | Awaitable[bool]:
     """Whether ``unit``'s condition holds on ``data``; when it does not, the unit is
     recorded "skipped". Awaitable only when the condition is async or the record must
-    be written now (``ex.sync``) or an event sent: the usual sync case costs no task."""
+    be written now (``ex.sync``) or an event sent: the usual sync case makes no coroutine."""
     path = scope.path(unit.id)
     try:
         holds = condition(StepContext(ex, scope, path, data))
