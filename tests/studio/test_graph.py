@@ -660,18 +660,25 @@ def test_branch_labels_must_match_the_branches() -> None:
         create_workflow(id="w").dountil(step, lambda ctx: True, label=3)  # type: ignore[arg-type]
 
 
-def test_a_one_arm_branch_is_one_if_box_and_user_maps_stay() -> None:
-    wf = (create_workflow(id="gate")
-          .branch([(lambda ctx: ctx.input_data > 3, s("big"))], label=["more than three"])
-          .map(lambda ctx: ctx.input_data, id="unwrap")
-          .commit())
+@pytest.mark.parametrize(("build", "last"), [
+    pytest.param(lambda wf: wf.branch([(lambda ctx: ctx.input_data > 3, s("big"))],
+                                      label=["more than three"])
+                 .map(lambda ctx: ctx.input_data, id="unwrap"), "ƒ map unwrap", id="branch"),
+    pytest.param(lambda wf: wf.when(lambda ctx: ctx.input_data > 3, s("big"),
+                                    label="more than three").then(s("after")), "□ after",
+                 id="when"),
+])
+def test_a_one_arm_branch_or_when_is_one_if_box_and_user_maps_stay(
+        build: Callable[[Workflow], Workflow], last: str) -> None:
+    wf = build(create_workflow(id="gate")).commit()
     assert render(GraphView(wf)) == (
         "workflow gate\n│\n▼\n"
         "╭─ if more than three ─╮\n"
         "│ □ big                │\n"
         "╰──────────────────────╯\n"
         "│\n▼\n"
-        "ƒ map unwrap\n")
+        f"{last}\n")
+    assert '-.->|"if more than three"|' in to_mermaid(wf)
 
 
 def test_the_agent_loop_draws_its_gates_as_one_if_box_each() -> None:
@@ -686,21 +693,6 @@ def test_the_agent_loop_draws_its_gates_as_one_if_box_each() -> None:
     assert "map: outcome" in mermaid and mermaid.count("map:") == 1
     assert '-.->|"if tool calls to run"|' in mermaid
     assert 'label="if no tripwire"' in to_dot(agent)
-
-
-def test_when_is_drawn_as_a_one_arm_branch() -> None:
-    wf = (create_workflow(id="gate")
-          .when(lambda ctx: ctx.input_data > 3, s("big"), label="more than three")
-          .then(s("after"))
-          .commit())
-    assert render(GraphView(wf)) == (
-        "workflow gate\n│\n▼\n"
-        "╭─ if more than three ─╮\n"
-        "│ □ big                │\n"
-        "╰──────────────────────╯\n"
-        "│\n▼\n"
-        "□ after\n")
-    assert '-.->|"if more than three"|' in to_mermaid(wf)
 
 
 def test_exports_name_branch_conditions_on_their_edges() -> None:
