@@ -849,14 +849,28 @@ def smuggling_signals(text: str) -> list[str]:
         signals.append("unicode-tags")
     if _ZERO_WIDTH_ANY.search(text) and _ZERO_WIDTH_IN_WORD.search(text):
         signals.append("zero-width")
-    if _LOOKALIKE.search(text) is None:
-        return signals
-    for word in re.findall(r"\w{3,}", text):
-        latin = any("a" <= ch.lower() <= "z" for ch in word)
-        if latin and any(ch in CONFUSABLES and ch.isalpha() for ch in word):
+    # only a word holding a look-alike can mix one with Latin letters: each such word
+    # (its run of word characters, found forward in the text and backward in the text
+    # reversed) is read once, not every word of the text
+    backward = ""
+    checked = -1
+    for found in _LOOKALIKE.finditer(text):
+        at = found.start()
+        if at < checked:
+            continue  # in the word just read
+        backward = backward or text[::-1]
+        before = _WORD_RUN.match(backward, len(text) - 1 - at)
+        after = _WORD_RUN.match(text, at)
+        assert before is not None and after is not None  # a look-alike is a letter
+        word = text[len(text) - before.end():after.end()]
+        checked = after.end()
+        if len(word) >= 3 and any("a" <= ch.lower() <= "z" for ch in word):
             signals.append("homoglyphs")
             break
     return signals
+
+
+_WORD_RUN = re.compile(r"\w+")
 
 
 def views_for_matching(text: str, *, deep: bool = True,
