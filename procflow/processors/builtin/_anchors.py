@@ -36,6 +36,12 @@ USE_RE2 = True
 
 _K = 3
 _MAX_STATES = 4_000
+# RE2 finds where a pattern may start next by reading on until its form can no longer
+# match, and a loosened gap (any characters up to a sentence mark) reads to the end of a
+# text that has none: from each match again, quadratic in a run of attack phrases. A
+# pattern followed past ``_HOPS`` matches in one text goes on with ``re`` searching from
+# each match to the next (linear)
+_HOPS = 32
 _MAX_CLASS = 12
 _WORD_EDGE = "(?<![a-z0-9])"
 
@@ -271,6 +277,7 @@ class AnchoredScan:
                 found.extend((index, m) for m in pattern.finditer(text, pos)
                              if m.end() > m.start())
                 continue
+            hops = _HOPS
             while pos >= 0:
                 m = pattern.match(text, pos)
                 if m is not None and m.end() > pos:
@@ -280,8 +287,29 @@ class AnchoredScan:
                     pos += 1
                 if pos > end:
                     break
+                hops -= 1
+                if not hops:
+                    _search_on(index, pattern, text, pos, found)
+                    break
                 pos = prefilter.starts(index, data, pos)
         return found
+
+
+def _search_on(index: int, pattern: re.Pattern[str], text: str, pos: int,
+               found: list[tuple[int, re.Match[str]]]) -> None:
+    """Add the matches of ``pattern`` (table index ``index``) from ``pos`` on, as
+    ``AnchoredScan._verify`` finds them: ``search`` tries the places it tries (the first
+    where ``match`` succeeds), but reads on from a match only to the next one."""
+    end = len(text)
+    while pos <= end:
+        m = pattern.search(text, pos)
+        if m is None:
+            return
+        if m.end() > m.start():
+            found.append((index, m))
+            pos = m.end()
+        else:
+            pos = m.start() + 1
 
 
 def _make_prefilter(patterns: Sequence[re.Pattern[str]], whole_max: int = Prefilter.SHORT,
