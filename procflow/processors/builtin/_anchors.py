@@ -36,14 +36,14 @@ USE_RE2 = True
 
 _K = 3
 _MAX_STATES = 4_000
+_MAX_CLASS = 12
+_WORD_EDGE = "(?<![a-z0-9])"
 # RE2 finds where a pattern may start next by reading on until its form can no longer
 # match, and a loosened gap (any characters up to a sentence mark) reads to the end of a
 # text that has none: from each match again, quadratic in a run of attack phrases. A
 # pattern followed past ``_HOPS`` matches in one text goes on with ``re`` searching from
 # each match to the next (linear)
 _HOPS = 32
-_MAX_CLASS = 12
-_WORD_EDGE = "(?<![a-z0-9])"
 
 
 class _TooBroad(Exception):

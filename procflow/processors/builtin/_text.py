@@ -831,6 +831,7 @@ _ZERO_WIDTH_IN_WORD = re.compile(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w")
 # what ``_ZERO_WIDTH_IN_WORD`` cannot match without: looked for first (a pattern
 # opening with ``\w`` is tried at every letter)
 _ZERO_WIDTH_ANY = re.compile("[" + "".join(sorted(ZERO_WIDTH)) + "]")
+_WORD_RUN = re.compile(r"\w+")
 _LOOKALIKE = re.compile("[" + "".join(sorted(ch for ch in CONFUSABLES if ch.isalpha())) + "]")
 # a character each signal needs (a tag, a zero-width character or a look-alike): one
 # pass rules all three out in most non-ASCII texts
@@ -868,9 +869,6 @@ def smuggling_signals(text: str) -> list[str]:
             signals.append("homoglyphs")
             break
     return signals
-
-
-_WORD_RUN = re.compile(r"\w+")
 
 
 def views_for_matching(text: str, *, deep: bool = True,
