@@ -416,6 +416,19 @@ def test_folded_and_joined_views_by_runs_are_the_views_char_by_char(text: str) -
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab .!?\n\té…。", max_size=60), st.integers(0, 60), st.integers(0, 8))
+def test_sentence_bounds_from_the_split_marks_are_those_of_a_char_by_char_walk(
+        text: str, start: int, width: int) -> None:
+    start = min(start, len(text))
+    end = min(start + width, len(text))
+    marks = [i for i, ch in enumerate(text) if ch in ".!?\n"]
+    assert _text._sentence_marks(text) == marks
+    left = max((m + 1 for m in marks if m < start), default=0)
+    mark = min((m for m in marks if m >= end), default=len(text))
+    assert _text.sentence_bounds(text, start, end) == (left, mark)
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="aAbB01_-+/=xyz9", min_size=1, max_size=200))
 def test_the_entropy_from_a_table_is_the_entropy_computed(text: str) -> None:
     size = len(text)

@@ -222,12 +222,11 @@ class LiteralGate:
         found = self._match(data)
         if not found or self._sentinel not in found:
             return None
+        if len(found) == 1:  # no trigger (most texts): only the patterns without any literal
+            return [list(self.always) for _ in self._readings]
         present: set[int] | None = None  # the other sets' strings in the text
         out: list[list[int]] = []
         for by_literal, needs in self._readings:
-            if len(found) == 1:  # no trigger: only the patterns without any literal
-                out.append(list(self.always))
-                continue
             touched = set(self.always)
             for k in found:
                 if k != self._sentinel:

@@ -170,9 +170,12 @@ def compile_pattern(pattern: str, *, edges: bool = True) -> re.Pattern[str]:
 
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class View:
-    """A transformed text that remembers where each character came from.
+    """A transformed text that remembers where each character came from. Not to be
+    changed once made (not ``frozen``: a frozen dataclass's ``__init__`` sets each field
+    through ``object.__setattr__``, and a scan makes several views per text, ~1 µs each
+    more).
 
     Attributes:
         name: Which transformation made it ("base", "joined", "leet", ...).
@@ -236,6 +239,9 @@ def _fold_char(ch: str) -> str:
 
 
 _ASCII_DROPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# the same characters as bytes, for ``bytes.translate`` to delete (one C pass without a
+# call per character, as ``re``'s class test of each character is: ~3x faster)
+_ASCII_DROPPED_BYTES = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F])
 # What the ASCII fast path does not cover: a class and its repetition rather than "+", so
 # that ``re`` skips ahead to the class at C speed (as for ``_NON_ASCII``).
 _SLOW_FOLD = re.compile(r"[^\t\n\x20-\x7e][^\t\n\x20-\x7e]*")
@@ -256,21 +262,32 @@ def _fold_lower(ch: str) -> str:
     return _fold_char(ch).lower()
 
 
+@lru_cache(maxsize=8)
+def _slow_runs(text: str) -> tuple[tuple[tuple[int, int], ...], frozenset[str]]:
+    """The runs of ``text`` that ``fold``'s ASCII path does not cover (``_SLOW_FOLD``:
+    non-ASCII and control characters), and the characters in them. Found once per text
+    and read by ``fold``, ``_folded_spans`` and ``smuggling_signals`` (each of whose
+    signals needs one of those characters)."""
+    runs = tuple(m.span() for m in _SLOW_FOLD.finditer(text))
+    return runs, frozenset("".join([text[start:end] for start, end in runs]))
+
+
 def fold(text: str) -> View:
     """The base view: de-smuggled, compatibility-folded, confusables mapped, lowered."""
-    if text.isascii() and _ASCII_DROPPED.search(text) is None:
-        # the common case, without a Python step per character: same result
-        return View("base", _fold_ascii(text), range(len(text)), range(1, len(text) + 1))
+    if text.isascii():
+        data = text.encode("ascii")
+        if len(data.translate(None, _ASCII_DROPPED_BYTES)) == len(data):
+            # the common case, without a Python step per character: same result
+            return View("base", _fold_ascii(text), range(len(text)),
+                        range(1, len(text) + 1))
     pieces: list[str] = []
-    slow: set[str] = set()
+    runs, slow = _slow_runs(text)
     pos = 0
-    for m in _SLOW_FOLD.finditer(text):
-        if m.start() > pos:  # an ASCII run: folded in one go
-            pieces.append(_fold_ascii(text[pos:m.start()]))
-        run = m.group(0)
-        pieces.extend(map(_fold_lower, run))
-        slow.update(run)
-        pos = m.end()
+    for start, end in runs:
+        if start > pos:  # an ASCII run: folded in one go
+            pieces.append(_fold_ascii(text[pos:start]))
+        pieces.extend(map(_fold_lower, text[start:end]))
+        pos = end
     if pos < len(text):
         pieces.append(_fold_ascii(text[pos:]))
     if all(len(_fold_lower(ch)) == 1 for ch in slow):
@@ -300,11 +317,11 @@ def _folded_spans(text: str) -> tuple[_Runs, _Runs]:
             slopes.append(slope)
             bases.append(base)
 
-    for m in _SLOW_FOLD.finditer(text):
-        sizes = list(map(len, map(_fold_lower, m.group(0))))
+    for start, end in _slow_runs(text)[0]:
+        sizes = list(map(len, map(_fold_lower, text[start:end])))
         if sizes.count(1) == len(sizes):
             continue
-        for i, n in enumerate(sizes, m.start()):
+        for i, n in enumerate(sizes, start):
             if n != 1:
                 at = i - shift  # where the character's reading starts in the view
                 if n:
@@ -693,16 +710,18 @@ def _readable(raw: bytes) -> str | None:
     return text
 
 
-_LOWER = re.compile(r"[a-z]")
-_B64_NOT_LOWER = re.compile(r"[A-Z0-9+/]")
-
-
 _URL_SAFE = str.maketrans("-_", "+/")
+
+
+# what ``_b64`` deletes from a blob's bytes: what is left is its upper-case letters,
+# digits, "+" and "/" (a blob is ASCII: the characters of ``_B64``)
+_B64_LOWER_BYTES = b"abcdefghijklmnopqrstuvwxyz=_-"
 
 
 def _b64(blob: str) -> str | None:
     # base64 of text holds a lower-case letter and an upper-case one, a digit or + /
-    if _LOWER.search(blob) is None or _B64_NOT_LOWER.search(blob) is None:
+    # (told by C calls: two ``re`` class searches took about twice as long)
+    if blob.upper() == blob or not blob.encode("ascii").translate(None, _B64_LOWER_BYTES):
         return None
     padded = blob + "=" * (-len(blob) % 4)
     # read as base64, which skips "-" and "_", then as URL-safe base64, which reads
@@ -775,9 +794,9 @@ def _runs(mask: bytes) -> Iterator[tuple[int, int]]:
         start = mask.find(_RUN, end)
 
 
-def _blobs(text: str) -> Iterator[tuple[int, re.Match[str]]]:
-    """``(index in _DECODERS, match)`` for every match of the blob patterns: what
-    ``finditer`` of each in turn gives, with ``re`` run only where a match can be.
+def _blobs(text: str) -> Iterator[tuple[int, int, int]]:
+    """``(index in _DECODERS, start, end)`` for every match of the blob patterns: the
+    spans ``finditer`` of each in turn gives, with ``re`` run only where a match can be.
 
     The base64 and hex patterns open with a look-behind, which leaves ``re`` no
     literal to skip ahead on: run over a whole text they were tried at every position
@@ -788,11 +807,13 @@ def _blobs(text: str) -> Iterator[tuple[int, re.Match[str]]]:
         # (the "replace" handler runs in C; ``proxy``'s calls Python once per run)
         data = text.encode("ascii", "replace")
         # a base64 blob is a whole maximal run of its characters (look-arounds on
-        # both sides): only each run's start can start one
-        for start, _ in _runs(data.translate(_B64_MASK)):
-            m = _B64.match(text, start)
-            if m is not None:
-                yield 0, m
+        # both sides): only each run's start can start one, and a run without "=" is
+        # one (``_B64`` would match all of it)
+        for start, end in _runs(data.translate(_B64_MASK)):
+            if data.find(b"=", start, end) < 0:
+                yield 0, start, end
+            elif (m := _B64.match(text, start)) is not None:
+                yield 0, m.start(), m.end()
         # a hex blob lies inside a run of the characters it may hold; each run is
         # scanned with the one character after it, which the look-ahead reads (the
         # look-behind reads before ``pos`` anyway). The blob's runs of hex digits are
@@ -802,14 +823,14 @@ def _blobs(text: str) -> Iterator[tuple[int, re.Match[str]]]:
         for start, end in _runs(data.translate(_HEX_MASK)):
             if data[start:end].translate(_HEX_DIGITS).count(b"xx") >= 8:
                 for m in _HEX.finditer(text, start, end + 1):
-                    yield 1, m
+                    yield 1, m.start(), m.end()
     # the others open with a literal: scanned from the first occurrence of its first
     # character (found with memchr: a longer string is searched for more slowly)
     for index, pattern, lead in ((2, _PERCENT, "%"), (3, _ESCAPES, "\\"), (4, _ENTITIES, "&")):
         start = text.find(lead)
         if start >= 0:
             for m in pattern.finditer(text, start):
-                yield index, m
+                yield index, m.start(), m.end()
 
 
 def decode_payloads(text: str) -> list[Decoded]:
@@ -818,11 +839,11 @@ def decode_payloads(text: str) -> list[Decoded]:
     Random identifiers, hashes and binary data decode to noise and are skipped.
     """
     found: list[Decoded] = []
-    for index, m in _blobs(text):
+    for index, start, end in _blobs(text):
         kind, decode = _DECODERS[index]
-        out = decode(m.group(0).strip())
+        out = decode(text[start:end].strip())
         if out is not None:
-            found.append(Decoded(kind, out, m.start(), m.end()))
+            found.append(Decoded(kind, out, start, end))
     return found
 
 
@@ -833,10 +854,12 @@ _ZERO_WIDTH_IN_WORD = re.compile(r"\w[" + "".join(sorted(ZERO_WIDTH)) + r"]+\w")
 _ZERO_WIDTH_ANY = re.compile("[" + "".join(sorted(ZERO_WIDTH)) + "]")
 _WORD_RUN = re.compile(r"\w+")
 _LOOKALIKE = re.compile("[" + "".join(sorted(ch for ch in CONFUSABLES if ch.isalpha())) + "]")
-# a character each signal needs (a tag, a zero-width character or a look-alike): one
-# pass rules all three out in most non-ASCII texts
-_SMUGGLING_ANY = re.compile("[\U000e0000-\U000e007f" + "".join(sorted(ZERO_WIDTH))
-                            + "".join(sorted(ch for ch in CONFUSABLES if ch.isalpha())) + "]")
+# the characters each signal needs one of (a tag, a zero-width character or a
+# look-alike): all beyond ASCII, so a text none of whose ``_slow_runs`` holds one has
+# no signal (most non-ASCII texts), told without reading the text again
+_SMUGGLING_CHARS = frozenset(
+    [*map(chr, range(0xE0000, 0xE0080)), *ZERO_WIDTH,
+     *(ch for ch in CONFUSABLES if ch.isalpha())])
 
 
 def smuggling_signals(text: str) -> list[str]:
@@ -844,7 +867,7 @@ def smuggling_signals(text: str) -> list[str]:
     inside words, words mixing Latin letters with Cyrillic or Greek look-alikes. (Every
     one of them is a non-ASCII character: an ASCII text has none.)"""
     signals: list[str] = []
-    if text.isascii() or _SMUGGLING_ANY.search(text) is None:
+    if text.isascii() or _SMUGGLING_CHARS.isdisjoint(_slow_runs(text)[1]):
         return signals
     if _TAG.search(text):
         signals.append("unicode-tags")
@@ -908,11 +931,21 @@ def views_for_matching(text: str, *, deep: bool = True,
 
 
 _SENTENCE_MARK = re.compile(r"[.!?\n]")
+# ".", "!" and "?" as newlines: a text's bytes translated by it split at every mark
+_MARKS_AS_NEWLINES = bytes.maketrans(b".!?", b"\n\n\n")
 
 
 @lru_cache(maxsize=16)
 def _sentence_marks(text: str) -> list[int]:
-    return [m.start() for m in _SENTENCE_MARK.finditer(text)]
+    """The positions of the sentence marks (``.!?`` and newline) of ``text``, ascending.
+    An ASCII text's are found by one split of its bytes at the marks, turned into
+    positions by sums in C (a match object and a Python step per mark took ~5x as long);
+    any other text's by ``_SENTENCE_MARK``."""
+    if not text.isascii():
+        return [m.start() for m in _SENTENCE_MARK.finditer(text)]
+    parts = text.encode("ascii").translate(_MARKS_AS_NEWLINES).split(b"\n")
+    # mark k ends part k: it stands after the k + 1 parts before it and the k marks
+    return list(map(operator.add, accumulate(map(len, parts[:-1])), range(len(parts) - 1)))
 
 
 def sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
