@@ -306,3 +306,87 @@ async def test_corpus_recall_and_false_positive_rate() -> None:
     fpr = len(false_alarms) / len(benign)
     assert recall >= 0.90, f"recall {recall:.3f}"
     assert fpr <= 0.03, f"false-positive rate {fpr:.3f}: {false_alarms}"
+
+
+# -- the event loop during an inline scan ------------------------------------------------
+
+def _dense_attack_text(limit: int) -> str:
+    """Attack prompts of the corpus back to back, up to ``limit`` characters: the
+    densest kind of input the rules read (the benchmark's slowest 10 KB window)."""
+    with CORPUS.open(encoding="utf-8") as fh:
+        attacks = [row["text"] for row in map(json.loads, fh) if row["label"] == "attack"]
+    text = ""
+    for attack in attacks:
+        if len(text) + len(attack) + 1 > limit:
+            break
+        text += attack + "\n"
+    return text
+
+
+async def test_scan_async_lets_other_tasks_run_between_views_with_the_same_result() -> None:
+    import anyio.lowlevel
+
+    from procflow.processors.builtin.injection.scan import scan, scan_async, scan_steps
+
+    text = _dense_attack_text(3_000)
+    steps = sum(1 for _ in scan_steps(text))  # a step or two per view read
+    assert steps >= 5
+    ticks = 0
+    done = False
+
+    async def other() -> None:
+        nonlocal ticks
+        while not done:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        await anyio.lowlevel.checkpoint()
+        before = ticks
+        result = await scan_async(text, yield_after=0)
+        during = ticks - before
+        done = True
+    # the other task ran after (nearly) every step; an inline scan in one go lets it
+    # run never
+    assert during >= steps - 1
+    assert result == scan(text)
+
+
+async def test_detector_scans_a_dense_inline_text_a_view_at_a_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import anyio.lowlevel
+
+    from procflow.processors.builtin.injection import detector as module
+    from procflow.processors.builtin.injection import scan as scan_module
+
+    text = _dense_attack_text(module.OFF_LOOP_CHARS)
+    assert 5_000 < len(text) <= module.OFF_LOOP_CHARS  # scanned on the event loop
+    monkeypatch.setattr(scan_module, "YIELD_AFTER", 0.0)
+    ticks = 0
+    done = False
+
+    async def other() -> None:
+        nonlocal ticks
+        while not done:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    detector = PromptInjectionDetector()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        await anyio.lowlevel.checkpoint()
+        before = ticks
+        result = await detector.detect(text)
+        during = ticks - before
+        done = True
+    assert result.flagged
+    assert during >= 5
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), "1", True])
+async def test_scan_async_rejects_a_bad_yield_after(bad: Any) -> None:
+    from procflow.processors.builtin.injection.scan import scan_async
+
+    with pytest.raises(ValueError, match="yield_after"):
+        await scan_async("hello", yield_after=bad)

@@ -43,7 +43,13 @@ from procflow.processors.builtin._judge import (
 )
 from procflow.processors.builtin._text import off_loop
 from procflow.processors.builtin.injection.rules import CATEGORIES
-from procflow.processors.builtin.injection.scan import Hit, RuleScan, neutralise, scan
+from procflow.processors.builtin.injection.scan import (
+    Hit,
+    RuleScan,
+    neutralise,
+    scan,
+    scan_async,
+)
 
 __all__ = ["DEFAULT_DETECTION_TYPES", "InjectionStrategy", "PromptInjectionDetector"]
 
@@ -73,11 +79,13 @@ _MIN_WORDS: Final = 2
 _MAX_EVIDENCE: Final = 20
 OFF_LOOP_CHARS: Final = 10_000
 """Texts longer than this are scanned in a worker thread (``_text.off_loop``), as
-``ModerationProcessor``'s. The rules take ~2 ms on a typical 10,000 characters and
-~5 ms on the densest (the slowest 10 KB input of ``benchmarks/guards.py``, a window of
-attack phrases), so a text checked inline holds the event loop no longer than that;
-shorter texts are spared the hop to a thread and back, and the scan's slower run
-there (~8 % more CPU in the benchmark: the other core's caches are cold)."""
+``ModerationProcessor``'s. Shorter ones are scanned on the event loop a view at a time
+(``scan.scan_async``): the rules take ~2 ms on a typical 10,000 characters but 10-30 ms
+on the densest (the slowest 10 KB input of ``benchmarks/guards.py``, attack phrases
+back to back, on the machines of the README's figures), so after each view read
+past ``scan.YIELD_AFTER`` other tasks run; shorter texts are spared the hop to a thread
+and back, and the scan's slower run there (~8 % more CPU in the benchmark: the other
+core's caches are cold)."""
 
 
 def _evidence(hit: Hit) -> Evidence:
@@ -166,7 +174,8 @@ class PromptInjectionDetector(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        rules = await off_loop(scan, text, self._rule_types, limit=OFF_LOOP_CHARS)
+        rules = (await off_loop(scan, text, self._rule_types, limit=0)
+                 if len(text) > OFF_LOOP_CHARS else await scan_async(text, self._rule_types))
         scores = dict(rules.scores)
         evidence = tuple(_evidence(hit) for hit in rules.hits[:_MAX_EVIDENCE])
         if self.classifier is not None:
