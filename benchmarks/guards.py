@@ -14,7 +14,9 @@ and ``PIIDetector`` (rules only, one core) it prints:
   each time) is cheaper than new text, which is what a guard mostly reads in service;
 - the slowest single 10 KB input among 10 KB windows of that set and adversarial
   10 KB inputs (runs of one character, digits, separators, near-matches), each timed
-  as its best of three runs;
+  as its best of three runs, and how long checking it holds the event loop (another
+  task's longest wait: the whole check when it runs inline in one go, less when it
+  yields between steps or runs in a worker thread);
 - precision / recall / F1 on the labelled corpora (injection: attack vs benign;
   moderation: flagged vs allowed; PII: per type over the labelled spans), and for
   the "name" and "address" types on the held-out file ``pii_names_heldout.jsonl``
@@ -34,11 +36,13 @@ import statistics
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from itertools import pairwise
 from pathlib import Path
 from time import perf_counter, process_time
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from procflow.processors.builtin import _anchors
 from procflow.processors.builtin._prefilter import load_re2
@@ -103,9 +107,10 @@ async def throughput(detect: Detect, inputs: list[str]) -> tuple[float, float]:
 
 
 async def worst_10k(detect: Detect, inputs: list[str], repeats: int = 3,
-                    ) -> tuple[float, str]:
-    """The slowest window: each window's time is its best of ``repeats`` (the cost of the
-    input itself; a slower repeat is the machine's doing), the worst over windows."""
+                    ) -> tuple[float, str, str]:
+    """The slowest window (ms, its label, its text): each window's time is its best of
+    ``repeats`` (the cost of the input itself; a slower repeat is the machine's doing),
+    the worst over windows."""
     joined = "\n".join(inputs)
     windows = {f"mixed@{i}": joined[i:i + WINDOW]
                for i in range(0, len(joined) - WINDOW, len(joined) // 20)}
@@ -119,7 +124,33 @@ async def worst_10k(detect: Detect, inputs: list[str], repeats: int = 3,
             took = min(took, process_time() - start)
         if took > worst:
             worst, name = took, label
-    return worst * 1000, name
+    return worst * 1000, name, windows[name]
+
+
+async def loop_held(detect: Detect, text: str, repeats: int = 3) -> float:
+    """How long ``detect(text)`` holds the event loop (ms): the longest wait of another
+    task between its turns while the check runs, the best of ``repeats``."""
+    return min([await _held_once(detect, text) for _ in range(repeats)]) * 1000
+
+
+async def _held_once(detect: Detect, text: str) -> float:
+    ticks: list[float] = []
+    done = False
+
+    async def ticker() -> None:
+        while not done:
+            ticks.append(perf_counter())
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.lowlevel.checkpoint()
+        start = perf_counter()
+        await detect(text)
+        end = perf_counter()
+        done = True
+    marks = [start, *(t for t in ticks if start < t < end), end]
+    return max(b - a for a, b in pairwise(marks))
 
 
 def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
@@ -213,7 +244,7 @@ async def main() -> None:
         ("PIIDetector", pii.detect),
     ]
     print(f"\n{'guard':<26}{'MB/s cpu':>9}{'MB/s wall':>10}{'unseen':>8}"
-          f"{'worst 10 KB (cpu ms)':>22}  worst input")
+          f"{'worst 10 KB (cpu ms)':>22}{'loop held (ms)':>16}  worst input")
     for name, detect in guards:
         # text not met before: one half read after the other (which builds the states
         # every text needs), then the passes over text met again
@@ -223,8 +254,10 @@ async def main() -> None:
         rates = [await throughput(detect, inputs) for _ in range(3)]
         cpu = statistics.median(r[0] for r in rates)
         wall = statistics.median(r[1] for r in rates)
-        worst, label = await worst_10k(detect, inputs)
-        print(f"{name:<26}{cpu:>9.2f}{wall:>10.2f}{unseen:>8.2f}{worst:>22.2f}  {label}")
+        worst, label, text = await worst_10k(detect, inputs)
+        held = await loop_held(detect, text)
+        print(f"{name:<26}{cpu:>9.2f}{wall:>10.2f}{unseen:>8.2f}{worst:>22.2f}{held:>16.2f}"
+              f"  {label}")
     print("\nQuality on the project's corpora (rules only):")
     await injection_quality(injection)
     await moderation_quality(moderation)
