@@ -6,9 +6,9 @@ from __future__ import annotations
 import base64
 import codecs
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,6 +20,7 @@ from procflow.processors._runner import ProcessorRunner
 from procflow.processors.builtin.injection import PromptInjectionDetector
 
 CORPUS = Path(__file__).parent / "data" / "injection_corpus.jsonl"
+_R = TypeVar("_R")
 
 
 class FakeJudge:
@@ -323,30 +324,37 @@ def _dense_attack_text(limit: int) -> str:
     return text
 
 
-async def test_scan_async_lets_other_tasks_run_between_views_with_the_same_result() -> None:
+async def _turns_of_another_task(work: Callable[[], Awaitable[_R]]) -> tuple[_R, int]:
+    """``await work()``'s result, and how many turns another task of the event loop had
+    while it ran (none when it holds the loop throughout)."""
     import anyio.lowlevel
 
-    from procflow.processors.builtin.injection.scan import scan, scan_async, scan_steps
-
-    text = _dense_attack_text(3_000)
-    steps = sum(1 for _ in scan_steps(text))  # a step or two per view read
-    assert steps >= 5
-    ticks = 0
+    turns = 0
     done = False
 
     async def other() -> None:
-        nonlocal ticks
+        nonlocal turns
         while not done:
-            ticks += 1
+            turns += 1
             await anyio.lowlevel.checkpoint()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(other)
         await anyio.lowlevel.checkpoint()
-        before = ticks
-        result = await scan_async(text, yield_after=0)
-        during = ticks - before
+        before = turns
+        result = await work()
+        during = turns - before
         done = True
+    return result, during
+
+
+async def test_scan_async_lets_other_tasks_run_between_views_with_the_same_result() -> None:
+    from procflow.processors.builtin.injection.scan import scan, scan_async, scan_steps
+
+    text = _dense_attack_text(3_000)
+    steps = sum(1 for _ in scan_steps(text))  # a step or two per view read
+    assert steps >= 5
+    result, during = await _turns_of_another_task(lambda: scan_async(text, yield_after=0))
     # the other task ran after (nearly) every step; an inline scan in one go lets it
     # run never
     assert during >= steps - 1
@@ -355,31 +363,14 @@ async def test_scan_async_lets_other_tasks_run_between_views_with_the_same_resul
 
 async def test_detector_scans_a_dense_inline_text_a_view_at_a_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import anyio.lowlevel
-
     from procflow.processors.builtin.injection import detector as module
     from procflow.processors.builtin.injection import scan as scan_module
 
     text = _dense_attack_text(module.OFF_LOOP_CHARS)
     assert 5_000 < len(text) <= module.OFF_LOOP_CHARS  # scanned on the event loop
     monkeypatch.setattr(scan_module, "YIELD_AFTER", 0.0)
-    ticks = 0
-    done = False
-
-    async def other() -> None:
-        nonlocal ticks
-        while not done:
-            ticks += 1
-            await anyio.lowlevel.checkpoint()
-
     detector = PromptInjectionDetector()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(other)
-        await anyio.lowlevel.checkpoint()
-        before = ticks
-        result = await detector.detect(text)
-        during = ticks - before
-        done = True
+    result, during = await _turns_of_another_task(lambda: detector.detect(text))
     assert result.flagged
     assert during >= 5
 
