@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, cast
 
+import anyio.to_thread
+
 from procflow.messages import Message
 from procflow.models.base import LanguageModel
 from procflow.processors.args import ProcessInputArgs
@@ -41,7 +43,6 @@ from procflow.processors.builtin._judge import (
     parse_verdict,
     violation_detail,
 )
-from procflow.processors.builtin._text import off_loop
 from procflow.processors.builtin.injection.rules import CATEGORIES
 from procflow.processors.builtin.injection.scan import (
     Hit,
@@ -78,14 +79,14 @@ _JUDGE_SHAPE: Final = ('{"flagged": true|false, "score": 0..1, "categories": {"<
 _MIN_WORDS: Final = 2
 _MAX_EVIDENCE: Final = 20
 OFF_LOOP_CHARS: Final = 10_000
-"""Texts longer than this are scanned in a worker thread (``_text.off_loop``), as
-``ModerationProcessor``'s. Shorter ones are scanned on the event loop a view at a time
-(``scan.scan_async``): the rules take ~2 ms on a typical 10,000 characters but 10-30 ms
-on the densest (the slowest 10 KB input of ``benchmarks/guards.py``, attack phrases
-back to back, on the machines of the README's figures), so after each view read
-past ``scan.YIELD_AFTER`` other tasks run; shorter texts are spared the hop to a thread
-and back, and the scan's slower run there (~8 % more CPU in the benchmark: the other
-core's caches are cold)."""
+"""Texts longer than this are scanned in a worker thread, as ``ModerationProcessor``'s.
+Shorter ones are scanned on the event loop a step at a time (``scan.scan_async``): the
+rules take ~2 ms on a typical 10,000 characters but 10-40 ms on the densest (attack
+phrases back to back, the slowest 10 KB input of ``benchmarks/guards.py``, on the
+machines of the README's figures), so once a scan has held the loop
+``scan.YIELD_AFTER`` other tasks run before its next step. Shorter texts are spared the
+hop to a thread and back, and the scan's slower run there (~8 % more CPU in the
+benchmark: the other core's caches are cold)."""
 
 
 def _evidence(hit: Hit) -> Evidence:
@@ -174,8 +175,10 @@ class PromptInjectionDetector(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        rules = (await off_loop(scan, text, self._rule_types, limit=0)
-                 if len(text) > OFF_LOOP_CHARS else await scan_async(text, self._rule_types))
+        if len(text) > OFF_LOOP_CHARS:
+            rules = await anyio.to_thread.run_sync(scan, text, self._rule_types)
+        else:
+            rules = await scan_async(text, self._rule_types)
         scores = dict(rules.scores)
         evidence = tuple(_evidence(hit) for hit in rules.hits[:_MAX_EVIDENCE])
         if self.classifier is not None:

@@ -445,9 +445,10 @@ def _describe(hit: Hit) -> str:
 
 
 YIELD_AFTER: Final = 0.002
-"""Seconds ``scan_async`` reads views before it lets the event loop run other tasks
-(after the view it is in): a dense 10 KB text of attack phrases takes 10-30 ms to
-scan on the machines measured in the README, one view at most a fifth of that."""
+"""Seconds ``scan_async`` reads before it lets the event loop run other tasks (after the
+step it is in: a view's matches found, or weighed): a dense 10 KB text of attack phrases
+takes 10-40 ms to scan on the machines measured in the README, one step at most a sixth
+of that."""
 
 _T = TypeVar("_T")
 
