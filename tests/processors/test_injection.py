@@ -375,6 +375,20 @@ async def test_detector_scans_a_dense_inline_text_a_view_at_a_time(
     assert during >= 5
 
 
+async def test_scan_async_is_cancelled_between_steps_and_later_scans_are_whole() -> None:
+    import anyio
+
+    from procflow.processors.builtin.injection.scan import scan, scan_async
+
+    text = _dense_attack_text(3_000)
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # delivered at the scan's first checkpoint
+        await scan_async(text, yield_after=0)
+        pytest.fail("the scan ran past a checkpoint of a cancelled scope")
+    assert scope.cancelled_caught
+    assert (await scan_async(text, yield_after=0)) == scan(text) != scan("hello")
+
+
 @pytest.mark.parametrize("bad", [-0.1, float("nan"), "1", True])
 async def test_scan_async_rejects_a_bad_yield_after(bad: Any) -> None:
     from procflow.processors.builtin.injection.scan import scan_async
