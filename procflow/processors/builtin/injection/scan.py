@@ -474,10 +474,10 @@ def scan(text: str, categories: Iterable[str] = CATEGORIES) -> RuleScan:
 
 async def scan_async(text: str, categories: Iterable[str] = CATEGORIES, *,
                      yield_after: float | None = None) -> RuleScan:
-    """``scan``, run on the event loop a view at a time: once it has read views for
-    ``yield_after`` seconds (default ``YIELD_AFTER``) it lets other tasks run
-    (``anyio.lowlevel.checkpoint``) before it reads the next, so a dense text holds the
-    loop for about one view's time rather than the whole scan's. A short text (most
+    """``scan``, run on the event loop a step at a time (``scan_steps``): once it has
+    run steps for ``yield_after`` seconds (default ``YIELD_AFTER``) it lets other tasks
+    run (``anyio.lowlevel.checkpoint``) before the next, so a dense text holds the loop
+    for about one step's time rather than the whole scan's. A short text (most
     chat turns: well under a millisecond) never yields. Cancellation is honoured at
     those points.
 
