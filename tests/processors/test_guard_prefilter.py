@@ -123,6 +123,58 @@ def test_capped_hops_on_generated_texts(text: str, hops: int) -> None:
                                                                    view.text)
 
 
+def _dense(size: int) -> str:
+    """Texts of the injection and moderation corpora in turn, back to back, folded,
+    ``size`` characters or fewer."""
+    text = ""
+    pairs = zip(_rows("injection_corpus.jsonl"), _rows("moderation_corpus.jsonl"),
+                strict=False)  # as long as the shorter corpus
+    for row in (t for pair in pairs for t in pair):
+        if len(text) + len(row) + 1 > size:
+            break
+        text += row + "\n"
+    return fold(text).text
+
+
+@pytest.mark.parametrize("size", [600, 12_000])
+def test_matches_in_steps_are_the_matches_a_step_per_set_and_pattern(size: int) -> None:
+    # a short text: the sets answer in one step, then a step per candidate pattern; a
+    # long one (over ``_SETS_IN_STEPS``): a step per set as well
+    text = _dense(size)
+    assert (size > _anchors._SETS_IN_STEPS) == (len(text) > _anchors._SETS_IN_STEPS)
+    for name in ("injection", "injection/strong", "moderation"):
+        table = TABLES[name]
+        prefilter = table._prefilter
+        assert prefilter is not None
+        data = _prefilter.proxy(text)
+        candidates = prefilter.candidates(data)
+        assert candidates, name  # the corpora's attacks: many candidates
+        found: list[tuple[int, re.Match[str]]] = []
+        steps = sum(1 for _ in table.matches_steps(text, found))
+        sets = len(prefilter._sets) if len(text) > _anchors._SETS_IN_STEPS else 0
+        assert steps == sets + len(candidates), name
+        assert [(i, m.span()) for i, m in found] == [
+            (i, m.span()) for i, m in table.matches(text)] == [
+            (i, m.span()) for i, m in _PLAIN[name].matches(text)], name
+
+
+def test_candidates_in_steps_are_the_candidates() -> None:
+    prefilter = TABLES["injection"]._prefilter
+    assert prefilter is not None
+    for text in (_dense(12_000), fold("nothing to see here " * 300).text):
+        data = _prefilter.proxy(text)
+        steps = prefilter.candidates_steps(data)
+        count = 0
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                assert done.value == prefilter.candidates(data)
+                break
+            count += 1
+        assert count == len(prefilter._sets)
+
+
 def test_without_re2_the_table_scans_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_anchors, "load_re2", lambda: None)
     table = AnchoredScan([rule.pattern for rule in RULES])
@@ -274,6 +326,42 @@ def test_views_with_deferred_spans_equal_eagerly_built_views(text: str) -> None:
 
         _same(leet(joined, one_as=one_as),
               _eager_substitute(eager, _LEET_CANDIDATE, unleet, f"leet-{one_as}"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXTS, st.sets(st.sampled_from(["squashed", "rot13", "reversed"])), st.booleans())
+def test_views_for_matching_are_each_distinct_view_in_order(
+        text: str, unwanted: set[str], deep: bool) -> None:
+    # the views are made one at a time, as they are read: the same views as making
+    # them all first, in the same order, each reading that differs from those before
+    # it once (the squashed view, read by rules of its own, always)
+    from procflow.processors.builtin._text import reverse, rot13, spellfix, squash
+
+    base = fold(text)
+    joined = join_split(base)
+    spelling = spellfix(joined)
+    readings = [joined, spelling, leet(joined, one_as="i"), leet(joined, one_as="l")]
+    if deep:
+        readings += [squash(spelling), rot13(base), reverse(base)]
+    expected = [("base", base.text)]
+    seen = [base.text]  # the texts compared with (not the squashed view's)
+    for view in readings:
+        if view.name in unwanted:
+            continue
+        if view.name == "squashed":
+            expected.append((view.name, view.text))
+        elif view.text not in seen:
+            seen.append(view.text)
+            expected.append((view.name, view.text))
+    asked: list[str] = []
+
+    def skip(seen: View) -> set[str]:
+        asked.append(seen.text)
+        return unwanted
+
+    got = [(v.name, v.text) for v in views_for_matching(text, deep=deep, skip=skip)]
+    assert got == expected
+    assert asked == ([base.text] if deep else [])
 
 
 def test_case_insensitive_and_unicode_patterns_keep_their_matches() -> None:

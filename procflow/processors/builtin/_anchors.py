@@ -20,7 +20,8 @@ matches; the matches are the same.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 from itertools import pairwise
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
@@ -44,6 +45,9 @@ _WORD_EDGE = "(?<![a-z0-9])"
 # pattern followed past ``_HOPS`` matches in one text goes on with ``re`` searching from
 # each match to the next (linear)
 _HOPS = 32
+# ``matches_steps`` reads a text longer than this with a step per set of the prefilter
+# (a set over a short text takes about a microsecond: no step of its own)
+_SETS_IN_STEPS = 4_000
 
 
 class _TooBroad(Exception):
@@ -222,7 +226,31 @@ class AnchoredScan:
                 data = proxy(text)
             candidates = self._prefilter.candidates(data)
             if candidates is not None:
-                return self._verify(text, data, candidates, self._prefilter)
+                return self.verify(text, data, candidates)
+        return self._plain_matches(text)
+
+    def matches_steps(self, text: str, found: list[tuple[int, re.Match[str]]],
+                      data: bytes | None = None) -> Iterator[None]:
+        """``matches``, a step at a time: adds them to ``found`` and, with the RE2
+        prefilter, yields after each of its sets read a text longer than
+        ``_SETS_IN_STEPS`` and after each pattern it tried (one pass of its searcher
+        over the text): a caller that runs other work between steps holds it up for
+        one set's or one pattern's time, not the table's."""
+        prefilter = self._prefilter
+        if prefilter is not None and USE_RE2:
+            if data is None:
+                data = proxy(text)
+            if len(data) > _SETS_IN_STEPS:
+                candidates = yield from prefilter.candidates_steps(data)
+            else:
+                candidates = prefilter.candidates(data)
+            if candidates is not None:
+                yield from self._verify_steps(text, data, candidates, prefilter, found)
+                return
+        found.extend(self._plain_matches(text))
+
+    def _plain_matches(self, text: str) -> list[tuple[int, re.Match[str]]]:
+        """``matches`` without the prefilter: the anchor passes."""
         found: list[tuple[int, re.Match[str]]] = []
         for index in self._full:
             found.extend((index, m) for m in self.patterns[index].finditer(text)
@@ -258,13 +286,23 @@ class AnchoredScan:
         table indexes (ascending) of at least every pattern that can match ``text``, as
         a ``JointScan`` finds them. Only for a table with a prefilter."""
         assert self._prefilter is not None
-        return self._verify(text, data, candidates, self._prefilter)
-
-    def _verify(self, text: str, data: bytes, candidates: list[int], prefilter: Prefilter,
-                ) -> list[tuple[int, re.Match[str]]]:
-        """``matches`` for the patterns the prefilter left, each tried only where its
-        RE2 form finds a match (in the order ``matches`` gives)."""
         found: list[tuple[int, re.Match[str]]] = []
+        deque(self._verify_steps(text, data, candidates, self._prefilter, found), maxlen=0)
+        return found
+
+    def verify_steps(self, text: str, data: bytes, candidates: list[int],
+                     found: list[tuple[int, re.Match[str]]]) -> Iterator[None]:
+        """``verify``, a step at a time (as ``matches_steps``): adds the matches to
+        ``found``, yields after each candidate tried."""
+        assert self._prefilter is not None
+        return self._verify_steps(text, data, candidates, self._prefilter, found)
+
+    def _verify_steps(self, text: str, data: bytes, candidates: list[int],
+                      prefilter: Prefilter, found: list[tuple[int, re.Match[str]]],
+                      ) -> Iterator[None]:
+        """``matches`` for the patterns the prefilter left, each tried only where its
+        RE2 form finds a match (in the order ``matches`` gives), added to ``found``;
+        yields after each pattern."""
         patterns = self.patterns
         whole = self._full
         end = len(text)
@@ -272,10 +310,12 @@ class AnchoredScan:
             pattern = patterns[index]
             pos = prefilter.starts(index, data, 0)
             if pos < 0:
+                yield
                 continue
             if index in whole or index in prefilter.always:
                 found.extend((index, m) for m in pattern.finditer(text, pos)
                              if m.end() > m.start())
+                yield
                 continue
             hops = _HOPS
             while pos >= 0:
@@ -292,13 +332,13 @@ class AnchoredScan:
                     _search_on(index, pattern, text, pos, found)
                     break
                 pos = prefilter.starts(index, data, pos)
-        return found
+            yield
 
 
 def _search_on(index: int, pattern: re.Pattern[str], text: str, pos: int,
                found: list[tuple[int, re.Match[str]]]) -> None:
     """Add the matches of ``pattern`` (table index ``index``) from ``pos`` on, as
-    ``AnchoredScan._verify`` finds them: ``search`` tries the places it tries (the first
+    ``AnchoredScan._verify_steps`` finds them: ``search`` tries the places it tries (the first
     where ``match`` succeeds), but reads on from a match only to the next one."""
     end = len(text)
     while pos <= end:

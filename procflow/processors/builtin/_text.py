@@ -906,28 +906,43 @@ def views_for_matching(text: str, *, deep: bool = True,
     """
     base = fold(text)
     yield base
-    joined = join_split(base)
-    tokens = _leet_tokens(joined)
-    leet_i = _leet_view(joined, tokens, "i")
-    # the two leet readings differ only where a rewritten word holds a "1"
-    leet_l = (_leet_view(joined, tokens, "l") if any("1" in core for _, _, core, _ in tokens)
-              else View("leet-l", leet_i.text, leet_i.starts, leet_i.ends))
-    candidates = [joined, spellfix(joined), leet_i, leet_l]
-    if deep:
-        unwanted = () if skip is None else skip(base)
-        for name, make, source in (("squashed", squash, candidates[1]), ("rot13", rot13, base),
-                                   ("reversed", reverse, base)):
-            if name not in unwanted:
-                candidates.append(make(source))
     # compared, not hashed: texts that differ do so in length or early on, equal ones
     # are compared by memcmp (a set hashed each view's text: ~1 % of an injection scan)
     seen = [base.text]
-    for view in candidates:
-        if view.name == "squashed":  # read by rules of its own: never the same as another
-            yield view
-        elif view.text not in seen:
-            seen.append(view.text)
-            yield view
+
+    def fresh(view: View) -> bool:
+        if view.text in seen:
+            return False
+        seen.append(view.text)
+        return True
+
+    # each view made only once the one before it has been read (a caller reading in
+    # steps holds the loop for one view's making, not all of them)
+    joined = join_split(base)
+    if fresh(joined):
+        yield joined
+    spelling = spellfix(joined)
+    if fresh(spelling):
+        yield spelling
+    tokens = _leet_tokens(joined)
+    leet_i = _leet_view(joined, tokens, "i")
+    if fresh(leet_i):
+        yield leet_i
+    # the two leet readings differ only where a rewritten word holds a "1"
+    if any("1" in core for _, _, core, _ in tokens):
+        leet_l = _leet_view(joined, tokens, "l")
+        if fresh(leet_l):
+            yield leet_l
+    if not deep:
+        return
+    unwanted = () if skip is None else skip(base)
+    if "squashed" not in unwanted:
+        yield squash(spelling)  # read by rules of its own: never the same as another
+    for name, make in (("rot13", rot13), ("reversed", reverse)):
+        if name not in unwanted:
+            view = make(base)
+            if fresh(view):
+                yield view
 
 
 # ".", "!" and "?" as newlines: a text's bytes translated by it split at every mark

@@ -78,15 +78,17 @@ _JUDGE_SHAPE: Final = ('{"flagged": true|false, "score": 0..1, "categories": {"<
                        '"reason": "short explanation", "rewritten": "..."}')
 _MIN_WORDS: Final = 2
 _MAX_EVIDENCE: Final = 20
-OFF_LOOP_CHARS: Final = 10_000
-"""Texts longer than this are scanned in a worker thread, as ``ModerationProcessor``'s.
-Shorter ones are scanned on the event loop a step at a time (``scan.scan_async``): the
-rules take ~2 ms on a typical 10,000 characters but 10-40 ms on the densest (attack
-phrases back to back, the slowest 10 KB input of ``benchmarks/guards.py``, on the
-machines of the README's figures), so once a scan has held the loop
-``scan.YIELD_AFTER`` other tasks run before its next step. Shorter texts are spared the
-hop to a thread and back, and the scan's slower run there (~8 % more CPU in the
-benchmark: the other core's caches are cold)."""
+OFF_LOOP_CHARS: Final = 50_000
+"""Texts longer than this are scanned in a worker thread. Shorter ones are scanned on
+the event loop a step at a time (``scan.scan_async``): once a scan has held the loop
+``scan.YIELD_AFTER`` other tasks run before its next step, and no step is long (a view
+made, one RE2 set or one rule read over it, a few matches weighed: under 2 ms on
+50,000 characters of attack prompts back to back, the densest input the rules read, on
+the slow machine of the README's 2026-12-03 figures; an ordinary text of that length
+takes a few milliseconds in all). Above this, a single view takes too long to make.
+Texts up to here are spared the hop to a thread and back and the scan's slower run
+there: in ``benchmarks/guards.py`` the same inputs cost 25-40 % more CPU scanned in a
+thread (the other core's caches are cold)."""
 
 
 def _evidence(hit: Hit) -> Evidence:

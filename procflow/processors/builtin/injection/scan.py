@@ -297,12 +297,20 @@ _ALL_RULES = (RULES, _ALL)
 _WHOLE_TABLE = frozenset({"base", "joined", "spelling", "leet-i", "leet-l"})
 
 
+# matches weighed between two steps of ``scan_steps``: weighing one reads the text
+# around it (tens of microseconds where matches crowd, as in attack prompts back to back)
+_WEIGHED_PER_STEP = 8
+# a view longer than this has a step of its own once made (a shorter one is made in
+# microseconds); its table's sets then read it a step each (``_anchors._SETS_IN_STEPS``)
+_LONG_VIEW = 4_000
+
+
 def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[Hit],
                 ) -> Iterator[None]:
     """Add the hits of every view of ``text`` to ``hits``: each view is read by its
     rule table in one anchor pass (the ROT13 and reversed views only for the strong
-    rules their gate left). Yields after each view, and before weighing a view's
-    matches (see ``scan_steps``)."""
+    rules their gate left). Yields after each view, after each rule its table tried on
+    it and every ``_WEIGHED_PER_STEP`` matches weighed (see ``scan_steps``)."""
     deep: dict[str, list[int]] = {}
     base_data = b""  # the base view's proxy (it comes first): its table reads it, then the gate
     # A view read with the whole table repeats most of the matches of the views before
@@ -323,23 +331,26 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
     for view in views_for_matching(text, skip=gated):
         same_place = (places.setdefault(id(view.starts), {}) if view.name in _WHOLE_TABLE
                       else None)
+        if len(view.text) > _LONG_VIEW:
+            yield  # the view made
         table, index = _TABLES.get(view.name, _ALL_RULES)
         candidates = deep.get(view.name)
+        found: list[tuple[int, re.Match[str]]] = []
         if candidates is not None:
             # the proxy of a ROT13 or reversed reading is the base proxy's, turned the
             # same way (one byte per character; non-ASCII stays 0x80)
             data = (base_data.translate(ROT13_BYTES) if view.name == "rot13"
                     else base_data[::-1])
-            found = index.verify(view.text, data, candidates)
+            yield from index.verify_steps(view.text, data, candidates, found)
         elif view.name == "base" and _anchors.USE_RE2:
             base_data = proxy(view.text)
-            found = index.matches(view.text, base_data)
+            yield from index.matches_steps(view.text, found, base_data)
         else:
-            found = index.matches(view.text)
-        if found:
-            yield  # the view's matches found; weighing them is the other half of its time
+            yield from index.matches_steps(view.text, found)
         vtext = view.text
-        for i, m in found:
+        for n, (i, m) in enumerate(found, 1):
+            if not n % _WEIGHED_PER_STEP:
+                yield
             rule = table[i]
             if rule.category not in categories:
                 continue
@@ -372,6 +383,7 @@ def _collect(text: str, categories: frozenset[str], depth: int,
                 hits.append(Hit(inner.rule, inner.weight, f"{payload.kind}:{inner.view}",
                                 payload.start, payload.end, inner.snippet, inner.family,
                                 inner.category))
+        yield  # the payloads looked for
     if "injection" in categories:
         for signal in smuggling_signals(text):
             hits.append(Hit(None, _SIGNALS[signal], signal, None, None, signal,
@@ -446,9 +458,8 @@ def _describe(hit: Hit) -> str:
 
 YIELD_AFTER: Final = 0.002
 """Seconds ``scan_async`` reads before it lets the event loop run other tasks (after the
-step it is in: a view's matches found, or weighed): a dense 10 KB text of attack phrases
-takes 10-40 ms to scan on the machines measured in the README, one step at most a sixth
-of that."""
+step it is in, see ``scan_steps``): a dense 10 KB text of attack phrases takes 10-40 ms
+to scan on the machines measured in the README, its longest step about 1 ms."""
 
 _T = TypeVar("_T")
 
@@ -502,13 +513,16 @@ async def scan_async(text: str, categories: Iterable[str] = CATEGORIES, *,
 
 def scan_steps(text: str, categories: Iterable[str] = CATEGORIES,
                ) -> Generator[None, None, RuleScan]:
-    """``scan`` in steps: a generator that yields after each view of the text (and of
-    each decoded payload) it has read, and between finding a view's matches and
-    weighing them, and returns the ``RuleScan``."""
+    """``scan`` in steps: a generator that returns the ``RuleScan`` and yields between
+    short pieces of the work: after each view of the text (and of each decoded payload)
+    is read and after a long one is made, after each RE2 set reads a long view
+    (``_anchors.AnchoredScan.matches_steps``), after each rule is tried on a view,
+    after every few matches weighed, and before the hits are weighed together."""
     wanted = frozenset(categories)
     hits = yield from _collect(text, wanted, 0)
     if not hits:
         return RuleScan()
+    yield  # every hit found; what is left weighs them together
     best = _best_per_rule(hits)
     by_category: dict[str, list[Hit]] = {}
     for hit in best.values():
