@@ -50,6 +50,7 @@ from procflow.processors.builtin.injection.scan import (
     neutralise,
     scan,
     scan_async,
+    short_steps,
 )
 
 __all__ = ["DEFAULT_DETECTION_TYPES", "InjectionStrategy", "PromptInjectionDetector"]
@@ -88,7 +89,15 @@ the slow machine of the README's 2026-12-03 figures; an ordinary text of that le
 takes a few milliseconds in all). Above this, a single view takes too long to make.
 Texts up to here are spared the hop to a thread and back and the scan's slower run
 there: in ``benchmarks/guards.py`` the same inputs cost 25-40 % more CPU scanned in a
-thread (the other core's caches are cold)."""
+thread (the other core's caches, likely, are cold), and another task waited longer
+during a thread's scan (the interpreter switches threads every 5 ms) than between the
+inline steps (~3.6 ms at most over 49,000 characters of attack prompts). Without
+``google-re2`` the scan's steps are a view at a time (``scan.short_steps``), and the
+limit is ``OFF_LOOP_CHARS_PLAIN``."""
+
+OFF_LOOP_CHARS_PLAIN: Final = 10_000
+"""``OFF_LOOP_CHARS`` without the RE2 prefilter: each view's scan is then one step
+(~10 ms over 10,000 characters of attack prompts), so longer texts go to a thread."""
 
 
 def _evidence(hit: Hit) -> Evidence:
@@ -177,7 +186,7 @@ class PromptInjectionDetector(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        if len(text) > OFF_LOOP_CHARS:
+        if len(text) > (OFF_LOOP_CHARS if short_steps() else OFF_LOOP_CHARS_PLAIN):
             rules = await anyio.to_thread.run_sync(scan, text, self._rule_types)
         else:
             rules = await scan_async(text, self._rule_types)

@@ -41,7 +41,8 @@ from procflow.processors.builtin._text import (
 )
 from procflow.processors.builtin.injection.rules import CATEGORIES, RULES, SQUASH_RULES, Rule
 
-__all__ = ["YIELD_AFTER", "Hit", "RuleScan", "neutralise", "scan", "scan_async", "scan_steps"]
+__all__ = ["YIELD_AFTER", "Hit", "RuleScan", "neutralise", "scan", "scan_async", "scan_steps",
+           "short_steps"]
 
 _NEGATION = re.compile(r"(?:\bnot|n't|\bnever|\bdont|\bdoesnt|\bwont|\bcant)[\W_]*$")
 _SQUASHED_NEGATION = re.compile(r"(?:not|nt|never)$")
@@ -454,6 +455,13 @@ def _describe(hit: Hit) -> str:
     name = hit.rule.name if hit.rule is not None else hit.view
     where = "" if hit.view == "base" else f" (in {hit.view} text)"
     return f"{hit.family} [{name}]: {hit.snippet!r}{where}"
+
+
+def short_steps() -> bool:
+    """Whether ``scan_steps``'s steps are short whatever the text (a rule or one RE2 set
+    read over a view at a time): with the RE2 prefilter (``google-re2`` installed and
+    ``_anchors.USE_RE2`` on). Without it a view's whole table is one step."""
+    return _ALL.prefiltered
 
 
 YIELD_AFTER: Final = 0.002
