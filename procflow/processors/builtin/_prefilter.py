@@ -339,6 +339,8 @@ class Prefilter:
         """``candidates`` (returned), a step per set read: for a long text, each set's
         pass takes a while (~1 ms over 30,000 characters of attack prompts), and a
         caller that runs other work between steps holds it up for one set's time."""
+        # the loop of ``candidates`` written out again with its steps: ``candidates``
+        # run through this generator paid ~0.3 µs a call, and a chat turn makes ~13
         out = list(self.always)
         for match, indexes, sentinel in self._sets:
             found = match(data)
