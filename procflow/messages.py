@@ -565,6 +565,55 @@ class MessageList:
         clone._tags = dict(self._tags)
         return clone
 
+    def to_json(self) -> dict[str, Any]:
+        """The list as JSON-ready data, what a durable storage keeps of it (``from_json``
+        reads it back): ``{"system": [{"message", "tag", "source"}...], "messages":
+        [{"message", "source"}...]}``, each message as ``model_dump(mode="json")``."""
+        return {
+            "system": [{"message": m.model_dump(mode="json"), "tag": self._tags.get(m.id),
+                        "source": self._sources[m.id]} for m in self._system],
+            "messages": [{"message": m.model_dump(mode="json"), "source": self._sources[m.id]}
+                         for m in self._messages],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MessageList:
+        """The list ``to_json`` gave ``data`` for (a system entry without a source is
+        read as "context").
+
+        Raises:
+            ValueError: ``data`` is not what ``to_json`` gives (the message says where).
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"MessageList.from_json: expected a mapping, got "
+                             f"{type(data).__name__}")
+        ml = cls()
+        for key in ("system", "messages"):
+            items = data.get(key) or []
+            if not isinstance(items, list):
+                raise ValueError(f"MessageList.from_json: {key!r} must be a list, got "
+                                 f"{type(items).__name__}")
+            for i, item in enumerate(items):
+                where = f"MessageList.from_json: {key}[{i}]"
+                if not isinstance(item, Mapping) or "message" not in item:
+                    raise ValueError(f"{where}: expected a mapping with a 'message', got "
+                                     f"{item!r:.80}")
+                try:
+                    msg = Message.model_validate(item["message"])
+                    source = item.get("source", "context" if key == "system" else None)
+                    _check_source(source)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {exc}") from exc
+                if (msg.role == "system") != (key == "system"):
+                    raise ValueError(f"{where}: a {msg.role!r} message in {key!r}")
+                if msg.id in ml._sources:
+                    raise ValueError(f"{where}: message id {msg.id!r} appears twice")
+                tag = item.get("tag") if key == "system" else None
+                if tag is not None and not isinstance(tag, str):
+                    raise ValueError(f"{where}: a tag is a str or None, got {tag!r}")
+                ml._put(msg, cast(MessageSource, source), tag)
+        return ml
+
     def _put(self, msg: Message, source: MessageSource, tag: str | None) -> None:
         target = self._system if msg.role == "system" else self._messages
         if msg.id in self._sources:

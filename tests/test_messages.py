@@ -263,6 +263,54 @@ def test_all_preserves_order_and_sources_partition_it(
         assert [m.id for m in part] == [i for i, s in added if s == source]
 
 
+_ENTRY = st.tuples(st.sampled_from(["system", "user", "assistant"]), st.text(max_size=20),
+                   st.sampled_from(SOURCES), st.sampled_from([None, "memory", "rules"]))
+
+
+def _listed(ml: MessageList) -> list[tuple[str, str, str, str, str | None]]:
+    """Every message of ``ml`` with its role, text, source and tag, system ones first."""
+    return ([(m.id, m.role, m.text, ml.source_of(m.id), ml._tags[m.id]) for m in ml.system()]
+            + [(m.id, m.role, m.text, ml.source_of(m.id), None) for m in ml.all()])
+
+
+@settings(max_examples=150)
+@given(st.lists(_ENTRY, max_size=8))
+def test_message_list_json_round_trips_sources_tags_and_order(
+        entries: list[tuple[str, str, MessageSource, str | None]]) -> None:
+    import json
+
+    ml = MessageList()
+    for role, text, source, tag in entries:
+        msg = Message(role=role, content=MessageContent(parts=[TextPart(text=text)]))
+        if role == "system" and tag is not None:
+            ml.add_system(msg, tag=tag)
+        else:
+            ml.add(msg, source)  # a system message added so keeps its source
+    data = json.loads(json.dumps(ml.to_json()))  # JSON through and through
+    back = MessageList.from_json(data)
+    assert _listed(back) == _listed(ml)
+    assert back.to_prompt() == ml.to_prompt()
+
+
+@pytest.mark.parametrize(("data", "error"), [
+    ([], "expected a mapping"),
+    ({"messages": {"a": 1}}, "'messages' must be a list"),
+    ({"messages": [{"source": "input"}]}, r"messages\[0\]: expected a mapping with a 'message'"),
+    ({"messages": [{"message": {"role": "user", "content": {"parts": []}}, "source": "inbox"}]},
+     r"messages\[0\]: unknown message source 'inbox'"),
+    ({"messages": [{"message": {"role": "robot"}, "source": "input"}]}, r"messages\[0\]"),
+    ({"system": [{"message": Message.user("u").model_dump(mode="json")}]},
+     r"system\[0\]: a 'user' message in 'system'"),
+    ({"system": [{"message": Message.system("s").model_dump(mode="json"), "tag": 3}]},
+     r"system\[0\]: a tag is a str or None"),
+    ({"messages": [{"message": Message.user("u", id="x").model_dump(mode="json"),
+                    "source": "input"}] * 2}, r"messages\[1\]: message id 'x' appears twice"),
+])
+def test_message_list_from_json_names_what_is_wrong_and_where(data: Any, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        MessageList.from_json(data)
+
+
 # --- Chunk ----------------------------------------------------------------------------
 
 

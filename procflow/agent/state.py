@@ -124,13 +124,9 @@ class AgentState:
 
     def to_json(self) -> dict[str, Any]:
         """The state as JSON-ready data (what a durable storage keeps)."""
-        ml = self.messages
         return {
             "__agent_state__": 1,
-            "system": [{"message": m.model_dump(mode="json"), "tag": ml._tags.get(m.id)}
-                       for m in ml.system()],
-            "messages": [{"message": m.model_dump(mode="json"), "source": ml.source_of(m.id)}
-                         for m in ml.all()],
+            **self.messages.to_json(),
             "steps": [_record_json(s) for s in self.steps],
             "step_number": self.step_number, "usage": dict(self.usage),
             "finish_reason": self.finish_reason, "pending_calls": list(self.pending_calls),
@@ -184,11 +180,7 @@ def _from_json(data: Mapping[str, Any]) -> AgentState:
     from procflow.agent.output import StepRecord
     from procflow.errors import StepExecutionError
 
-    ml = MessageList()
-    for item in data.get("system") or []:
-        ml.add_system(Message.model_validate(item["message"]), tag=item.get("tag"))
-    for item in data.get("messages") or []:
-        ml.add(Message.model_validate(item["message"]), source=item["source"])
+    ml = MessageList.from_json(data)
     steps = [StepRecord(step_number=s["step_number"], text=s.get("text") or "",
                         tool_calls=list(s.get("tool_calls") or []),
                         tool_results=list(s.get("tool_results") or []),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from procflow.context import RequestContext
 from procflow.errors import ProcessorError, TripWire
 from procflow.messages import Chunk, DataChunk, Message, MessageList
+from procflow.storage.values import register_type
 
 if TYPE_CHECKING:
     from procflow.processors.base import Processor
@@ -54,6 +55,33 @@ class ProcessorViolation:
     processor_id: str
     message: str
     detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The violation as JSON-ready data (``detail`` as it is)."""
+        return {"processor_id": self.processor_id, "message": self.message,
+                "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProcessorViolation:
+        """The violation ``to_json`` gave ``data`` for.
+
+        Raises:
+            ValueError: ``data`` lacks a str ``processor_id`` or ``message``, or its
+                ``detail`` is not a mapping.
+        """
+        pid, message, detail = data.get("processor_id"), data.get("message"), \
+            data.get("detail") or {}
+        if not isinstance(pid, str) or not isinstance(message, str) \
+                or not isinstance(detail, Mapping):
+            raise ValueError(f"a stored ProcessorViolation needs a str processor_id and "
+                             f"message and a mapping detail, got {dict(data)!r:.120}")
+        return cls(pid, message, dict(detail))
+
+
+# a processor workflow run on a durable storage keeps each step's envelope, the
+# violations found so far with it
+register_type(ProcessorViolation, ProcessorViolation.to_json, ProcessorViolation.from_json,
+              name="procflow.ProcessorViolation")
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,16 @@ def register_type(cls: type[Any], encode: Callable[[Any], Any],
     _BY_NAME[key] = entry
 
 
+def _register_procflow_types() -> None:
+    """procflow's own data types that are no pydantic model: the live message list and
+    the stream chunks (a processor workflow's envelope holds them)."""
+    from procflow.messages import Chunk, MessageList
+
+    register_type(MessageList, MessageList.to_json, MessageList.from_json,
+                  name="procflow.MessageList")
+    register_type(Chunk, Chunk.to_dict, Chunk.from_dict, name="procflow.Chunk")
+
+
 def _type_name(value: Any) -> str:
     cls = type(value)
     return cls.__qualname__ if cls.__module__ == "builtins" else \
@@ -498,3 +508,6 @@ def blob_refs(data: Any, found: set[str]) -> None:
     elif cls is list:
         for item in data:
             blob_refs(item, found)
+
+
+_register_procflow_types()

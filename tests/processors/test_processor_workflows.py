@@ -170,6 +170,32 @@ def test_processor_step_schema_checks_phase_fields() -> None:
         ProcessorStepSchema(phase="nope")  # type: ignore[arg-type]
 
 
+async def test_processor_workflow_runs_on_a_durable_storage_and_reads_back(
+        tmp_path: Any) -> None:
+    # each step's envelope, its live message list included, is kept by a SQLite file (the
+    # project's database of the studio is one) and read back whole by another storage
+    from procflow.storage import SQLiteStorage
+
+    path = tmp_path / "runs.db"
+    wf = (proc_wf("durable").then(create_step(Replace("r", "hello", "hi")))
+          .then(create_step(Warner())).commit())
+    result = await wf.create_run("guarded", storage=SQLiteStorage(path)).start(input_data={
+        "phase": "input", "messages": [{"role": "user", "content": "hello there"}],
+        "system_messages": [{"role": "system", "content": "be brief"}]})
+    assert result.status == "success", result
+    assert [m.text for m in result.result.messages] == ["hi there"]
+
+    run = await wf.get_run("guarded", storage=SQLiteStorage(path))
+    assert run.status == "success" and run.last_result is not None
+    stored = run.last_result.result
+    assert isinstance(stored, ProcessorStepSchema)
+    assert isinstance(stored.message_list, MessageList)
+    assert [(m.text, stored.message_list.source_of(m.id))
+            for m in stored.message_list.all()] == [("hi there", "input")]
+    assert [m.text for m in stored.message_list.system()] == ["be brief"]
+    assert [v.processor_id for v in stored.violations] == ["warner"]
+
+
 async def test_processor_step_runs_standalone_from_json_like_input() -> None:
     wf = proc_wf("standalone").then(create_step(Replace("r", "hello", "hi"))).commit()
     result = await wf.create_run().start(
