@@ -36,6 +36,29 @@ _PROBE_TIMEOUT = 0.5
 _START_TIMEOUT = 10.0
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _runs_stay_out_of_the_checkouts_database() -> Iterator[None]:
+    """Runs made without a storage never go to the checkout's own
+    ``.procflow/procflow.db``: the README's quick start makes one, and the suite run after
+    it would otherwise add its runs there (and read values the in-memory fallback keeps
+    as they are through a SQLite file). A project database of a test's own directory
+    (``monkeypatch.chdir``) is found as usual; ``PROCFLOW_DB`` is not touched."""
+    from pathlib import Path
+
+    from procflow.runtime import defaults
+
+    checkout = (Path.cwd() / defaults.PROJECT_DB).resolve()
+    find = defaults.find_project_db
+
+    def elsewhere(start: str | os.PathLike[str] | None = None) -> Path | None:
+        found = find(start)
+        return None if found is not None and found.resolve() == checkout else found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(defaults, "find_project_db", elsewhere)
+        yield
+
+
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     """Run async tests on asyncio (a module may override this to add "trio")."""
