@@ -9,7 +9,9 @@ scripted turn straight from the model. Target: <= 300 µs per step with 5 proces
 from __future__ import annotations
 
 import gc
+import os
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -52,7 +54,17 @@ class Repeating:
         return ScriptedModel([ANSWER]).stream(request)
 
 
+def no_project_database() -> None:
+    """Runs go where a program that names no storage sends them on a machine with no
+    database: the in-memory fallback. Run from a checkout whose ``.procflow/procflow.db``
+    exists (the README's quick start makes one) or with ``PROCFLOW_DB`` set, the agent's
+    runs and traces went to SQLite, and the figures timed its writes (~30x)."""
+    os.environ.pop("PROCFLOW_DB", None)
+    os.chdir(tempfile.mkdtemp(prefix="procflow-bench-"))
+
+
 async def main(quick: bool) -> None:
+    no_project_database()
     n, repeats = (200, 3) if quick else (500, 15)
 
     async def direct() -> None:

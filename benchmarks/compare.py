@@ -35,9 +35,11 @@ def worker(processors: int, traced: bool) -> None:
 
     # beside this file (the worker runs this script, so its folder is on sys.path); it
     # imports procflow from PYTHONPATH, the checkout under test
-    from agent import Noop, Repeating
+    from agent import Noop, Repeating, no_project_database
 
     from procflow.agent import Agent
+
+    no_project_database()
 
     async def main() -> None:
         procs = [Noop(f"noop-{i}") for i in range(processors)]
@@ -63,10 +65,10 @@ def worker(processors: int, traced: bool) -> None:
 
 
 def spawn(path: str, processors: int, traced: bool) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": path, "PROCFLOW_DB": ""}
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(path)}
     return subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), WORKER, str(processors), str(int(traced))],
-        cwd=path, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 def main() -> None:
