@@ -113,7 +113,7 @@ async def main(quick: bool) -> None:
     print(f"{'  same, tracing off: 5 processors':<40}{five_untraced:>10.1f}"
           f"{five_untraced - base:>14.1f}")
     print("(5 processors = 5 hooks each: 25 hook calls and 90 stream-hook calls per step; "
-          "traced runs keep their traces in the default storage)")
+          "traced runs keep their traces in the in-memory fallback storage)")
 
 
 if __name__ == "__main__":
