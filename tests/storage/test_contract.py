@@ -563,6 +563,46 @@ async def test_a_damaged_trace_never_blocks_loading_the_run(storage: Storage) ->
     assert run.last_result.result == 2
 
 
+async def test_a_processor_workflows_envelope_is_kept_and_read_back(
+        storage_factory: StorageFactory) -> None:
+    # each step's envelope holds the live message list (sources, system tags), stream
+    # chunks and violations: every backend keeps them, and a new instance reads them back
+    from procflow import create_step, create_workflow
+    from procflow.messages import Chunk, MessageList
+    from procflow.processors import Processor, ProcessorStepSchema, ProcessorViolation
+
+    class Tag(Processor):
+        id = "tag"
+
+        def process_input(self, args: Any) -> None:
+            args.message_list.add_system("answer briefly", tag="rules")
+            args.warn("tagged", {"n": 1})
+
+    wf = create_workflow(id="guard", input_schema=ProcessorStepSchema,
+                         output_schema=ProcessorStepSchema).then(create_step(Tag())).commit()
+    writer = storage_factory()
+    result = await wf.create_run("env", storage=writer).start(input_data={
+        "phase": "input", "messages": [{"role": "user", "content": "hello"}],
+        "stream_parts": [Chunk.text_delta("hel")]})
+    assert result.status == "success", result
+    # a persistent backend is read by a new instance (the in-memory one keeps objects)
+    reader = writer if isinstance(writer, InMemoryStorage) else storage_factory()
+    try:
+        run = await wf.get_run("env", storage=reader)
+        assert run.last_result is not None
+        env = run.last_result.result
+    finally:
+        await writer.aclose()
+        if reader is not writer:
+            await reader.aclose()
+    assert isinstance(env, ProcessorStepSchema) and isinstance(env.message_list, MessageList)
+    assert [(m.text, env.message_list.source_of(m.id)) for m in env.message_list.all()] == [
+        ("hello", "input")]
+    assert [m.text for m in env.message_list.system("rules")] == ["answer briefly"]
+    assert env.violations == [ProcessorViolation("tag", "tagged", {"n": 1})]
+    assert [c.to_dict() for c in env.stream_parts] == [Chunk.text_delta("hel").to_dict()]
+
+
 # -- retention: prune_runs ---------------------------------------------------------------
 
 async def _aged(storage: Storage) -> float:
