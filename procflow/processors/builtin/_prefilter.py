@@ -309,7 +309,9 @@ class Prefilter:
             # each set: (its Match, its patterns' table indexes, its sentinel's index)
             self._sets = [_set(re2, options, members[first:first + group])
                           for first in range(0, len(members), group)]
-            self._whole = _set(re2, _options(re2, _WHOLE_MEM), members)
+            # (not made for a table whose texts all go to the groups)
+            self._whole = (_set(re2, _options(re2, _WHOLE_MEM), members) if whole_max > 0
+                           else None)
         except re2.error as exc:
             raise ValueError(f"RE2 could not compile the prefilter: {exc}") from exc
         self.always = tuple(always)
@@ -319,7 +321,7 @@ class Prefilter:
         ``proxy`` is ``data``, those without an RE2 form included; ``None`` when a
         set could not answer."""
         out = list(self.always)
-        if len(data) <= self._whole_max:
+        if self._whole is not None and len(data) <= self._whole_max:
             match, indexes, sentinel = self._whole
             found = match(data)
             if found and sentinel in found:
