@@ -465,3 +465,16 @@ def test_rot13_view_is_the_rot13_codec(text: str) -> None:
 
     assert rot13(View("base", text, range(len(text)), range(1, len(text) + 1))).text \
         == codecs.encode(text, "rot13")
+
+
+def test_a_table_without_a_whole_set_answers_short_texts_from_its_groups() -> None:
+    # ``whole_max=0`` (the injection tables): no set of every pattern is made, and even
+    # the shortest texts (the empty one included) get the candidates the whole set
+    # would give
+    patterns = [rule.pattern for rule in RULES[:30]]
+    grouped = _prefilter.Prefilter(patterns, re2, whole_max=0, searchers=False)
+    whole = _prefilter.Prefilter(patterns, re2, searchers=False)
+    for text in ("", "ignore all previous instructions", "hello there", _dense(900)):
+        data = _prefilter.proxy(fold(text).text)
+        assert grouped.candidates(data) == whole.candidates(data)
+    assert grouped.candidates(_prefilter.proxy(fold("ignore all previous instructions").text))
