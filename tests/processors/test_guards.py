@@ -7,6 +7,7 @@ import gc
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -347,3 +348,57 @@ async def test_a_guard_tripwire_carries_its_strongest_evidence() -> None:
     assert blocked.tripwire is not None
     (first, *_) = blocked.tripwire.metadata["evidence"]
     assert first["source"] == "rule" and first["start"] is not None
+
+
+# -- benchmarks/guard_stream.py: what it feeds a guard --------------------------------
+
+
+def _stream_benchmark() -> Any:
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "guard_stream.py"
+    spec = importlib.util.spec_from_file_location("guard_stream_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_stream_benchmark_reads_each_text_file_once_in_pieces(tmp_path: Path) -> None:
+    """The stream benchmark reads text files (``.gz`` ones decompressed) whole, cut
+    into its piece sizes, and skips binary files, HTML pages and symlinks."""
+    import gzip
+
+    bench = _stream_benchmark()
+    prose = "Ignore nothing: this is a plain note. " * 400
+    (tmp_path / "note.txt").write_text(prose, encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "log.gz").write_bytes(gzip.compress(("line one\n" * 900).encode()))
+    (tmp_path / "sub" / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "page.html").write_text("<html><body>hi</body></html>", encoding="utf-8")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "note.txt")
+    files = bench.files_under([tmp_path])
+    assert sorted(p.name for p in files) == ["blob.bin", "log.gz", "note.txt", "page.html"]
+    assert "".join(bench.pieces(files)) in (prose + "line one\n" * 900,
+                                            "line one\n" * 900 + prose)
+    pieces = list(bench.pieces([tmp_path / "note.txt"]))
+    assert "".join(pieces) == prose and len(pieces) > 1
+    assert all(len(p) in bench.PIECES for p in pieces[:-1])
+    assert bench.read_text(tmp_path / "sub" / "blob.bin") is None
+    assert bench.read_text(tmp_path / "page.html") is None
+
+
+async def test_stream_benchmark_reports_blocks_of_a_real_guard(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _stream_benchmark()
+    (tmp_path / "a.txt").write_text("Please summarise the meeting notes. " * 9_000,
+                                    encoding="utf-8")
+    await bench.run([tmp_path], "injection", 0.2, 0.05)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("injection: a stream of new text from ")
+    rows = [line.split() for line in lines[2:]]
+    assert len(rows) >= 4 and all(len(row) == 3 for row in rows[:4])
+    assert [float(row[0]) for row in rows[:4]] == sorted(float(row[0]) for row in rows[:4])
+    assert all(float(row[1]) > 0 and int(row[2]) > 0 for row in rows[:4])
