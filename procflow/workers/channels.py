@@ -52,7 +52,9 @@ class CancelListener:
         self._watched: dict[bytes, tuple[Callable[[], None], Any]] = {}
         self._lock = threading.Lock()
         self._client = redis.Redis.from_url(url)
-        pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]  # untyped in redis-py
+        # through ``Any``: redis-py types ``pubsub`` from 8.2 on, not before
+        client: Any = self._client
+        pubsub = client.pubsub()
         pubsub.psubscribe(**{pattern: self._on_message})
         # Wait for the confirmation: a request published afterwards is surely seen.
         deadline = time.monotonic() + _SUBSCRIBE_WAIT
@@ -133,18 +135,25 @@ class Subscriptions:
                 await pubsub.unsubscribe(channel)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+                await _close(pubsub)
             raise
         if len(self._idle) < _KEEP:
             self._idle.append(pubsub)
         else:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+            await _close(pubsub)
 
     async def aclose(self) -> None:
         """Close the idle connections."""
         idle, self._idle = self._idle, []
         for pubsub in idle:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+            await _close(pubsub)
+
+
+async def _close(pubsub: PubSub) -> None:
+    """Close ``pubsub``. Called through ``Any``: redis-py types ``PubSub.aclose`` from
+    8.2 on and not before, so a ``type: ignore`` would be wrong on one of them."""
+    closer: Any = pubsub
+    await closer.aclose()
 
 
 def glob_escape(text: str) -> str:
