@@ -68,6 +68,13 @@ class WakingRedisBroker(RedisBroker):
                 pipe.ltrim(key, 0, _WAKE_CAP - 1)
             pipe.execute()
 
+    def close(self) -> None:
+        """Close the broker and its Redis connections. (Dramatiq's ``RedisBroker`` closes
+        nothing: its connections were left for the garbage collector, which redis-py
+        8.2 reports as unclosed sockets.)"""
+        super().close()
+        self.client.connection_pool.disconnect()
+
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Consumer:
         """A consumer of ``queue_name`` (waking on tokens unless it is a delay queue)."""
         if queue_name.endswith(".DQ"):

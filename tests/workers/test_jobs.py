@@ -377,3 +377,21 @@ async def test_a_run_delivered_while_a_live_worker_holds_it_is_sent_again_later(
 
     assert flows.ran == []
     assert await _sent(raw, app, delayed=True) == [("procflow_run", ["jobs-fan", run.run_id])]
+
+
+async def test_closing_the_broker_closes_its_redis_connections(
+        app: WorkerApp, raw: aioredis.Redis) -> None:
+    """Dramatiq's ``RedisBroker.close`` leaves its connections open (redis-py 8.2 then
+    reports unclosed sockets when they are collected); ``WakingRedisBroker`` closes
+    them."""
+    from procflow.workers.broker import make_broker
+
+    broker = make_broker(app.settings)
+    client_id = await anyio.to_thread.run_sync(broker.client.client_id)
+    assert f"id={client_id} " in await raw.execute_command("CLIENT", "LIST", "ID", client_id)
+    await anyio.to_thread.run_sync(broker.close)
+    for _ in range(50):  # the server drops the client once it reads the close
+        if not await raw.execute_command("CLIENT", "LIST", "ID", client_id):
+            break
+        await anyio.sleep(0.02)
+    assert not await raw.execute_command("CLIENT", "LIST", "ID", client_id)
