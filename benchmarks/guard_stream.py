@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import random
 import resource
 import sys
@@ -65,8 +66,16 @@ def read_text(path: Path) -> str | None:
 
 def files_under(roots: list[Path], seed: int = 0) -> list[Path]:
     """The files under ``roots`` (each root a file or a folder), in a shuffled order."""
-    files = sorted(p for root in roots for p in ([root] if root.is_file() else root.rglob("*"))
-                   if p.is_file() and not p.is_symlink())
+    files: list[Path] = []
+    for root in roots:
+        if root.is_file():
+            files.append(root)
+            continue
+        # ``os.walk`` passes over folders it cannot read (``rglob`` raises)
+        for folder, _, names in os.walk(root):
+            files.extend(path for name in names
+                         if (path := Path(folder, name)).is_file() and not path.is_symlink())
+    files.sort()
     random.Random(seed).shuffle(files)
     return files
 
