@@ -124,7 +124,7 @@ async def run(roots: list[Path], guard: str, limit: float, block: float) -> None
         await detect(text)
         size += len(text.encode())
         if size >= block * 1e6:
-            took = process_time() - start
+            took = max(process_time() - start, 1e-9)
             done += size
             print(f"{done / 1e6:>10.1f}{size / took / 1e6:>10.2f}{resident_mb():>15}")
             size = 0
@@ -135,7 +135,7 @@ async def run(roots: list[Path], guard: str, limit: float, block: float) -> None
         print("no text files found under those paths")
     elif size:
         done += size
-        print(f"{done / 1e6:>10.1f}{size / (process_time() - start) / 1e6:>10.2f}"
+        print(f"{done / 1e6:>10.1f}{size / max(process_time() - start, 1e-9) / 1e6:>10.2f}"
               f"{resident_mb():>15}  (the rest)")
 
 
