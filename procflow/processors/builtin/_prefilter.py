@@ -28,13 +28,14 @@ from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["Prefilter", "load_re2", "proxy", "re2_form", "word_finder"]
+__all__ = ["GroupStarts", "Prefilter", "load_re2", "proxy", "re2_form", "word_finder"]
 
 # RE2 memory budgets (program and DFA cache): below ~32 MB the sets' DFAs thrash on
 # long texts, and the set of a whole table (short texts only) wants more
 _MAX_MEM = 32 << 20  # a set of GROUP patterns
 _WHOLE_MEM = 64 << 20  # the set of the whole table
 _SEARCHER_MEM = 8 << 20  # one pattern (RE2's default)
+_AHEAD_MEM = 64 << 20  # the search for the next start of any pattern of a set
 _OTHER = 0x80
 # repetitions up to this many are written as they are (more are loosened, see
 # ``_Writer``): a word gap of up to 6 or 8 words loosened to "any number" kept a
@@ -281,7 +282,7 @@ class Prefilter:
         ValueError: RE2 could not compile a set (the caller keeps its own scan).
     """
 
-    __slots__ = ("_searchers", "_sets", "_whole", "_whole_max", "always")
+    __slots__ = ("_searchers", "_sets", "_whole", "_whole_max", "always", "group_of", "groups")
 
     GROUP = 10
     SHORT = 1_000
@@ -294,6 +295,7 @@ class Prefilter:
         self._searchers: list[Any] = []
         always: list[int] = []
         members: list[tuple[int, bytes]] = []
+        bodies: dict[int, str] = {}
         try:
             for index, pattern in enumerate(patterns):
                 forms = _forms(pattern)
@@ -303,12 +305,19 @@ class Prefilter:
                     continue
                 member, start = forms
                 members.append((index, member.encode("ascii")))
+                bodies[index] = start
                 self._searchers.append(_searcher(re2, re2.compile(start.encode("ascii"),
                                                                   small))
                                        if searchers else None)
             # each set: (its Match, its patterns' table indexes, its sentinel's index)
-            self._sets = [_set(re2, options, members[first:first + group])
-                          for first in range(0, len(members), group)]
+            chunks = [members[first:first + group] for first in range(0, len(members), group)]
+            self._sets = [_set(re2, options, chunk) for chunk in chunks]
+            # where the patterns of each set start, found for all of them at once
+            joint = searchers and _exposes_compiled(re2)
+            self.groups = tuple(GroupStarts(re2, [(index, bodies[index]) for index, _ in chunk])
+                                for chunk in chunks) if joint else ()
+            self.group_of = {index: number for number, chunk in enumerate(chunks)
+                             for index, _ in chunk} if joint else {}
             # (not made for a table whose texts all go to the groups)
             self._whole = (_set(re2, _options(re2, _WHOLE_MEM), members) if whole_max > 0
                            else None)
@@ -361,6 +370,91 @@ class Prefilter:
         if searcher is None:
             return pos
         return int(searcher(data, pos))
+
+
+class GroupStarts:
+    """Where the patterns of one of a ``Prefilter``'s sets start, for all of them at
+    once: one RE2 search for the leftmost start of any of their forms, then one
+    anchored set there for which of them may start at that place. Stepping from start to
+    start reads a text about once for the whole set, where a search per pattern reads
+    it once per pattern (most of a dense text's cost: each pattern's first start lies
+    far in). Compiled on first use (``ready``: most tables' texts never need it).
+
+    Args:
+        re2: The ``re2`` module.
+        members: ``(table index, RE2 form without its leading edge)`` of each pattern.
+    """
+
+    __slots__ = ("_compiled", "_failed", "_members", "_re2", "indexes")
+
+    def __init__(self, re2: Any, members: Sequence[tuple[int, str]]) -> None:
+        self._re2 = re2
+        self._members = tuple(body for _, body in members)
+        self.indexes = tuple(index for index, _ in members)
+        self._compiled: tuple[Any, Any, Any, int] | None = None
+        self._failed = False
+
+    def ready(self) -> bool:
+        """Compile on first call; whether ``next_start`` and ``at`` can be used (RE2
+        could compile them: if not, the caller searches for each pattern alone)."""
+        if self._compiled is None and not self._failed:
+            try:
+                self._compile()
+            except self._re2.error:
+                self._failed = True
+        return self._compiled is not None
+
+    def _compile(self) -> tuple[Any, Any, Any, int]:
+        re2 = self._re2
+        bodies = self._members
+        # leftmost-longest: the same leftmost start as leftmost-first, and a DFA whose
+        # states are sets of partly matched forms, as a set's are; it gets twice a
+        # set's memory (with a set's, its DFA ran out and RE2 went on without one, at
+        # a quarter of the speed)
+        longest = _options(re2, _AHEAD_MEM)
+        longest.longest_match = True
+        either = "|".join(f"(?:{body})" for body in bodies)
+        ahead = re2.compile(f"(?:{either})".encode("ascii"), longest)._regexp.Match
+        # at a start, which forms match from it: the text from there on, where ``^``
+        # and ``\A`` hold at its first character (more than at that place of the whole
+        # text: a superset, which ``re`` then checks)
+        anchored = re2.Set.MatchSet(_options(re2, _MAX_MEM))
+        for body in bodies:
+            anchored.Add(body.encode("ascii"))
+        # the empty pattern matches every anchored text: missing, the set gave up
+        sentinel = anchored.Add(b"")
+        anchored.Compile()
+        self._compiled = (ahead, re2._Anchor.UNANCHORED, anchored._set.Match, sentinel)
+        return self._compiled
+
+    def next_start(self, data: bytes, pos: int) -> tuple[int, int]:
+        """The leftmost start at or after ``pos`` of a match of any member's form in
+        the text whose ``proxy`` is ``data``, and that match's end (``(-1, -1)``:
+        none). Only once ``ready``."""
+        ahead, anchor, *_ = self._compiled or self._compile()
+        start, end = ahead(anchor, data, pos, len(data))[0]
+        return int(start), int(end)
+
+    def at(self, data: memoryview, start: int) -> list[int] | None:
+        """The table indexes of (at least) the members whose form matches from
+        ``start`` (``data``: the text's ``proxy``), or ``None`` when the set ran out of
+        memory. Only once ``ready``."""
+        _, _, anchored, sentinel = self._compiled or self._compile()
+        found = anchored(data[start:])
+        if sentinel not in found:
+            return None
+        indexes = self.indexes
+        return [indexes[i] for i in found if i != sentinel]
+
+
+@lru_cache(maxsize=1)
+def _exposes_compiled(re2: Any) -> bool:
+    """Whether the ``re2`` wrapper exposes its compiled objects (``GroupStarts`` calls
+    them directly: a memoryview in, no match object out)."""
+    regexp = getattr(re2.compile(b"a"), "_regexp", None)
+    rset = re2.Set.MatchSet(re2.Options())
+    return (hasattr(regexp, "Match") and hasattr(getattr(rset, "_set", None), "Match")
+            and hasattr(getattr(re2, "_Anchor", None), "UNANCHORED"))
 
 
 def _options(re2: Any, max_mem: int) -> Any:
