@@ -253,32 +253,38 @@ def test_joint_steps_on_phrases_back_to_back(unit: str) -> None:
             assert _found(TABLES[name], text) == _found(_PLAIN[name], text) != []
 
 
+def _fresh_table() -> tuple[AnchoredScan, _prefilter.Prefilter]:
+    """The injection table, built anew (its joint searches not compiled yet)."""
+    table = AnchoredScan([rule.pattern for rule in RULES])
+    prefilter = table._prefilter
+    assert prefilter is not None and prefilter.groups
+    return table, prefilter
+
+
 def test_a_joint_set_out_of_memory_leaves_its_candidates_to_each(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # the anchored set at a start answers nothing (not even its sentinel): the set's
     # candidates go on alone from that start
-    text = _dense(12_000)
-    table = AnchoredScan([rule.pattern for rule in RULES])
-    prefilter = table._prefilter
-    assert prefilter is not None and prefilter.groups
+    table, prefilter = _fresh_table()
     for group in prefilter.groups:
         ahead, anchor, _, sentinel = group._compile()
         group._compiled = (ahead, anchor, lambda data: [], sentinel)
     monkeypatch.setattr(_anchors, "_JOINT_MIN", 1)
+    calls = _counting(monkeypatch)
+    text = _dense(12_000)
     assert _found(table, text) == _found(_PLAIN["injection"], text) != []
+    assert calls["next_start"] > 0 and calls["starts"] > 0
 
 
 def test_joint_steps_that_cannot_compile_leave_the_candidates_to_each(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # compiled on first use, with too little memory for a set's forms together: no
     # error reaches the scan, each candidate is searched for alone
-    text = _dense(12_000)
-    table = AnchoredScan([rule.pattern for rule in RULES])
-    prefilter = table._prefilter
-    assert prefilter is not None and prefilter.groups
+    table, prefilter = _fresh_table()
     monkeypatch.setattr(_prefilter, "_AHEAD_MEM", 40_000)
     monkeypatch.setattr(_prefilter, "_MAX_MEM", 40_000)
     calls = _counting(monkeypatch)
+    text = _dense(12_000)
     assert _found(table, text) == _found(_PLAIN["injection"], text) != []
     assert not any(group.ready() for group in prefilter.groups)
     assert calls["next_start"] == 0 and calls["starts"] > 0
