@@ -52,7 +52,7 @@ _HOPS = 32
 # starts. Attack prompts back to back make 10-22 candidates a set; ordinary text rarely
 # more than a few, and for those the search per candidate costs less on text RE2 has
 # not read before (its DFA of one form builds fewer states than the joint search's of
-# forty: with 4 here, new text cost 9 % more instructions; with 8, no more)
+# forty: with 4 here, new text cost 9 % more instructions; with 8, 1 %)
 _JOINT_MIN = 8
 _JOINT_STEP = 32
 # the steps of a set hand over to its candidates alone once they have read (by
