@@ -322,14 +322,17 @@ class AnchoredScan:
         # the candidates of a set holding several of them: stepped through together,
         # up to where each goes on alone (-1: done)
         ahead: dict[int, tuple[list[re.Match[str]], int]] = {}
-        if prefilter.groups:
-            wanted: dict[int, list[int]] = {}
+        if prefilter.groups and len(candidates) >= _JOINT_MIN:
+            by_set: dict[int, list[int]] = {}
             group_of = prefilter.group_of
             for index in candidates:
                 number = group_of.get(index)
                 if number is not None and index not in whole:  # those run in full
-                    wanted.setdefault(number, []).append(index)
-            yield from self._joint_steps(text, data, prefilter, wanted, ahead)
+                    by_set.setdefault(number, []).append(index)
+            wanted = {number: members for number, members in by_set.items()
+                      if len(members) >= _JOINT_MIN}
+            if wanted:
+                yield from self._joint_steps(text, data, prefilter, wanted, ahead)
         for index in candidates:
             pattern = patterns[index]
             known = ahead.get(index)
@@ -369,12 +372,12 @@ class AnchoredScan:
     def _joint_steps(self, text: str, data: bytes, prefilter: Prefilter,
                      wanted: dict[int, list[int]],
                      ahead: dict[int, tuple[list[re.Match[str]], int]]) -> Iterator[None]:
-        """For each set of the prefilter (by number) with ``_JOINT_MIN`` or more
-        candidates in ``wanted``: step through the places where one of its patterns'
-        forms starts (``GroupStarts``), trying there the candidates whose form starts
-        there, as ``_verify_steps`` tries each alone (the same places, the same
-        matches). Sets ``ahead[index]`` to each one's matches and where it goes on alone
-        (-1: nowhere, done).
+        """For each set of the prefilter (by number) and its candidates in ``wanted``:
+        step through the places where one of its patterns' forms starts
+        (``GroupStarts``), trying there the candidates whose form starts there, as
+        ``_verify_steps`` tries each alone (the same places, the same matches). Sets
+        ``ahead[index]`` to each one's matches and where it goes on alone (-1:
+        nowhere, done).
 
         The forms read past their starts (a loosened gap reads to the next sentence
         mark), so a text that makes the steps read more than a search per candidate
@@ -386,7 +389,7 @@ class AnchoredScan:
         size = len(data)
         for number, members in wanted.items():
             group = prefilter.groups[number]
-            if len(members) < _JOINT_MIN or not group.ready():
+            if not group.ready():
                 continue
             resume = dict.fromkeys(members, 0)
             matches: dict[int, list[re.Match[str]]] = {index: [] for index in members}
