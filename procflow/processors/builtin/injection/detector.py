@@ -80,16 +80,16 @@ _JUDGE_SHAPE: Final = ('{"flagged": true|false, "score": 0..1, "categories": {"<
 _MIN_WORDS: Final = 2
 _MAX_EVIDENCE: Final = 20
 OFF_LOOP_CHARS: Final = 50_000
-"""Texts longer than this are scanned in a worker thread. Shorter ones are scanned on
-the event loop a step at a time (``scan.scan_async``): once a scan has held the loop
+"""Texts longer than this are scanned in a worker thread. Shorter ones are scanned on the
+event loop a step at a time (``scan.scan_async``): once a scan has held the loop
 ``scan.YIELD_AFTER`` other tasks run before its next step, and no step is long (a view
-made, one RE2 set or one rule read over it, a few matches weighed: under 2 ms on
-50,000 characters of attack prompts back to back, the densest input the rules read, on
-the slow machine of the README's 2026-12-03 figures; an ordinary text of that length
-takes a few milliseconds in all). Above this, a single view takes too long to make.
-Texts up to here are spared the hop to a thread and back and the scan's slower run
-there: in ``benchmarks/guards.py`` the same inputs cost 25-40 % more CPU scanned in a
-thread (the other core's caches, likely, are cold), and another task waited longer
+made, one RE2 set or one rule read over it, a few matches weighed: under 2 ms on 50,000
+characters of attack prompts back to back, the densest input the rules read, on the slow
+machine of the 2026-12-03 figures in ``docs/guards-performance.md``; an ordinary text of
+that length takes a few milliseconds in all). Above this, a single view takes too long
+to make. Texts up to here are spared the hop to a thread and back and the scan's slower
+run there: in ``benchmarks/guards.py`` the same inputs cost 25-40 % more CPU scanned in
+a thread (the other core's caches, likely, are cold), and another task waited longer
 during a thread's scan (the interpreter switches threads every 5 ms) than between the
 inline steps (~3.6 ms at most over 49,000 characters of attack prompts). Without
 ``google-re2`` the scan's steps are a view at a time (``scan.short_steps``), and the
