@@ -1,7 +1,9 @@
 """A fixed guard workload for instruction counts: text met again, and new text.
 
 ``valgrind --tool=callgrind python benchmarks/guard_counts.py GUARD STAGE`` with GUARD
-``injection`` or ``moderation`` (the rule scans, no worker threads) and STAGE:
+``injection`` or ``moderation`` (the rule scans read in full, no worker threads), or
+``settled`` (the injection scan as ``PromptInjectionDetector`` runs it by default: it
+stops once a text is flagged at 0.7), and STAGE:
 
 - ``half``: the guard reads one half of ``benchmarks/guards.py``'s mixed set (every
   other input) once;
@@ -27,12 +29,17 @@ from guards import mixed_inputs
 
 
 def main() -> None:
-    usage = "usage: guard_counts.py injection|moderation half|new|again"
+    usage = "usage: guard_counts.py injection|settled|moderation half|new|again"
     if len(sys.argv) != 3 or sys.argv[2] not in ("half", "new", "again"):
         sys.exit(usage)
     scan: Callable[[str], Any]
     if sys.argv[1] == "injection":
         from procflow.processors.builtin.injection.scan import scan
+    elif sys.argv[1] == "settled":
+        from functools import partial
+
+        from procflow.processors.builtin.injection.scan import scan as full
+        scan = partial(full, stop_at=0.7)
     elif sys.argv[1] == "moderation":
         from procflow.processors.builtin.moderation.lexicon import score_text as scan
     else:

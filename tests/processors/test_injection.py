@@ -85,11 +85,18 @@ FAMILIES = [
 
 @pytest.mark.parametrize(("text", "category"), FAMILIES)
 async def test_each_family_is_flagged(text: str, category: str) -> None:
-    result = await PromptInjectionDetector().detect(text)
-    assert result.flagged
+    result = await PromptInjectionDetector(exhaustive=True).detect(text)
+    assert result.flagged and result.complete
     assert result.categories[category] >= 0.7
     assert result.score == max(result.categories.values())
     assert result.reason
+    # by default the rules may stop at the first match that flags the text on its own:
+    # the same verdict, scores that are lower bounds
+    quick = await PromptInjectionDetector().detect(text)
+    assert quick.flagged
+    assert 0.7 <= quick.score <= result.score
+    assert all(quick.categories[c] <= result.categories[c] for c in quick.categories)
+    assert quick.complete or quick.evidence
 
 
 BENIGN = [
@@ -371,7 +378,7 @@ async def test_detector_scans_a_dense_inline_text_a_step_at_a_time(
     text = _dense_attack_text(module.OFF_LOOP_CHARS)
     assert 5_000 < len(text) <= module.OFF_LOOP_CHARS  # scanned on the event loop
     monkeypatch.setattr(scan_module, "YIELD_AFTER", 0.0)
-    detector = PromptInjectionDetector()
+    detector = PromptInjectionDetector(exhaustive=True)  # (else it stops at the first attack)
     result, during = await _turns_of_another_task(lambda: detector.detect(text))
     assert result.flagged
     # a turn after every step (a rule tried on a view, a few matches weighed...): the

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from itertools import pairwise
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
@@ -32,6 +32,10 @@ from typing import Any, Final
 from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
 
 __all__ = ["AnchoredScan", "JointScan", "literal_prefixes"]
+
+OnMatch = Callable[[int, re.Match[str]], bool]
+"""Shown a match (its pattern's index in the table, the match) as it is found; ``True``
+stops the search (see ``AnchoredScan.matches_steps``)."""
 
 USE_RE2 = True
 """Whether tables use their RE2 prefilter (built when ``google-re2`` is installed);
@@ -243,12 +247,18 @@ class AnchoredScan:
         return self._plain_matches(text)
 
     def matches_steps(self, text: str, found: list[tuple[int, re.Match[str]]],
-                      data: bytes | None = None) -> Iterator[None]:
+                      data: bytes | None = None, *, on_match: OnMatch | None = None,
+                      ) -> Iterator[None]:
         """``matches``, a step at a time: adds them to ``found`` and, with the RE2
         prefilter, yields after each of its sets read a text longer than
         ``_SETS_IN_STEPS`` and after each pattern it tried (one pass of its searcher
         over the text): a caller that runs other work between steps holds it up for
-        one set's or one pattern's time, not the table's."""
+        one set's or one pattern's time, not the table's.
+
+        ``on_match(index, match)`` is shown the matches that candidates stepped through
+        together find (``_joint_steps``), as they are found, in the text's order rather
+        than the table's, before they reach ``found``; when it returns ``True`` the
+        steps end there, with ``found`` incomplete (a caller that has what it needs)."""
         prefilter = self._prefilter
         if prefilter is not None and USE_RE2:
             if data is None:
@@ -258,7 +268,8 @@ class AnchoredScan:
             else:
                 candidates = prefilter.candidates(data)
             if candidates is not None:
-                yield from self._verify_steps(text, data, candidates, prefilter, found)
+                yield from self._verify_steps(text, data, candidates, prefilter, found,
+                                              on_match)
                 return
         found.extend(self._plain_matches(text))
 
@@ -312,7 +323,7 @@ class AnchoredScan:
 
     def _verify_steps(self, text: str, data: bytes, candidates: list[int],
                       prefilter: Prefilter, found: list[tuple[int, re.Match[str]]],
-                      ) -> Iterator[None]:
+                      on_match: OnMatch | None = None) -> Iterator[None]:
         """``matches`` for the patterns the prefilter left, each tried only where its
         RE2 form finds a match (in the order ``matches`` gives), added to ``found``;
         yields after each pattern, and in ``_joint_steps``."""
@@ -332,7 +343,10 @@ class AnchoredScan:
             wanted = {number: members for number, members in by_set.items()
                       if len(members) >= _JOINT_MIN}
             if wanted:
-                yield from self._joint_steps(text, data, prefilter, wanted, ahead)
+                stopped = yield from self._joint_steps(text, data, prefilter, wanted, ahead,
+                                                       on_match)
+                if stopped:
+                    return
         for index in candidates:
             pattern = patterns[index]
             known = ahead.get(index)
@@ -371,7 +385,8 @@ class AnchoredScan:
 
     def _joint_steps(self, text: str, data: bytes, prefilter: Prefilter,
                      wanted: dict[int, list[int]],
-                     ahead: dict[int, tuple[list[re.Match[str]], int]]) -> Iterator[None]:
+                     ahead: dict[int, tuple[list[re.Match[str]], int]],
+                     on_match: OnMatch | None = None) -> Generator[None, None, bool]:
         """For each set of the prefilter (by number) and its candidates in ``wanted``:
         step through the places where one of its patterns' forms starts
         (``GroupStarts``), trying there the candidates whose form starts there, as
@@ -383,7 +398,7 @@ class AnchoredScan:
         mark), so a text that makes the steps read more than a search per candidate
         would, or take more than ``_HOPS`` steps per candidate, leaves the rest of it
         to each (``_verify_steps``, linear). Yields after each set and every
-        ``_JOINT_STEP`` starts."""
+        ``_JOINT_STEP`` starts. Returns ``True`` when ``on_match`` ended the steps."""
         patterns = self.patterns
         view = memoryview(data)
         size = len(data)
@@ -412,6 +427,8 @@ class AnchoredScan:
                         if m is not None and m.end() > start:
                             matches[index].append(m)
                             resume[index] = m.end()
+                            if on_match is not None and on_match(index, m):
+                                return True
                 # what the search read, and a guess at what the reverse search and
                 # the set at the start read
                 budget -= start - pos + 3 * (stop - start)
@@ -427,6 +444,7 @@ class AnchoredScan:
             for index in members:
                 ahead[index] = (matches[index], -1 if pos < 0 else max(pos, resume[index]))
             yield
+        return False
 
 
 def _search_on(index: int, pattern: re.Pattern[str], text: str, pos: int,

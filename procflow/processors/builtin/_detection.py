@@ -74,6 +74,10 @@ class DetectionResult:
         reason: A short readable explanation (which rule or category fired).
         evidence: Every rule, classifier and judge verdict behind the score, strongest
             first, with the view it read and its span in the original text.
+        complete: ``False`` when the detector stopped reading once the verdict was
+            certain (a flagged text, see ``PromptInjectionDetector(exhaustive=...)``):
+            ``flagged`` is what a full read gives, ``score`` and ``categories`` are at
+            least what they show, and ``evidence`` is what was found up to there.
     """
 
     flagged: bool
@@ -81,3 +85,4 @@ class DetectionResult:
     categories: dict[str, float] = field(default_factory=dict)
     reason: str = ""
     evidence: tuple[Evidence, ...] = ()
+    complete: bool = True

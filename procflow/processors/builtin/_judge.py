@@ -245,7 +245,8 @@ def violation_detail(result: DetectionResult, *, threshold: float,
     (up to ``DETAIL_EVIDENCE``: rule or classifier, view, span in the original text and
     snippet), so a stored trace shows what fired where (``procflow trace RUN --step
     processor:ID``). With ``include_scores`` every scored category is added under
-    ``scores``.
+    ``scores``. A detector that stopped reading once the verdict was certain adds
+    ``"complete": False`` (the scores are lower bounds, see ``DetectionResult``).
     """
     over = sorted((c for c, s in result.categories.items() if s >= threshold),
                   key=lambda c: result.categories[c], reverse=True)
@@ -255,4 +256,6 @@ def violation_detail(result: DetectionResult, *, threshold: float,
         detail["evidence"] = [dataclasses.asdict(e) for e in result.evidence[:DETAIL_EVIDENCE]]
     if include_scores:
         detail["scores"] = {c: round(s, 3) for c, s in result.categories.items()}
+    if not result.complete:
+        detail["complete"] = False
     return detail

@@ -141,6 +141,15 @@ class PromptInjectionDetector(Processor):
             classifier's score decides (for "injection" unless it names categories;
             flagged at ``classifier.threshold`` when it has one, else ``threshold``).
             Both appear in the result's ``evidence``.
+        exhaustive: Read every view of a text even once the verdict is certain. By
+            default the rules stop at the first match that alone flags the text (its
+            weight reaches ``threshold``; ``STRONG_RULE`` too with a classifier): the
+            verdict is the same, and an attack costs a fraction of a full read, but
+            the result's scores are then lower bounds and its evidence what was found
+            by then (``DetectionResult.complete`` is ``False``). ``True`` gives exact
+            scores and every piece of evidence. "rewrite" and a judge ``model`` always
+            read in full (the rewrite cuts every matched sentence; the judge's score
+            is weighed against the rules').
 
     Raises:
         ValueError: An option is invalid.
@@ -154,7 +163,7 @@ class PromptInjectionDetector(Processor):
                  detection_types: Sequence[str] = DEFAULT_DETECTION_TYPES,
                  threshold: float = 0.7, strategy: InjectionStrategy = "block",
                  instructions: str | None = None, include_scores: bool = False,
-                 classifier: TextClassifier | None = None) -> None:
+                 classifier: TextClassifier | None = None, exhaustive: bool = False) -> None:
         pid = self.id
         self.classifier = check_classifier(classifier, processor=pid)
         self.model = check_model(model, processor=pid)
@@ -169,7 +178,15 @@ class PromptInjectionDetector(Processor):
             raise ValueError(f"{pid}: include_scores must be True or False, "
                              f"got {include_scores!r}")
         self.include_scores = include_scores
+        if not isinstance(exhaustive, bool):
+            raise ValueError(f"{pid}: exhaustive must be True or False, got {exhaustive!r}")
+        self.exhaustive = exhaustive
         self._rule_types = tuple(t for t in self.detection_types if t in CATEGORIES)
+        # where the rules may stop reading: once a text is flagged whatever else it
+        # holds (with a classifier: flagged by the rules alone)
+        self._stop_at = (None if exhaustive or self.strategy == "rewrite" or self.model is not None
+                         else max(self.threshold, STRONG_RULE) if self.classifier is not None
+                         else self.threshold)
 
     # -- detection --------------------------------------------------------------------
 
@@ -181,15 +198,17 @@ class PromptInjectionDetector(Processor):
             highest category score, ``categories`` maps each scored detection type to
             its score, ``reason`` names the family and rule (or the judge's reason).
             When the judge fails under ``strategy="block"`` the result is flagged with
-            score 1.0 and a reason saying the check could not run (fail closed).
+            score 1.0 and a reason saying the check could not run (fail closed). A
+            flagged text's rules may have stopped at the match that settled it (see
+            ``exhaustive``): ``complete`` is then ``False`` and the scores lower bounds.
         """
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
         if len(text) > (OFF_LOOP_CHARS if short_steps() else OFF_LOOP_CHARS_PLAIN):
-            rules = await anyio.to_thread.run_sync(scan, text, self._rule_types)
+            rules = await anyio.to_thread.run_sync(self._scan, text)
         else:
-            rules = await scan_async(text, self._rule_types)
+            rules = await scan_async(text, self._rule_types, stop_at=self._stop_at)
         scores = dict(rules.scores)
         evidence = tuple(_evidence(hit) for hit in rules.hits[:_MAX_EVIDENCE])
         if self.classifier is not None:
@@ -197,7 +216,8 @@ class PromptInjectionDetector(Processor):
             if decided is not None:
                 return decided
         if self.model is None:
-            return _Verdict(self._result(scores, rules.reason, evidence), tuple(rules.hits))
+            return _Verdict(self._result(scores, rules.reason, evidence, rules.complete),
+                            tuple(rules.hits))
         task = self.instructions or _JUDGE_INSTRUCTIONS.format(
             types=", ".join(self.detection_types))
         try:
@@ -228,6 +248,10 @@ class PromptInjectionDetector(Processor):
         return _Verdict(self._result(scores, reason, (*evidence, judged)), tuple(rules.hits),
                         rewritten)
 
+    def _scan(self, text: str) -> RuleScan:
+        """The rules' scan of ``text``, in one go (for a worker thread)."""
+        return scan(text, self._rule_types, stop_at=self._stop_at)
+
     async def _classify(self, text: str, rules: RuleScan,
                         evidence: tuple[Evidence, ...]) -> _Verdict | None:
         """The verdict when the classifier decides (no strong rule hit), else ``None``
@@ -237,7 +261,7 @@ class PromptInjectionDetector(Processor):
                                           default_category="injection")
         evidence = (*evidence, clf)
         if rules.score >= STRONG_RULE:
-            result = self._result(dict(rules.scores), rules.reason, evidence)
+            result = self._result(dict(rules.scores), rules.reason, evidence, rules.complete)
             return _Verdict(result, tuple(rules.hits))
         cats = {c: round(v, 4) for c, v in found.items() if c in self.detection_types and v > 0}
         score = max(cats.values(), default=0.0)
@@ -250,11 +274,11 @@ class PromptInjectionDetector(Processor):
         return _Verdict(DetectionResult(flagged, score, cats, reason, evidence), hits)
 
     def _result(self, scores: dict[str, float], reason: str,
-                evidence: tuple[Evidence, ...] = ()) -> DetectionResult:
+                evidence: tuple[Evidence, ...] = (), complete: bool = True) -> DetectionResult:
         cats = {c: round(s, 4) for c, s in scores.items() if s > 0 and c in self.detection_types}
         score = max(cats.values(), default=0.0)
         return DetectionResult(score >= self.threshold, score, cats, reason if cats else "",
-                               evidence)
+                               evidence, complete)
 
     # -- the hook ---------------------------------------------------------------------
 
@@ -307,7 +331,7 @@ class PromptInjectionDetector(Processor):
         cleaned = neutralise(text, verdict.hits)
         if len(re.findall(r"\w+", cleaned)) < _MIN_WORDS:
             return None
-        if scan(cleaned, self._rule_types).score >= self.threshold:
+        if scan(cleaned, self._rule_types, stop_at=self.threshold).score >= self.threshold:
             return None
         return cleaned
 

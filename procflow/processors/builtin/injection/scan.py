@@ -12,6 +12,9 @@ Scoring, per text:
   tell the user") add up, while a single weak cue never blocks on its own;
 - a match quoted inside a question about attacks ("what does 'ignore previous
   instructions' mean?") is halved: mention, not use.
+
+A scan given a threshold (``stop_at``) stops at the first match that alone puts the
+score over it: a guard needs the verdict, not every piece of evidence for it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import codecs
 import re
 from bisect import bisect_right
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from time import perf_counter
@@ -95,11 +98,15 @@ class RuleScan:
             once (the view that earned it the highest weight, the plainest among
             equals), however many views read it.
         reason: Which family and rule decided the top score.
+        complete: ``False`` when the scan stopped once its verdict was certain
+            (``scan(..., stop_at=...)``): the scores are then lower bounds (at least
+            ``stop_at``) and the hits those found by then.
     """
 
     scores: dict[str, float] = field(default_factory=dict)
     hits: list[Hit] = field(default_factory=list)
     reason: str = ""
+    complete: bool = True
 
     @property
     def score(self) -> float:
@@ -307,11 +314,15 @@ _LONG_VIEW = 4_000
 
 
 def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[Hit],
-                ) -> Iterator[None]:
+                stop_at: float | None = None) -> Generator[None, None, bool]:
     """Add the hits of every view of ``text`` to ``hits``: each view is read by its
     rule table in one anchor pass (the ROT13 and reversed views only for the strong
     rules their gate left). Yields after each view, after each rule its table tried on
-    it and every ``_WEIGHED_PER_STEP`` matches weighed (see ``scan_steps``)."""
+    it and every ``_WEIGHED_PER_STEP`` matches weighed (see ``scan_steps``).
+
+    With ``stop_at``, stops at the first hit that settles the verdict (see
+    ``scan_steps``) and returns ``True``; else returns ``False`` once every view is read.
+    """
     deep: dict[str, list[int]] = {}
     base_data = b""  # the base view's proxy (it comes first): its table reads it, then the gate
     # A view read with the whole table repeats most of the matches of the views before
@@ -324,11 +335,14 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
     # that had it. (The joined view's matches mapped onto the base view's the same way
     # cost as much in spans as they saved.)
     places: dict[int, dict[tuple[int, int, int], str]] = {}
+    # the rules with a hit in the base view, once it is read (see ``_settles``)
+    plain: frozenset[str] | None = None
 
     def gated(base: View) -> frozenset[str]:
         deep.update(_deep_candidates(base, base_data or proxy(base.text)))
         return frozenset(name for name, found in deep.items() if not found)
 
+    probe: _Probe | None = None
     for view in views_for_matching(text, skip=gated):
         same_place = (places.setdefault(id(view.starts), {}) if view.name in _WHOLE_TABLE
                       else None)
@@ -342,44 +356,129 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
             # same way (one byte per character; non-ASCII stays 0x80)
             data = (base_data.translate(ROT13_BYTES) if view.name == "rot13"
                     else base_data[::-1])
-            yield from index.verify_steps(view.text, data, candidates, found)
+            finding = index.verify_steps(view.text, data, candidates, found)
         elif view.name == "base" and _anchors.USE_RE2:
             base_data = proxy(view.text)
-            yield from index.matches_steps(view.text, found, base_data)
+            probe = (None if stop_at is None
+                     else _Probe(table, view, text, categories, stop_at, hits))
+            finding = index.matches_steps(view.text, found, base_data, on_match=probe)
         else:
-            yield from index.matches_steps(view.text, found)
+            finding = index.matches_steps(view.text, found)
         vtext = view.text
-        for n, (i, m) in enumerate(found, 1):
-            if not n % _WEIGHED_PER_STEP:
-                yield
-            rule = table[i]
-            if rule.category not in categories:
-                continue
-            if same_place is not None:
-                s, e = m.span()
-                key = (i, s, e)
-                earlier = same_place.get(key)
-                if earlier is not None and _reads_alike(rule, earlier, vtext, s, e):
+        name = prefix + view.name
+        early = probe.weighed if probe is not None else None
+        # the matches are weighed as the table finds them (a rule's at a time), so that
+        # a scan with ``stop_at`` stops at the first that settles the verdict
+        weighed = 0
+        more = True
+        while more:
+            more = next(finding, _DONE) is not _DONE
+            if probe is not None and probe.settled:
+                return True
+            while weighed < len(found):
+                i, m = found[weighed]
+                weighed += 1
+                if not weighed % _WEIGHED_PER_STEP:
+                    yield
+                rule = table[i]
+                if rule.category not in categories:
                     continue
-                same_place[key] = vtext
-            weight, span = _weight(rule, view, m, text)
-            if weight <= 0 or span is None:
-                continue
-            start, end = span
-            snippet = " ".join(m.group(0).split())
-            hits.append(Hit(rule, weight, prefix + view.name, start, end,
-                            snippet if len(snippet) <= 60 else snippet[:57] + "...",
-                            rule.family, rule.category))
+                if same_place is not None:
+                    s, e = m.span()
+                    key = (i, s, e)
+                    earlier = same_place.get(key)
+                    if earlier is not None and _reads_alike(rule, earlier, vtext, s, e):
+                        continue
+                    same_place[key] = vtext
+                known = early.pop((i, m.start(), m.end()), None) if early else None
+                weight, span = known if known is not None else _weight(rule, view, m, text)
+                if weight <= 0 or span is None:
+                    continue
+                hit = _hit(rule, weight, name, span, m)
+                hits.append(hit)
+                if stop_at is not None and _settles(hit, stop_at, plain):
+                    return True
+            if more:
+                yield
+        if plain is None:
+            plain = frozenset(hit.rule.name for hit in hits if hit.rule is not None)
+            probe = None
         yield
+    return False
+
+
+_DONE = object()
+
+
+def _hit(rule: Rule, weight: float, view: str, span: tuple[int, int],
+         m: re.Match[str]) -> Hit:
+    snippet = " ".join(m.group(0).split())
+    return Hit(rule, weight, view, span[0], span[1],
+               snippet if len(snippet) <= 60 else snippet[:57] + "...",
+               rule.family, rule.category)
+
+
+class _Probe:
+    """Shown the base view's matches as the joint steps find them (``on_match`` of
+    ``AnchoredScan.matches_steps``, in the text's order): weighs those of rules strong
+    enough to settle the verdict alone and stops the steps at the first that does
+    (``settled``; its hit added to ``hits``). Attack prompts back to back settle at
+    their first strong phrase instead of after every candidate's matches over the
+    whole view. The weights it works out are kept (``weighed``) for the matches'
+    turn in table order."""
+
+    __slots__ = ("categories", "hits", "settled", "stop_at", "table", "text", "view",
+                 "weighed")
+
+    def __init__(self, table: tuple[Rule, ...], view: View, text: str,
+                 categories: frozenset[str], stop_at: float, hits: list[Hit]) -> None:
+        self.table, self.view, self.text = table, view, text
+        self.categories, self.stop_at, self.hits = categories, stop_at, hits
+        self.settled = False
+        self.weighed: dict[tuple[int, int, int], tuple[float, tuple[int, int] | None]] = {}
+
+    def __call__(self, index: int, m: re.Match[str]) -> bool:
+        rule = self.table[index]
+        # a match weighs at most its rule's weight (``_weight`` only lowers it)
+        if rule.weight < self.stop_at or rule.category not in self.categories:
+            return False
+        weight, span = self.weighed[(index, m.start(), m.end())] = _weight(
+            rule, self.view, m, self.text)
+        if weight <= 0 or weight < self.stop_at or span is None:
+            return False
+        self.hits.append(_hit(rule, weight, self.view.name, span, m))
+        self.settled = True
+        return True
+
+
+def _settles(hit: Hit, stop_at: float, plain: frozenset[str] | None) -> bool:
+    """Whether ``hit`` (of a text's own views) alone puts the scan's score at ``stop_at``
+    or above, whatever else the text holds. ``plain``: the rules with a hit in the base
+    view (``None`` while it is read).
+
+    A category's score is at least the weight of its strongest rule (the noisy-OR of
+    its rules' weights includes it), and a rule's weight is its strongest hit in the
+    base view, or, for a rule with none there, its strongest elsewhere plus the
+    obfuscation bonus (``_best_per_rule``). So a base-view hit counts at its weight, and
+    a hit in another view (read after the base view) at its weight plus the bonus, if
+    its rule has no base-view hit."""
+    if plain is None:
+        return hit.weight >= stop_at
+    return (hit.rule is not None and hit.rule.name not in plain
+            and min(hit.weight + _OBFUSCATION_BONUS, 0.99) >= stop_at)
 
 
 def _collect(text: str, categories: frozenset[str], depth: int,
-             ) -> Generator[None, None, list[Hit]]:
+             stop_at: float | None = None) -> Generator[None, None, tuple[list[Hit], bool]]:
+    """Every hit in ``text``'s views and decoded payloads, and whether the scan stopped
+    early (``stop_at``: only a text's own views stop it, not a payload's)."""
     hits: list[Hit] = []
-    yield from _scan_views(text, categories, "", hits)
+    stopped = yield from _scan_views(text, categories, "", hits, stop_at)
+    if stopped:
+        return hits, True
     if depth < 2:
         for payload in decode_payloads(text):
-            inner_hits = yield from _collect(payload.text, categories, depth + 1)
+            inner_hits, _ = yield from _collect(payload.text, categories, depth + 1)
             for inner in inner_hits:
                 hits.append(Hit(inner.rule, inner.weight, f"{payload.kind}:{inner.view}",
                                 payload.start, payload.end, inner.snippet, inner.family,
@@ -389,7 +488,7 @@ def _collect(text: str, categories: frozenset[str], depth: int,
         for signal in smuggling_signals(text):
             hits.append(Hit(None, _SIGNALS[signal], signal, None, None, signal,
                             "obfuscation", "injection"))
-    return hits
+    return hits, False
 
 
 def _best_per_rule(hits: list[Hit]) -> dict[str, Hit]:
@@ -481,18 +580,22 @@ def _finish(steps: Generator[None, None, _T]) -> _T:
         return done.value  # type: ignore[no-any-return]
 
 
-def scan(text: str, categories: Iterable[str] = CATEGORIES) -> RuleScan:
+def scan(text: str, categories: Iterable[str] = CATEGORIES, *,
+         stop_at: float | None = None) -> RuleScan:
     """Score ``text`` against the rule table.
 
     Args:
         text: The text to check.
         categories: The detection types to score (others are ignored).
+        stop_at: Stop once ``score >= stop_at`` is certain (see ``scan_steps``);
+            ``None`` (default) reads every view and payload.
     """
-    return _finish(scan_steps(text, categories))
+    return _finish(scan_steps(text, categories, stop_at=stop_at))
 
 
 async def scan_async(text: str, categories: Iterable[str] = CATEGORIES, *,
-                     yield_after: float | None = None) -> RuleScan:
+                     yield_after: float | None = None, stop_at: float | None = None,
+                     ) -> RuleScan:
     """``scan``, run on the event loop a step at a time (``scan_steps``): once it has
     run steps for ``yield_after`` seconds (default ``YIELD_AFTER``) it lets other tasks
     run (``anyio.lowlevel.checkpoint``) before the next, so a dense text holds the loop
@@ -501,13 +604,14 @@ async def scan_async(text: str, categories: Iterable[str] = CATEGORIES, *,
     those points.
 
     Raises:
-        ValueError: ``yield_after`` is negative or not a number.
+        ValueError: ``yield_after`` is negative or not a number, or ``stop_at`` is not
+            ``None`` or a number in [0, 1].
     """
     limit = YIELD_AFTER if yield_after is None else yield_after
     if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 0:
         raise ValueError(f"scan_async: yield_after must be a number of seconds >= 0, "
                          f"got {yield_after!r}")
-    steps = scan_steps(text, categories)
+    steps = scan_steps(text, categories, stop_at=stop_at)
     mark = perf_counter()
     try:
         while True:
@@ -519,15 +623,34 @@ async def scan_async(text: str, categories: Iterable[str] = CATEGORIES, *,
         return done.value  # type: ignore[no-any-return]
 
 
-def scan_steps(text: str, categories: Iterable[str] = CATEGORIES,
-               ) -> Generator[None, None, RuleScan]:
+def scan_steps(text: str, categories: Iterable[str] = CATEGORIES, *,
+               stop_at: float | None = None) -> Generator[None, None, RuleScan]:
     """``scan`` in steps: a generator that returns the ``RuleScan`` and yields between
     short pieces of the work: after each view of the text (and of each decoded payload)
     is read and after a long one is made, after each RE2 set reads a long view
     (``_anchors.AnchoredScan.matches_steps``), after each rule is tried on a view,
-    after every few matches weighed, and before the hits are weighed together."""
+    after every few matches weighed, and before the hits are weighed together.
+
+    With ``stop_at`` (a threshold, 0..1) the scan stops at the first hit that alone
+    settles ``score >= stop_at``: a rule matching the plain text with at least that
+    weight, or one matching only an obfuscated view with at least that weight plus the
+    obfuscation bonus. No later hit can take the score back under it (a category scores
+    at least its strongest rule), so ``score >= stop_at`` is what the full scan gives,
+    and a text under it is always read in full. A scan that stopped is marked
+    ``complete=False``: its scores are then lower bounds and its hits those found up to
+    there. Attack texts are mostly settled by the base view's first strong match, which
+    spares them the other views (the worst 10 KB of ``benchmarks/guards.py``, attack
+    prompts back to back, takes a few milliseconds instead of tens).
+
+    Raises:
+        ValueError: ``stop_at`` is not ``None`` or a number in [0, 1].
+    """
+    if stop_at is not None and (isinstance(stop_at, bool) or not isinstance(stop_at, int | float)
+                                or not 0.0 <= stop_at <= 1.0):
+        raise ValueError(f"scan: stop_at must be None or a number between 0 and 1, "
+                         f"got {stop_at!r}")
     wanted = frozenset(categories)
-    hits = yield from _collect(text, wanted, 0)
+    hits, stopped = yield from _collect(text, wanted, 0, stop_at)
     if not hits:
         return RuleScan()
     yield  # every hit found; what is left weighs them together
@@ -547,7 +670,7 @@ def scan_steps(text: str, categories: Iterable[str] = CATEGORIES,
     others = sorted({h.family for h in leaders[1:]} - {leaders[0].family})
     if others:
         reason += "; also " + ", ".join(others)
-    return RuleScan(scores, ranked, reason)
+    return RuleScan(scores, ranked, reason, complete=not stopped)
 
 
 def neutralise(text: str, hits: Iterable[Hit]) -> str:
