@@ -639,8 +639,9 @@ def scan_steps(text: str, categories: Iterable[str] = CATEGORIES, *,
     and a text under it is always read in full. A scan that stopped is marked
     ``complete=False``: its scores are then lower bounds and its hits those found up to
     there. Attack texts are mostly settled by the base view's first strong match, which
-    spares them the other views (the worst 10 KB of ``benchmarks/guards.py``, attack
-    prompts back to back, takes a few milliseconds instead of tens).
+    spares them the rest of it and the other views (10 KB of attack prompts back to
+    back, the full read's worst window in ``benchmarks/guards.py``: under a millisecond
+    instead of tens).
 
     Raises:
         ValueError: ``stop_at`` is not ``None`` or a number in [0, 1].
