@@ -60,6 +60,17 @@ def test_a_settled_scan_gives_the_full_scans_verdict_on_the_corpus(stop_at: floa
     assert stopped >= 20  # it does stop: attack prompts are settled by one strong match
 
 
+@pytest.mark.parametrize("stop_at", [0.5, 0.7, 0.85])
+def test_a_settled_scan_gives_the_full_scans_verdict_without_re2(
+        monkeypatch: pytest.MonkeyPatch, stop_at: float) -> None:
+    # without ``google-re2`` the tables run on ``re`` alone (no joint steps, no probe)
+    from procflow.processors.builtin import _anchors
+
+    monkeypatch.setattr(_anchors, "USE_RE2", False)
+    for text in _texts():
+        _agrees(text, stop_at)
+
+
 @settings(max_examples=300, deadline=None)
 @given(_WORDS, st.sampled_from(THRESHOLDS))
 def test_a_settled_scan_gives_the_full_scans_verdict_on_generated_texts(
