@@ -85,15 +85,6 @@ def _check_deep_gates(text: str) -> None:
                                     (lambda s: codecs.encode(s, "rot13"),
                                      lambda s: s[::-1]), strict=True):
         assert set(_strong_matches(read(base.text))) <= set(possible), (name, text)
-    # what the scan reads them with: the gate's rules narrowed by the strong table's set
-    # over each reading, still every rule that matches it (found here without RE2)
-    deep = injection_scan._deep_candidates(base, data)
-    assert set(deep) == set(injection_scan._DEEP_READINGS)
-    for possible, name, read in zip(each, injection_scan._DEEP_READINGS,
-                                    (lambda s: codecs.encode(s, "rot13"),
-                                     lambda s: s[::-1]), strict=True):
-        plain = {i for i, _ in injection_scan._STRONG._plain_matches(read(base.text))}
-        assert plain <= set(deep[name]) <= set(possible), (name, text)
 
 
 def test_deep_gates_on_the_corpus_read_every_way() -> None:
@@ -110,19 +101,6 @@ def test_deep_gates_on_generated_texts(text: str) -> None:
         for view in views_for_matching(variant):
             for pattern in _PATTERNS:
                 _holds_required(pattern, view.text)
-
-
-def test_the_deep_readings_are_narrowed_by_the_strong_tables_sets() -> None:
-    # "led" is "del" backwards, "e-" is "-e", "ia" is "ai": the literal gate lets the
-    # reversed reading through for rules that need them, the strong table's set over
-    # the reversed text leaves none of them (so that view is not made)
-    base = fold("The media team led the re-run of the trial; the social plan was called off.")
-    data = proxy(base.text)
-    gate = injection_scan._DEEP_GATE
-    assert gate is not None
-    each = gate.possible_each(data)
-    assert each is not None and each[1]
-    assert injection_scan._deep_candidates(base, data)["reversed"] == []
 
 
 def test_a_gate_of_plain_literals() -> None:

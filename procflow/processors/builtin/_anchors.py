@@ -304,20 +304,6 @@ class AnchoredScan:
         found.sort(key=lambda pair: (pair[0], pair[1].start()))
         return found
 
-    def narrow(self, data: bytes, candidates: list[int]) -> list[int]:
-        """Of ``candidates`` (ascending table indexes, from a coarser gate), those the
-        prefilter also leaves for the text whose ``proxy`` is ``data``, read in one pass
-        of its set of the whole table when it has one; ``candidates`` as they are
-        without the prefilter or when a set could not answer."""
-        prefilter = self._prefilter
-        if prefilter is None or not USE_RE2 or not candidates:
-            return candidates
-        possible = prefilter.candidates(data, whole=True)
-        if possible is None:
-            return candidates
-        kept = set(possible)
-        return [index for index in candidates if index in kept]
-
     def verify(self, text: str, data: bytes, candidates: list[int],
                ) -> list[tuple[int, re.Match[str]]]:
         """``matches(text)``, given ``data`` (``proxy(text)``) and ``candidates``: the

@@ -325,13 +325,12 @@ class Prefilter:
             raise ValueError(f"RE2 could not compile the prefilter: {exc}") from exc
         self.always = tuple(always)
 
-    def candidates(self, data: bytes, *, whole: bool = False) -> list[int] | None:
+    def candidates(self, data: bytes) -> list[int] | None:
         """The indexes (in table order) of the patterns that may match the text whose
         ``proxy`` is ``data``, those without an RE2 form included; ``None`` when a
-        set could not answer. With ``whole``, the set of the whole table (when the
-        table has one) reads ``data`` whatever its length."""
+        set could not answer."""
         out = list(self.always)
-        if self._whole is not None and (whole or len(data) <= self._whole_max):
+        if self._whole is not None and len(data) <= self._whole_max:
             match, indexes, sentinel = self._whole
             found = match(data)
             if found and sentinel in found:

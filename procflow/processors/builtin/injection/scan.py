@@ -286,25 +286,11 @@ _DEEP_GATE = literal_gate(_STRONG.patterns, transform=lambda s: codecs.encode(s,
 def _deep_candidates(base: View, data: bytes) -> dict[str, list[int]]:
     """For the ROT13 and reversed views of ``base`` (``data``: the proxy of its text):
     the strong rules (indexes) that may match them, when the gate can tell (an empty
-    list: none can).
-
-    The gate's literals are short ("del", "-e", "ai" read backwards or in ROT13 turn up
-    by chance), so it lets most long texts through; the rules it leaves are narrowed
-    by one pass of the strong table's RE2 set over the reading's own proxy (the base
-    proxy turned the same way), which in the benchmark's docs and code leaves none:
-    those views are then not made, nor searched rule by rule."""
+    list: none can)."""
     if not _anchors.USE_RE2 or _DEEP_GATE is None:
         return {}
     each = _DEEP_GATE.possible_each(data)
-    if each is None:
-        return {}
-    out: dict[str, list[int]] = {}
-    for name, found in zip(_DEEP_READINGS, each, strict=True):
-        if found:
-            turned = data.translate(ROT13_BYTES) if name == "rot13" else data[::-1]
-            found = _STRONG.narrow(turned, found)
-        out[name] = found
-    return out
+    return {} if each is None else dict(zip(_DEEP_READINGS, each, strict=True))
 
 
 # the rule table each view is read with (the ROT13 and reversed views only with the
