@@ -366,11 +366,15 @@ async def test_a_guard_tripwire_carries_its_strongest_evidence() -> None:
 
 
 def _stream_benchmark() -> Any:
+    return _benchmark("guard_stream")
+
+
+def _benchmark(name: str) -> Any:
     import importlib.util
     import sys
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "guard_stream.py"
-    spec = importlib.util.spec_from_file_location("guard_stream_benchmark", path)
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -417,3 +421,37 @@ async def test_stream_benchmark_reports_blocks_of_a_real_guard(
     assert [float(row[0]) for row in rows] == sorted(float(row[0]) for row in rows)
     assert 0.2 <= float(rows[-1][0]) < 0.3
     assert all(float(row[1]) > 0 and int(row[2]) > 0 for row in rows)
+
+
+# -- benchmarks/guards.py --by-kind: new text against text met again, per kind --------
+
+
+def test_guards_benchmark_parts_are_the_mixed_set_by_kind() -> None:
+    bench = _benchmark("guards")
+    parts = bench.mixed_parts()
+    assert [text for _, text in parts] == bench.mixed_inputs()
+    kinds = [kind for kind, _ in parts]
+    # in the set's order, each kind in one run
+    assert list(dict.fromkeys(kinds)) == ["chat", "attack", "docs", "code"]
+    assert kinds == sorted(kinds, key=["chat", "attack", "docs", "code"].index)
+    attacks = [text for kind, text in parts if kind == "attack"]
+    assert attacks == [row["text"] for row in bench.load("injection_corpus.jsonl")]
+
+
+async def test_guards_benchmark_by_kind_reads_the_odd_half_twice_after_the_even() -> None:
+    bench = _benchmark("guards")
+    parts = [("chat", "hi"), ("chat", "hello there"), ("code", "x = 1"),
+             ("code", "def f(): return 2"), ("docs", "# Title"), ("docs", "ünïcode text")]
+    seen: list[str] = []
+
+    async def detect(text: str) -> None:
+        seen.append(text)
+
+    rates = await bench.by_kind(detect, parts)
+    even, odd = [t for _, t in parts[0::2]], [t for _, t in parts[1::2]]
+    assert seen == even + odd + odd
+    # each kind's bytes are those of its odd-half texts (UTF-8), and both rates are given
+    assert {kind: size for kind, (size, _, _) in rates.items()} == {
+        "chat": len(b"hello there"), "code": len(b"def f(): return 2"),
+        "docs": len("ünïcode text".encode())}
+    assert all(new > 0 and again > 0 for _, new, again in rates.values())
