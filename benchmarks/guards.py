@@ -129,20 +129,24 @@ async def by_kind(detect: Detect, parts: list[tuple[str, str]],
     that has read nothing yet: what it read before is not new."""
     for _, text in parts[0::2]:
         await detect(text)
+    odd = parts[1::2]
     sizes: Counter[str] = Counter()
-    took: dict[str, list[float]] = {}
-    for _ in range(2):  # new, then again
-        spent: dict[str, float] = {}
-        for kind, text in parts[1::2]:
-            start = process_time()
-            await detect(text)
-            spent[kind] = spent.get(kind, 0.0) + process_time() - start
-            if not took:
-                sizes[kind] += len(text.encode())
-        for kind in spent:
-            took.setdefault(kind, []).append(spent[kind])
-    return {kind: (sizes[kind], _rate(sizes[kind], new), _rate(sizes[kind], again))
-            for kind, (new, again) in took.items()}
+    for kind, text in odd:
+        sizes[kind] += len(text.encode())
+    new = await _seconds_by_kind(detect, odd)
+    again = await _seconds_by_kind(detect, odd)
+    return {kind: (size, _rate(size, new[kind]), _rate(size, again[kind]))
+            for kind, size in sizes.items()}
+
+
+async def _seconds_by_kind(detect: Detect, parts: list[tuple[str, str]]) -> dict[str, float]:
+    """CPU seconds ``detect`` took over each kind's texts of ``parts``."""
+    spent: dict[str, float] = {}
+    for kind, text in parts:
+        start = process_time()
+        await detect(text)
+        spent[kind] = spent.get(kind, 0.0) + process_time() - start
+    return spent
 
 
 def _rate(nbytes: int, seconds: float) -> float:

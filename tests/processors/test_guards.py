@@ -365,10 +365,6 @@ async def test_a_guard_tripwire_carries_its_strongest_evidence() -> None:
 # -- benchmarks/guard_stream.py: what it feeds a guard --------------------------------
 
 
-def _stream_benchmark() -> Any:
-    return _benchmark("guard_stream")
-
-
 def _benchmark(name: str) -> Any:
     import importlib.util
     import sys
@@ -387,7 +383,7 @@ def test_stream_benchmark_reads_each_text_file_once_in_pieces(tmp_path: Path) ->
     into its piece sizes, and skips binary files, HTML pages and symlinks."""
     import gzip
 
-    bench = _stream_benchmark()
+    bench = _benchmark("guard_stream")
     prose = "Ignore nothing: this is a plain note. " * 400
     (tmp_path / "note.txt").write_text(prose, encoding="utf-8")
     (tmp_path / "sub").mkdir()
@@ -408,7 +404,7 @@ def test_stream_benchmark_reads_each_text_file_once_in_pieces(tmp_path: Path) ->
 
 async def test_stream_benchmark_reports_blocks_of_a_real_guard(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bench = _stream_benchmark()
+    bench = _benchmark("guard_stream")
     (tmp_path / "a.txt").write_text("Please summarise the meeting notes. " * 9_000,
                                     encoding="utf-8")
     await bench.run([tmp_path], "injection", 0.2, 0.05)
