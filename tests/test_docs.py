@@ -170,6 +170,19 @@ def test_a_drawing_is_what_the_studio_draws(where: str, command: str, drawing: s
     assert drawn.stdout == drawing, f"{where}: procflow now draws\n{drawn.stdout}"
 
 
+def test_every_public_module_has_a_reference_page() -> None:
+    package = ROOT / "procflow"
+    public = {"procflow"}
+    public |= {f"procflow.{p.parent.name}" for p in package.glob("*/__init__.py")
+               if not p.parent.name.startswith("_")}
+    public |= {f"procflow.{p.stem}" for p in package.glob("*.py")
+               if not p.stem.startswith("_") and "__all__" in p.read_text(encoding="utf-8")}
+    pages = "".join(p.read_text(encoding="utf-8")
+                    for p in (ROOT / "docs" / "reference").glob("*.md"))
+    documented = set(re.findall(r"^::: (\S+)$", pages, re.MULTILINE))
+    assert public <= documented, f"no reference page for {sorted(public - documented)}"
+
+
 def test_links_stay_in_the_repository_or_go_to_public_pages() -> None:
     for page in PAGES:
         text = _FENCE.sub("", page.read_text(encoding="utf-8"))
