@@ -8,6 +8,9 @@ site does not show it):
 - ``<!-- fragment: docs/snippets/NAME.py -->``: the block is a fragment; the named file,
   kept beside the docs, holds the lines that complete it and runs first, in the same
   script.
+- ``<!-- run -->`` before a ```bash block: the block runs too, with ``bash -e`` in an
+  empty directory holding a link to the repository's ``examples/``, the ``procflow``
+  command on the ``PATH``.
 - ``<!-- needs: redis -->`` (or ``postgres``, or both): the block runs against the
   local server (``REDIS_URL``, default ``redis://127.0.0.1:6379/0``;
   ``PROCFLOW_POSTGRES_DSN``, default ``postgresql://postgres@127.0.0.1:5432/test``); it
@@ -34,7 +37,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 _FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-_MARKER = re.compile(r"<!--\s*(fragment|needs):\s*(.*?)\s*-->\s*$")
+_MARKER = re.compile(r"<!--\s*(fragment|needs|run)(?::\s*(.*?))?\s*-->\s*$")
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _SERVICES = {
     "redis": ("REDIS_URL", "redis://127.0.0.1:6379/0", "PROCFLOW_REQUIRE_REDIS"),
@@ -51,6 +54,7 @@ class Block:
     fragment: Path | None = None
     needs: tuple[str, ...] = ()
     output: str | None = None
+    language: str = "python"
 
     @property
     def where(self) -> str:
@@ -62,16 +66,17 @@ def python_blocks(page: Path) -> list[Block]:
     fences = list(_FENCE.finditer(text))
     blocks = []
     for i, match in enumerate(fences):
-        info = match.group(1).strip()
-        if info.split(" ", 1)[0] != "python":
-            continue
-        line = text.count("\n", 0, match.start()) + 1
+        language = match.group(1).strip().split(" ", 1)[0]
         before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
         marker = _MARKER.search(before)
+        if not (language == "python"
+                or (language == "bash" and marker and marker.group(1) == "run")):
+            continue
+        line = text.count("\n", 0, match.start()) + 1
         fragment = needs = None
         if marker and marker.group(1) == "fragment":
             fragment = ROOT / marker.group(2)
-        elif marker:
+        elif marker and marker.group(1) == "needs":
             needs = tuple(marker.group(2).split())
         output = None
         if i + 1 < len(fences):
@@ -79,7 +84,8 @@ def python_blocks(page: Path) -> list[Block]:
             if (not text[match.end():after.start()].strip()
                     and after.group(1).strip() == 'text title="Output"'):
                 output = after.group(2)
-        blocks.append(Block(page, line, match.group(2), fragment, needs or (), output))
+        blocks.append(Block(page, line, match.group(2), fragment, needs or (), output,
+                            language))
     return blocks
 
 
@@ -115,7 +121,7 @@ def test_python_block_runs(tmp_path: Path, block: Block) -> None:
     code = block.code
     if block.fragment is not None:
         code = block.fragment.read_text(encoding="utf-8") + "\n" + code
-    script = tmp_path / "block.py"
+    script = tmp_path / ("block.py" if block.language == "python" else "block.sh")
     script.write_text(code, encoding="utf-8")
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PROCFLOW_DB", "PROCFLOW_OTEL",
@@ -123,7 +129,12 @@ def test_python_block_runs(tmp_path: Path, block: Block) -> None:
     env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"  # nothing may reach a real provider
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env["NO_COLOR"] = "1"
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+    command = [sys.executable, str(script)]
+    if block.language == "bash":
+        (tmp_path / "examples").symlink_to(ROOT / "examples")
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
+        command = ["bash", "-e", "-o", "pipefail", str(script)]
+    done = subprocess.run(command, cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, f"{block.where} failed:\n{done.stderr[-3000:]}"
     if block.output is not None:
