@@ -144,11 +144,15 @@ def test_python_block_runs(tmp_path: Path, block: Block) -> None:
 def test_the_collector_reads_markers_and_outputs(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("x\n\n```python\nprint('a')\n```\n\n```text title=\"Output\"\nb\n```\n"
-                    "<!-- needs: redis -->\n```python\nraise SystemExit(3)\n```\n")
-    first, second = python_blocks(page)
+                    "<!-- needs: redis -->\n```python\nraise SystemExit(3)\n```\n"
+                    "<!-- fragment: docs/setup.py -->\n```python\nx = 1\n```\n"
+                    "```bash\nnot collected\n```\n<!-- run -->\n```bash\nprocflow --help\n```\n")
+    first, second, third, fourth = python_blocks(page)
     assert (first.line, first.output, first.needs) == (3, "b\n", ())
     assert (second.line, second.code, second.needs) == (11, "raise SystemExit(3)\n",
                                                         ("redis",))
+    assert (third.fragment, third.code) == (ROOT / "docs" / "setup.py", "x = 1\n")
+    assert (fourth.language, fourth.code) == ("bash", "procflow --help\n")
 
 
 def _drawings() -> list[tuple[str, str, str]]:
