@@ -4,8 +4,8 @@ cycle between packages) or from lower layers, never from a higher one.
 Every ``import`` and ``from ... import`` in every module of the package counts —
 at module level, inside functions, and under ``if TYPE_CHECKING:`` (a type-only
 import still ties the lower layer to the higher one's names and makes refactors
-ripple upward). The layers, bottom to top, are ``LAYERS``; the README's
-"Architecture" section describes them.
+ripple upward). The layers, bottom to top, are ``LAYERS``; docs/index.md ("How the
+package is built") describes them.
 """
 
 from __future__ import annotations

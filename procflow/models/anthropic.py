@@ -65,8 +65,11 @@ class AnthropicModel(HostedModel):
             (the API requires one).
         headers: Extra request headers (e.g. ``anthropic-beta``); values of
             credential-like headers are redacted from errors like the key.
-        max_retries, idle_timeout, deadline, max_response_bytes, max_retry_wait: How
-            calls are retried and bounded (see ``HostedModel``).
+        max_retries: How calls are retried and bounded (see ``HostedModel``).
+        idle_timeout: How calls are retried and bounded (see ``HostedModel``).
+        deadline: How calls are retried and bounded (see ``HostedModel``).
+        max_response_bytes: How calls are retried and bounded (see ``HostedModel``).
+        max_retry_wait: How calls are retried and bounded (see ``HostedModel``).
 
     Raises:
         ValueError: ``model_id`` is empty or ``max_tokens`` is not positive.

@@ -52,8 +52,11 @@ class OpenAIChatModel(HostedModel):
         timeout: Seconds for each phase of a request, overriding the client's timeouts.
         headers: Extra request headers (values of credential-like headers are redacted
             from errors like the key).
-        max_retries, idle_timeout, deadline, max_response_bytes, max_retry_wait: How
-            calls are retried and bounded (see ``HostedModel``).
+        max_retries: How calls are retried and bounded (see ``HostedModel``).
+        idle_timeout: How calls are retried and bounded (see ``HostedModel``).
+        deadline: How calls are retried and bounded (see ``HostedModel``).
+        max_response_bytes: How calls are retried and bounded (see ``HostedModel``).
+        max_retry_wait: How calls are retried and bounded (see ``HostedModel``).
 
     Raises:
         ValueError: ``model_id`` is empty.

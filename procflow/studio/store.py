@@ -1,6 +1,6 @@
 """Where a ``procflow`` command finds its runs, and run ids given as unique prefixes.
 
-Resolution (documented in the README): ``--db`` → the target workflow's own
+Resolution (documented in docs/storage.md): ``--db`` → the target workflow's own
 ``storage=`` (``run`` only) → ``PROCFLOW_DB`` (a path, a ``redis://`` or a
 ``postgresql://`` URL) → the
 project's ``.procflow/procflow.db`` found walking up from the working directory → for

@@ -214,7 +214,8 @@ support = Agent(id="support", instructions="Be brief.", model=ScriptedModel(["ok
 
 
 def test_the_readme_shows_what_procflow_graph_draws_for_its_agent(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text(
+        encoding="utf-8")
     command = "$ procflow graph agent.py:support --depth 3\n"
     start = readme.index(command) + len(command)
     shown = readme[start:readme.index("```", start)]

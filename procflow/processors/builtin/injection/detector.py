@@ -85,7 +85,7 @@ event loop a step at a time (``scan.scan_async``): once a scan has held the loop
 ``scan.YIELD_AFTER`` other tasks run before its next step, and no step is long (a view
 made, one RE2 set or one rule read over it, a few matches weighed: under 2 ms on 50,000
 characters of attack prompts back to back, the densest input the rules read, on the slow
-machine of the 2026-12-03 figures in ``docs/guards-performance.md``; an ordinary text of
+2-core VM of the guards' figures in ``benchmarks/README.md``; an ordinary text of
 that length takes a few milliseconds in all). Above this, a single view takes too long
 to make. Texts up to here are spared the hop to a thread and back and the scan's slower
 run there: in ``benchmarks/guards.py`` the same inputs cost 25-40 % more CPU scanned in

@@ -566,7 +566,7 @@ def short_steps() -> bool:
 YIELD_AFTER: Final = 0.002
 """Seconds ``scan_async`` reads before it lets the event loop run other tasks (after the
 step it is in, see ``scan_steps``): a dense 10 KB text of attack phrases takes 10-40 ms
-to scan on the machines of ``docs/guards-performance.md``, its longest step about 1 ms."""
+to scan on the 2-core VMs of ``benchmarks/README.md``, its longest step about 1 ms."""
 
 _T = TypeVar("_T")
 
