@@ -3,10 +3,10 @@ and each constructor option, context option and helper export the page describes
 
 ``ScriptedModel`` or ``in_order`` (a ``FunctionModel`` whose every call takes the next
 answer) stands in for ``'openai/gpt-5'``; each records its calls in ``model.requests``,
-so "replays the cached response" is checked by counting model calls. Names follow DESIGN.md: ``requestContext`` ->
-``request_context``, ``applyContext`` -> ``apply_context``, ``agentId`` ->
-``agent_id`` (default ``"procflow-response-cache"``), ``stepNumber`` ->
-``step_number``.
+so "replays the cached response" is checked by counting model calls. Names follow
+DESIGN.md: ``requestContext`` -> ``request_context``, ``applyContext`` ->
+``apply_context``, ``agentId`` -> ``agent_id`` (default ``"procflow-response-cache"``),
+``stepNumber`` -> ``step_number``.
 """
 
 from __future__ import annotations
