@@ -17,6 +17,7 @@ def test_quickstart_suspends_then_resumes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "step-suspended  approve" in done.stdout
     assert "step-skipped    auto-approve" in done.stdout
+    assert ": suspended at approve\n" in done.stdout
     assert "resumed: success, result=3, approve='approved'" in done.stdout
 
 
