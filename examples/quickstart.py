@@ -96,7 +96,8 @@ async def main(db: Path) -> int:
                 if event.type in ("step-result", "step-suspended", "step-skipped"):
                     print(f"  {event.type:<15} {event.step_id}")
         assert events.result is not None
-        print(f"run {run.run_id}: {events.result.status} at {events.result.suspended}")
+        print(f"run {run.run_id}: {events.result.status} at "
+              f"{', '.join(events.result.suspended_at)}")
 
         again = await triage.get_run(run.run_id, storage=storage)  # as a new process would
         result = await again.resume(step="approve", resume_data={"ok": True})

@@ -3,8 +3,9 @@
 Run it with ``python examples/seeds/memory_processors.py [DIR]``. The seed's
 ``LibSQLStore({url: 'file:memory.db'})`` is ``SQLiteStorage("memory.db")`` in DIR (a
 new temporary directory by default); ``PineconeVector``/``OpenAIEmbedder`` are the
-embedded ``InMemoryVectorIndex`` and local ``HashEmbedder``; ``ScriptedModel`` stands
-in for the hosted model. ``tests/seeds/test_memory_processors.py`` checks the same.
+embedded ``InMemoryVectorIndex`` and local ``HashEmbedder``; ``ScriptedModel`` and
+``FunctionModel`` stand in for the hosted model.
+``tests/seeds/test_memory_processors.py`` checks the same.
 """
 
 from __future__ import annotations
@@ -19,20 +20,22 @@ import anyio
 from procflow.agent import Agent
 from procflow.memory import HashEmbedder, InMemoryVectorIndex, Memory
 from procflow.messages import Message
-from procflow.models import ScriptedModel
+from procflow.models import FunctionModel, ScriptedModel
 from procflow.processors import MessageHistory, Processor, TokenLimiter
 from procflow.storage import SQLiteStorage
 
 WHO = {"thread": "thread-1", "resource": "user-1"}
 
 
-def seen(model: ScriptedModel) -> list[str]:
+def seen(model: ScriptedModel | FunctionModel) -> list[str]:
     return [f"{m['role']}: {str(m['content'])[:60]}" for m in model.requests[-1].prompt]
 
 
 async def message_history() -> None:
     print("== MessageHistory: last_messages=10")
-    model = ScriptedModel([f"answer {i}" for i in range(7)])
+    # "question i" gets "answer i": the model sees only the last 10 messages, so a
+    # ScriptedModel (which counts the assistant turns it sees) would stop at turn 5
+    model = FunctionModel(lambda request: f"answer {request.prompt[-1]['content'].split()[-1]}")
     agent = Agent(id="test-agent", name="Test Agent",
                   instructions="You are a helpful assistant", model=model,
                   memory=Memory(storage=SQLiteStorage("memory.db"), last_messages=10))
@@ -82,7 +85,7 @@ async def manual_control() -> None:
     print("== Manual control: your MessageHistory(last_messages=20) instead of the memory's")
     custom_message_history = MessageHistory(storage=SQLiteStorage("memory.db"),
                                             last_messages=20)
-    model = ScriptedModel(["ok"])
+    model = FunctionModel(lambda request: "ok")  # whatever the thread holds
     agent = Agent(name="custom-memory-agent", instructions="You are a helpful assistant",
                   model=model,
                   memory=Memory(storage=SQLiteStorage("memory.db"), last_messages=10),

@@ -1,10 +1,11 @@
 """response-cache-reference.zh-HK.md, run offline: ``ResponseCache`` in front of a model.
 
-Run it with ``python examples/seeds/response_cache.py``. A ``ScriptedModel`` stands in
-for ``'openai/gpt-5'`` and counts its calls, so each line shows whether the answer
-came from the model or from the cache (``InMemoryServerCache``, the embedded default;
-``RedisCache(url, prefix=...)`` in production). The tests in
-``tests/seeds/test_response_cache.py`` check the same behaviour option by option.
+Run it with ``python examples/seeds/response_cache.py``. A ``FunctionModel`` giving
+the next of its answers at every call stands in for ``'openai/gpt-5'`` and counts its
+calls, so each line shows whether the answer came from the model or from the cache
+(``InMemoryServerCache``, the embedded default; ``RedisCache(url, prefix=...)`` in
+production). The tests in ``tests/seeds/test_response_cache.py`` check the same
+behaviour option by option.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import anyio
 from procflow.agent import Agent, FullOutput
 from procflow.cache import InMemoryServerCache
 from procflow.context import RequestContext
-from procflow.models import ScriptedModel
+from procflow.models import FunctionModel
 from procflow.processors import ResponseCache
 
-model = ScriptedModel(["Paris.", "Paris, France.", "Hi there!", "Hello again!"])
+answers = iter(["Paris.", "Paris, France.", "Hi there!", "Hello again!"])
+model = FunctionModel(lambda request: next(answers))
 cache = InMemoryServerCache()
 
 agent = Agent(

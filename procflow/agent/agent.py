@@ -775,8 +775,8 @@ def _sender(send: MemoryObjectSendStream[Chunk]) -> Emit:
 
 def _suspend_payload(result: WorkflowResult) -> dict[str, Any]:
     """The payload of the loop step a suspended run waits in (the tool calls)."""
-    for path in result.suspended:
-        record = result.steps.get(".".join(path))
+    for path in result.suspended_at:
+        record = result.steps.get(path)
         if record is not None and isinstance(record.suspend_payload, Mapping):
             return dict(record.suspend_payload)
     return {}

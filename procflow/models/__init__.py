@@ -17,6 +17,7 @@ from procflow.models.base import (
     ToolSpec,
     complete_text,
 )
+from procflow.models.function import FunctionModel, ModelResponse
 from procflow.models.resolve import resolve_model
 from procflow.models.scripted import ScriptedModel, ToolCall
 
@@ -27,8 +28,10 @@ if TYPE_CHECKING:
 __all__ = [
     "AnthropicModel",
     "CallRetry",
+    "FunctionModel",
     "LanguageModel",
     "ModelRequest",
+    "ModelResponse",
     "OpenAIChatModel",
     "OutputSchema",
     "ScriptedModel",

@@ -2,65 +2,20 @@
 
 from __future__ import annotations
 
-import copy
-import re
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias, final
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk, Finish, TextDelta, ToolCallChunk
+from procflow.messages import Chunk
+from procflow.models._offline import ModelResponse, ToolCall, assistant_turns, stream_response
 from procflow.models.base import ModelRequest
-from procflow.records import Usage
 
 __all__ = ["ScriptedModel", "ToolCall", "Turn"]
-
-_WORD = re.compile(r"\S+\s*")
-_LEADING_SPACE = re.compile(r"\s*")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A tool call a ``ScriptedModel`` turn makes.
-
-    Attributes:
-        name: The tool to call.
-        args: Its arguments (each call gets a deep copy).
-        id: The call's id; ``call_<n>`` (counting the model's calls from 1) when ``None``.
-    """
-
-    name: str
-    args: dict[str, Any] = field(default_factory=dict)
-    id: str | None = None
 
 
 Turn: TypeAlias = str | Sequence[ToolCall] | Exception
 """One scripted answer: a text reply, a list of tool calls, or an exception to raise."""
-
-
-def _words(text: str) -> list[str]:
-    """``text`` as words, each with its following whitespace (leading space goes first)."""
-    words = _WORD.findall(text)
-    lead = _LEADING_SPACE.match(text)
-    leading = lead.group() if lead else ""
-    if leading and words:
-        words[0] = leading + words[0]
-    elif leading:
-        words = [leading]
-    return words
-
-
-def _prompt_words(prompt: Sequence[Mapping[str, Any]]) -> int:
-    count = 0
-    for entry in prompt:
-        content = entry.get("content")
-        if isinstance(content, str):
-            count += len(content.split())
-            continue
-        for part in content or []:
-            if isinstance(part, Mapping) and part.get("type") == "text":
-                count += len(str(part.get("text", "")).split())
-    return count
 
 
 def _check_turn(index: int, turn: object) -> Turn:
@@ -73,22 +28,57 @@ def _check_turn(index: int, turn: object) -> Turn:
                     "a non-empty list of ToolCall, or an Exception instance to raise")
 
 
+@dataclass(frozen=True, slots=True)
+class _Position:
+    """The script at one position of a conversation: the errors raised before the answer
+    (flat indexes into the turns) and the answer's flat index (``None`` past the end)."""
+
+    errors: tuple[int, ...]
+    answer: int | None
+
+
+def _positions(turns: Sequence[Turn]) -> list[_Position]:
+    positions: list[_Position] = []
+    errors: list[int] = []
+    for index, turn in enumerate(turns):
+        if isinstance(turn, Exception):
+            errors.append(index)
+            continue
+        positions.append(_Position(tuple(errors), index))
+        errors = []
+    if errors:
+        positions.append(_Position(tuple(errors), None))
+    return positions
+
+
 @final
 class ScriptedModel:
-    """A model that answers each ``stream()`` call with the next scripted turn.
+    """A model that answers from a script, picking the turn from the conversation it is sent.
+
+    The answer to a request is the script's turn number *n* (counting from 0), where *n*
+    is how many assistant messages the request's prompt already holds: an assistant
+    message that called tools is a turn, tool results are not. So a tool loop walks the
+    script (call a tool, then answer), a conversation kept in memory goes on where it
+    was, and a run resumed in another process, with a fresh ``ScriptedModel``, continues
+    the script instead of starting it again. Two independent calls (no shared history)
+    both get the first turn.
 
     A ``str`` turn is streamed one word per "text-delta" (each word with its following
     whitespace) and finishes with "stop"; a list of ``ToolCall`` is streamed as
-    "tool-call" chunks and finishes with "tool-calls"; an ``Exception`` instance is
-    raised (to script provider errors such as ``APICallError``). Every request is
-    recorded in ``requests``. It is meant for tests and examples, never as a fallback.
+    "tool-call" chunks and finishes with "tool-calls" (a call without an id gets
+    ``call_<n>``, counting the conversation's tool calls from 1). An ``Exception``
+    instance is raised, to script provider errors such as ``APICallError``: it belongs
+    to the answer after it and is raised once by this model object, the retry getting
+    that answer (``[APICallError(...), "hi"]`` fails the first call, answers "hi" to its
+    retry). Every request is recorded in ``requests``. It is meant for tests and
+    examples, never as a fallback.
 
     Example::
 
         model = ScriptedModel([[ToolCall("lookup", {"id": 7})], "Order 7 has shipped."])
 
     Args:
-        turns: The answers, in order; one is used per call.
+        turns: The answers, in conversation order.
         model_id: The id it reports.
         usage_per_word: Tokens counted per word, for the "finish" chunk's usage
             (input: words of the prompt's text; output: words streamed).
@@ -98,7 +88,8 @@ class ScriptedModel:
         ValueError: ``usage_per_word`` is negative.
     """
 
-    __slots__ = ("_calls", "_model_id", "_turns", "_usage_per_word", "requests")
+    __slots__ = ("_model_id", "_positions", "_raised", "_turns", "_usage_per_word",
+                 "_used", "requests")
 
     def __init__(self, turns: Sequence[Turn], *, model_id: str = "scripted",
                  usage_per_word: int = 1) -> None:
@@ -108,9 +99,11 @@ class ScriptedModel:
         if usage_per_word < 0:
             raise ValueError(f"usage_per_word must be 0 or more, got {usage_per_word}")
         self._turns: list[Turn] = [_check_turn(i, turn) for i, turn in enumerate(turns)]
+        self._positions = _positions(self._turns)
         self._model_id = model_id
         self._usage_per_word = usage_per_word
-        self._calls = 0
+        self._raised: dict[int, int] = {}  # position -> errors of it raised so far
+        self._used: set[int] = set()
         self.requests: list[ModelRequest] = []
 
     @property
@@ -125,41 +118,48 @@ class ScriptedModel:
 
     @property
     def turns_left(self) -> int:
-        """How many turns have not been used yet."""
-        return len(self._turns) - len(self.requests)
+        """How many turns this object has not given (answered or raised) yet."""
+        return len(self._turns) - len(self._used)
 
     def __repr__(self) -> str:
         return (f"ScriptedModel(model_id={self._model_id!r}, turns={len(self._turns)}, "
-                f"used={len(self.requests)})")
+                f"used={len(self._used)})")
+
+    def _turn_for(self, prompt: Sequence[Mapping[str, Any]]) -> Turn:
+        position = assistant_turns(prompt)
+        if position >= len(self._positions):
+            raise APICallError(
+                f"ScriptedModel has no turn for a conversation with {position} assistant "
+                f"turns (its script answers {len(self._positions)}); add a turn for every "
+                "model call the test makes")
+        script = self._positions[position]
+        raised = self._raised.get(position, 0)
+        if raised < len(script.errors):
+            self._raised[position] = raised + 1
+            index = script.errors[raised]
+        elif script.answer is None:
+            raise APICallError(
+                f"ScriptedModel has no answer after its last error (it was given "
+                f"{len(self._turns)} turns); add a turn for every model call the test makes")
+        else:
+            index = script.answer
+        self._used.add(index)
+        return self._turns[index]
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        """Record ``request`` and stream the next turn.
+        """Record ``request`` and stream the turn its conversation has reached.
 
         Raises:
-            APICallError: No turn is left.
+            APICallError: The script has no turn for this conversation.
             Exception: The turn's exception, when the turn is one.
         """
-        index = len(self.requests)
         self.requests.append(request)
-        if index >= len(self._turns):
-            raise APICallError(
-                f"ScriptedModel has no turn left (it was given {len(self._turns)} turns) "
-                f"for call {index + 1}; add a turn for every model call the test makes")
-        turn = self._turns[index]
+        turn = self._turn_for(request.prompt)
         if isinstance(turn, Exception):
             raise turn
-        input_tokens = _prompt_words(request.prompt) * self._usage_per_word
-        if isinstance(turn, str):
-            words = _words(turn)
-            for word in words:
-                yield TextDelta(word)
-            output_tokens = len(turn.split()) * self._usage_per_word
-            reason = "stop"
-        else:
-            for call in turn:
-                self._calls += 1
-                yield ToolCallChunk(call.id or f"call_{self._calls}", call.name,
-                                    copy.deepcopy(call.args))
-            output_tokens = 0
-            reason = "tool-calls"
-        yield Finish(reason, Usage(input_tokens, output_tokens, input_tokens + output_tokens))
+        response = (ModelResponse(text=turn) if isinstance(turn, str)
+                    else ModelResponse(tool_calls=turn))
+        async for chunk in stream_response(response, request,
+                                           usage_per_word=self._usage_per_word):
+            yield chunk
+

@@ -26,6 +26,7 @@ from procflow.runtime.results import (
 from procflow.runtime.run import Run
 from procflow.runtime.step_context import StepContext
 from procflow.runtime.stream import RunStream
+from procflow.runtime.traces import Trace, TraceSpan, load_trace
 from procflow.runtime.tracing import ParentSpan
 
 __all__ = [
@@ -40,11 +41,14 @@ __all__ = [
     "StepContext",
     "StepResult",
     "StepStatus",
+    "Trace",
+    "TraceSpan",
     "Usage",
     "WorkflowEvent",
     "WorkflowResult",
     "default_executor",
     "get_default_storage",
+    "load_trace",
     "set_default_executor",
     "set_default_storage",
 ]

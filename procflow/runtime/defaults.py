@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from procflow.runtime.execution import PlanUnit
     from procflow.storage.base import Storage
 
-__all__ = ["DB_ENV", "FALLBACK_MAX_RUNS", "PROJECT_DB", "find_project_db",
+__all__ = ["DB_ENV", "FALLBACK_MAX_RUNS", "PROJECT_DB", "current_storage", "find_project_db",
            "get_default_storage", "located_storage", "resolve_storage", "set_default_storage",
            "storage_for", "storage_location"]
 
@@ -143,11 +143,18 @@ def resolve_storage(given: Storage | None, wf: PlanUnit) -> Storage:
     """The storage for a run: the given one, the workflow's, the default, the one
     ``PROCFLOW_DB`` or the project's ``.procflow/procflow.db`` names, or a process-wide
     in-memory store keeping the last ``FALLBACK_MAX_RUNS`` runs."""
-    global _fallback
     if given is not None:
         return given
     if wf.storage is not None:
         return wf.storage
+    return current_storage()
+
+
+def current_storage() -> Storage:
+    """The storage a run that names none uses: the default, the one ``PROCFLOW_DB`` or
+    the project's ``.procflow/procflow.db`` names, or a process-wide in-memory store
+    keeping the last ``FALLBACK_MAX_RUNS`` runs."""
+    global _fallback
     if _default is not None:
         return _default
     located = located_storage()

@@ -285,9 +285,13 @@ def _where(ex: Execution, workflow_id: str, path: str) -> dict[str, str]:
 
 async def _fail(ex: Execution, path: str, error: BaseException, started: float,
                 attempts: int) -> Any:
-    _log.warning("run %s: step %s failed%s: %s", ex.run_id, path,
-                 f" after {attempts} attempts" if attempts > 1 else "", error,
-                 extra=_where(ex, ex.wf.id, path))
+    if isinstance(error, WorkflowRunError) and error.step_id is not None:
+        # its message already names the workflow, the step and the attempts
+        _log.warning("run %s: %s", ex.run_id, error, extra=_where(ex, ex.wf.id, path))
+    else:
+        _log.warning("run %s: workflow '%s', step '%s' failed%s: %s", ex.run_id, ex.wf.id,
+                     path, f" after {attempts} attempts" if attempts > 1 else "", error,
+                     extra=_where(ex, ex.wf.id, path))
     await ex.record(path, StepResult("failed", error=error, started_at=started,
                                      ended_at=time.time(), attempts=attempts))
     await ex.event("step-error", path, {"error": error})

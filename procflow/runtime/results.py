@@ -42,7 +42,8 @@ class WorkflowResult(Generic[OutputT]):
         steps: Step id (dotted for nested steps) to its ``StepResult``.
         error: Why the run failed, when it failed.
         state: The run's shared state at the end.
-        suspended: Paths of the suspended steps, each a list of step ids from the outside in.
+        suspended: Paths of the suspended steps, each a list of step ids from the outside
+            in (``suspended_at`` gives them as dotted paths).
         tripwire: The abort (``tripwire.reason``, ``.processor_id``, ``.metadata``) when
             status is "tripwire".
         usage: Tokens summed over every model and agent call of the run (nested
@@ -59,3 +60,9 @@ class WorkflowResult(Generic[OutputT]):
     tripwire: Tripwire | None = None
     usage: Usage | None = None
     run_id: str = ""
+
+    @property
+    def suspended_at(self) -> list[str]:
+        """The suspended steps as dotted paths, the keys of ``steps`` and what
+        ``Run.resume(step=...)`` takes: ``["approve"]``, ``["outer.inner.wait"]``."""
+        return [".".join(path) for path in self.suspended]

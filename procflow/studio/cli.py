@@ -9,6 +9,7 @@ no traceback unless ``PROCFLOW_DEBUG=1``.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -175,6 +176,14 @@ def make_console(*, no_color: bool, plain: bool = False) -> Console:
     return console
 
 
+def _quiet_runtime_log() -> None:
+    """Keep Python's last-resort handler from echoing on stderr the step failures a
+    command reports itself. Logging configured by the user still gets every record."""
+    runtime = logging.getLogger("procflow.runtime")
+    if not any(isinstance(h, logging.NullHandler) for h in runtime.handlers):
+        runtime.addHandler(logging.NullHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``procflow`` command.
 
@@ -195,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "worker":
             return worker_main(args)
         console = make_console(no_color=args.no_color, plain=args.plain or args.json)
+        _quiet_runtime_log()
         return anyio.run(run_command, args, console)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0

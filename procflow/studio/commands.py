@@ -206,7 +206,7 @@ async def _run_workflow(args: argparse.Namespace, console: Console, store: Store
         live.pending_run_id = run.run_id
         live.hint = lambda: _inspect_lines(args, store, run.run_id)
         result = await live.workflow(wf, run.stream(input_data=data))
-    resume = [_resume_line(args, store, ".".join(p), result) for p in result.suspended]
+    resume = [_resume_line(args, store, path, result) for path in result.suspended_at]
     if args.json:
         print(dump(workflow_run_document(result, resume=resume, replayed_from=replayed)))
     else:

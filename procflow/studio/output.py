@@ -168,7 +168,7 @@ def workflow_run_document(result: WorkflowResult, *, resume: Sequence[str] = (),
             "output": mask(result.result),
             "error": None if result.error is None else masked(str(result.error)),
             "tripwire": mask(result.tripwire.to_dict()) if result.tripwire else None,
-            "suspended_at": [".".join(p) for p in result.suspended],
+            "suspended_at": result.suspended_at,
             "resume_commands": list(resume), "replayed_from": replayed_from,
             "steps": steps}
 

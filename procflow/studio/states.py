@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from procflow.errors import StepExecutionError
 from procflow.messages import (
     Chunk,
     ErrorChunk,
@@ -61,6 +62,16 @@ def short(value: Any, limit: int = 60) -> str:
             text = repr(value)
     text = " ".join(str(redact_secrets(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def failure_note(error: Any) -> str:
+    """A failed step's note on its row: the cause, not the runtime's wrapper that names
+    the workflow and the step again (the row names the step; the run's summary line
+    gives the whole message)."""
+    cause = error.__cause__ if type(error) is StepExecutionError else None
+    if isinstance(cause, BaseException):
+        return short(f"{type(cause).__name__}: {cause}")
+    return short(error)
 
 
 def node_paths(wf: Workflow) -> tuple[list[str], list[str]]:
@@ -161,7 +172,7 @@ class WorkflowTracker:
         elif event.type == "step-result":
             board.end(path, "success", at)
         elif event.type == "step-error":
-            board.end(path, "failed", at, short(data.get("error")))
+            board.end(path, "failed", at, failure_note(data.get("error")))
         elif event.type == "step-suspended":
             note = data.get("payload")
             board.end(path, "suspended", at, None if note is None else short(note))
@@ -271,7 +282,7 @@ def states_from_steps(steps: Mapping[str, StepResult], *, kept_before: float | N
         duration = None if rec.ended_at is None else max(0.0, rec.ended_at - rec.started_at)
         detail = None
         if rec.status == "failed" and rec.error is not None:
-            detail = short(rec.error)
+            detail = failure_note(rec.error)
         elif rec.status == "suspended" and rec.suspend_payload is not None:
             detail = short(rec.suspend_payload)
         if rec.iterations > 1:

@@ -64,7 +64,7 @@ def print_workflow_summary(console: Console, result: WorkflowResult, *,
         separator = "\n" if "\n" in output else " "
         console.print(Text(f"output:{separator}{output}"), soft_wrap=True)
     elif status == "suspended":
-        paths = [".".join(p) for p in result.suspended]
+        paths = result.suspended_at
         console.print(_status(status, f"waiting at {', '.join(paths)}"))
         for path in paths:
             payload = result.steps.get(path)
@@ -81,7 +81,7 @@ def print_workflow_summary(console: Console, result: WorkflowResult, *,
     console.print(Text(f"run id: {result.run_id}"), soft_wrap=True)
     if status == "suspended":
         console.print(Text("resume with:"))
-        for path in (".".join(p) for p in result.suspended):
+        for path in result.suspended_at:
             console.print(Text(f"  {resume_command(path)}"), soft_wrap=True)
 
 
@@ -121,8 +121,8 @@ def waiting_calls(result: WorkflowResult) -> list[Mapping[str, Any]]:
     ``args`` and, for a tool that suspended itself, ``payload``), from its stored
     suspend payloads."""
     calls: list[Mapping[str, Any]] = []
-    for path in result.suspended:
-        record = result.steps.get(".".join(path))
+    for path in result.suspended_at:
+        record = result.steps.get(path)
         payload = None if record is None else record.suspend_payload
         if isinstance(payload, Mapping):
             calls.extend(c for c in payload.get("suspended") or () if isinstance(c, Mapping))

@@ -202,7 +202,8 @@ async def test_metadata_from_output_result_is_in_ui_messages_both_ways() -> None
 
 async def test_prepare_step_switches_model_and_tool_choice() -> None:
     fast = ScriptedModel([[ToolCall("lookup_order", {"order_id": "1"})]], model_id="fast")
-    big = ScriptedModel(["done"], model_id="big")
+    # the script is the conversation's: its turn 0 is answered by ``fast``
+    big = ScriptedModel([[ToolCall("unused")], "done"], model_id="big")
 
     def prepare(args: Any) -> Any:
         if args.step_number == 0:
@@ -211,7 +212,8 @@ async def test_prepare_step_switches_model_and_tool_choice() -> None:
 
     out = await Agent(id="a", model=big, tools=[lookup_order]).generate("x", prepare_step=prepare)
     assert out.text == "done"
-    assert len(fast.requests) == 1 and big.requests[0].tool_choice == "none"
+    assert len(fast.requests) == 1 and len(big.requests) == 1
+    assert big.requests[0].tool_choice == "none"
 
 
 async def test_ensure_final_response_signal_on_the_last_step() -> None:

@@ -329,7 +329,7 @@ async def test_a_tool_may_suspend_itself_and_get_resume_data() -> None:
 RESUMER = """
 import anyio, sys
 from procflow.agent import Agent, tool
-from procflow.models import ScriptedModel
+from procflow.models import ScriptedModel, ToolCall
 from procflow.storage import SQLiteStorage
 
 @tool(requires_approval=True)
@@ -338,7 +338,10 @@ async def refund(order_id: str) -> str:
     return f"refunded {order_id}"
 
 async def main() -> None:
-    agent = Agent(id="approver", model=ScriptedModel(["refund made"]), tools=[refund],
+    # the same script as the first process: the conversation says where it is
+    model = ScriptedModel([[ToolCall("refund", {"order_id": "A-1"}, id="call-1")],
+                           "refund made"])
+    agent = Agent(id="approver", model=model, tools=[refund],
                   storage=SQLiteStorage(sys.argv[1]))
     out = await agent.resume(sys.argv[2], approve=["call-1"])
     print(out.text, "|", out.tool_results[0].result)
@@ -349,8 +352,8 @@ anyio.run(main)
 
 async def test_a_run_suspended_here_is_resumed_by_another_process(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    agent = Agent(id="approver", model=_tool_then_text("refund", "unused"), tools=[refund],
-                  storage=SQLiteStorage(db))
+    agent = Agent(id="approver", model=_tool_then_text("refund", "refund made"),
+                  tools=[refund], storage=SQLiteStorage(db))
     out = await agent.generate("refund A-1")
     assert out.finish_reason == "suspended"
     script = tmp_path / "resume.py"

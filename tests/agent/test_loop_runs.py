@@ -122,7 +122,7 @@ async def main() -> None:
     async with RedisStorage(sys.argv[1], prefix=sys.argv[2]) as storage:
         agent = Agent(id="redis-approver", tools=[refund], storage=storage,
                       model=ScriptedModel([[ToolCall("refund", {"order_id": "B-2"},
-                                                     id="call-7")]]))
+                                                     id="call-7")], "refund sent"]))
         out = await agent.generate("refund B-2")
         print(out.run_id, out.finish_reason, [c.tool_call_id for c in out.suspended])
 
@@ -151,8 +151,10 @@ async def test_a_run_suspended_by_another_process_is_resumed_here_through_redis(
     run_id, reason, calls = made.stdout.split(maxsplit=2)
     assert reason == "suspended" and calls.strip() == "['call-7']"
     async with RedisStorage(redis_url, prefix=redis_prefix) as storage:
+        # the same script as the process that suspended: the conversation says where it is
         agent = Agent(id="redis-approver", tools=[refund], storage=storage,
-                      model=ScriptedModel(["refund sent"]))
+                      model=ScriptedModel([[ToolCall("refund", {"order_id": "B-2"},
+                                                     id="call-7")], "refund sent"]))
         assert (await agent.workflow.get_run(run_id)).status == "suspended"
         done = await agent.resume(run_id, approve=["call-7"])
         assert done.run_id == run_id and done.text == "refund sent"
@@ -224,7 +226,7 @@ async def test_durable_benchmark_compares_runs_of_the_same_shape(tmp_path: Path)
 
 async def test_a_call_stored_under_the_run_id_given(tmp_path: Path) -> None:
     storage = SQLiteStorage(tmp_path / "runs.db")
-    agent = Agent(id="support", model=ScriptedModel(["first", "second"]), storage=storage)
+    agent = Agent(id="support", model=ScriptedModel(["first"]), storage=storage)
     out = await agent.generate("hi", run_id="request-41")
     assert out.run_id == "request-41" and out.text == "first"
 
@@ -232,7 +234,7 @@ async def test_a_call_stored_under_the_run_id_given(tmp_path: Path) -> None:
                        r"'agent:support': a run with that id is already stored"):
         await agent.generate("again", run_id="request-41")
     stream = await agent.stream("other", run_id="request-42")
-    assert await stream.text == "second"
+    assert await stream.text == "first"  # a new conversation: the script's first turn
 
     kept = (await agent.workflow.get_run("request-41")).last_result
     assert kept is not None and kept.status == "success"

@@ -30,8 +30,9 @@ async def test_replay_from_llm_call_uses_the_new_model_and_keeps_the_tool_round(
     first = await before.generate("Where is A-1?")
     assert first.text == "It shipped." and looked_up == ["A-1"]
 
-    after = Agent(id="support", tools=[lookup], storage=storage,
-                  model=ScriptedModel(["A-1 is on its way."]))
+    # replayed from the last llm-call, the conversation holds the tool round: turn 1
+    after = Agent(id="support", tools=[lookup], storage=storage, model=ScriptedModel(
+        [[ToolCall("lookup", {"order_id": "A-1"})], "A-1 is on its way."]))
     again = await after.replay_from(first.run_id, "llm-call")
 
     assert again.text == "A-1 is on its way." and again.run_id != first.run_id
@@ -62,7 +63,8 @@ async def test_replay_whose_new_model_calls_a_tool_runs_that_call(tmp_path: Path
         [[ToolCall("lookup", {"order_id": "A-1"})], "It shipped."]))
     first = await before.generate("Where are A-1 and B-2?")
     after = Agent(id="support", tools=[lookup], storage=storage, model=ScriptedModel(
-        [[ToolCall("lookup", {"order_id": "B-2"})], "Both shipped."]))
+        [[ToolCall("lookup", {"order_id": "A-1"})], [ToolCall("lookup", {"order_id": "B-2"})],
+         "Both shipped."]))
     again = await after.replay_from(first.run_id, "llm-call")
     assert looked_up == ["A-1", "B-2"]
     assert again.text == "Both shipped."

@@ -17,6 +17,7 @@ def test_quickstart_suspends_then_resumes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "step-suspended  approve" in done.stdout
     assert "step-skipped    auto-approve" in done.stdout
+    assert ": suspended at approve\n" in done.stdout
     assert "resumed: success, result=3, approve='approved'" in done.stdout
 
 
@@ -42,3 +43,28 @@ def test_the_guarded_agent_is_drawn_with_its_guardrails_and_tool(tmp_path: Path)
     for node in ("workflow guardrails", "processor:prompt-injection-detector",
                  "processor:token-limiter", "tool:lookup_order"):
         assert node in done.stdout, node
+
+
+def approval(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "examples" / "approval.py"), *args],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+
+
+def test_approval_suspends_in_one_process_and_is_approved_in_another(tmp_path: Path) -> None:
+    started = approval(tmp_path, "start")
+    assert started.returncode == 0, started.stderr
+    head, waiting = started.stdout.splitlines()[:2]
+    run_id = head.split()[1].rstrip(":")
+    assert head == f"run {run_id}: suspended"
+    assert waiting.split() == ["waiting", "for", "approval:", "call_1", 'refund({"order_id":',
+                               '"A-1"})']
+    ledger = tmp_path / ".procflow" / "refunds.txt"
+    assert not ledger.exists()  # nothing is refunded before the approval
+
+    done = approval(tmp_path, "approve", run_id)  # a second process, a fresh model
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"run {run_id}: success", "  refund -> refunded A-1",
+                                        "Done: order A-1 is refunded."]
+    again = approval(tmp_path, "approve", run_id)
+    assert again.returncode == 1 and "is not suspended (status 'success')" in again.stderr
+    assert ledger.read_text() == "A-1\n"  # the refund ran exactly once

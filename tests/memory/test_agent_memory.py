@@ -17,7 +17,7 @@ from procflow.memory import (
     WorkingMemoryOptions,
 )
 from procflow.messages import Message
-from procflow.models import ScriptedModel, ToolCall
+from procflow.models import FunctionModel, ModelRequest, ScriptedModel, ToolCall
 from procflow.processors import ProcessInputStepArgs, Processor, ProcessOutputResultArgs
 
 
@@ -219,7 +219,14 @@ async def test_saves_what_the_run_produced_not_the_trimmed_list(memory: Memory) 
         """Look something up."""
         return f"found {q}"
 
-    model = ScriptedModel([[ToolCall("lookup", {"q": "x"})], "done"])
+    def answer(request: ModelRequest) -> str | list[ToolCall]:
+        # The model sees only the last message, so no assistant turn: a ScriptedModel
+        # would call the tool again. It answers once it sees the tool's result.
+        if request.prompt[-1]["role"] == "tool":
+            return "done"
+        return [ToolCall("lookup", {"q": "x"})]
+
+    model = FunctionModel(answer)
     agent = Agent(id="a", model=model, tools=[lookup], memory=memory,
                   input_processors=[DropToolHistory()])
     await agent.generate("please look up x", memory=T("t1"))

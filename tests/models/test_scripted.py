@@ -47,14 +47,45 @@ async def test_usage_per_word_scales_usage() -> None:
     assert chunks[-1].usage == Usage(input_tokens=10, output_tokens=4, total_tokens=14)
 
 
+def _after(prompt: list[dict[str, Any]], *answers: Any) -> list[dict[str, Any]]:
+    """``prompt`` followed by assistant messages (tool calls as their part dicts)."""
+    more = []
+    for answer in answers:
+        content = answer if isinstance(answer, str) else [
+            {"type": "tool-call", "tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
+             "args": dict(c.args)} for c in answer if isinstance(c, ToolCallChunk)]
+        more.append({"role": "assistant", "content": content})
+    return [*prompt, *more]
+
+
 async def test_tool_call_turn() -> None:
     model = ScriptedModel([[ToolCall("lookup", {"id": 7}), ToolCall("ping", id="mine")],
                            [ToolCall("lookup")]])
-    first, second = await run(model), await run(model)
+    first = await run(model)
     assert first[:-1] == [ToolCallChunk("call_1", "lookup", {"id": 7}),
                           ToolCallChunk("mine", "ping", {})]
     assert isinstance(first[-1], Finish) and first[-1].finish_reason == "tool-calls"
+    second = await run(model, _after(HI, first))
+    # call ids count the conversation's tool calls
     assert isinstance(second[0], ToolCallChunk) and second[0].tool_call_id == "call_3"
+
+
+async def test_the_turn_is_the_number_of_assistant_turns_in_the_prompt() -> None:
+    model = ScriptedModel([[ToolCall("lookup", {"id": 7})], "It shipped.", "Bye."])
+    calls = await run(model)
+    tool_result = {"role": "tool", "content": [
+        {"type": "tool-result", "tool_call_id": "call_1", "tool_name": "lookup",
+         "result": "shipped"}]}
+    # a tool result is not a turn: the assistant message that called the tool is
+    answer = await run(model, [*_after(HI, calls), tool_result])
+    assert "".join(c.text for c in answer) == "It shipped."
+    # a fresh model (another process) given the same conversation answers the same
+    again = ScriptedModel([[ToolCall("lookup", {"id": 7})], "It shipped.", "Bye."])
+    later = [*_after(HI, calls), tool_result, {"role": "assistant", "content": "It shipped."},
+             {"role": "user", "content": "thanks"}]
+    assert "".join(c.text for c in await run(again, later)) == "Bye."
+    # an independent conversation starts the script again
+    assert isinstance((await run(model))[0], ToolCallChunk)
 
 
 async def test_args_are_copied_for_each_call() -> None:
@@ -71,25 +102,47 @@ async def test_exception_turn_is_raised() -> None:
     with pytest.raises(APICallError) as info:
         await run(model)
     assert info.value is error
+    # the retry (the same conversation) gets the answer after the error
     assert [c.text for c in await run(model)][:1] == ["fine"]
+    assert [c.text for c in await run(model)][:1] == ["fine"]
+
+
+async def test_errors_belong_to_the_answer_after_them() -> None:
+    error = APICallError("overloaded", status_code=529, is_retryable=True)
+    model = ScriptedModel(["first", error, error, "second"])
+    assert [c.text for c in await run(model)][:1] == ["first"]
+    later = _after(HI, "first")
+    for _ in range(2):
+        with pytest.raises(APICallError):
+            await run(model, later)
+    assert [c.text for c in await run(model, later)][:1] == ["second"]
+    assert model.turns_left == 0
 
 
 async def test_requests_are_recorded() -> None:
     model = ScriptedModel(["a", "b"])
     tools = [ToolSpec("t", "d", {})]
     await run(model, tools=tools, tool_choice="auto")
-    await run(model, [{"role": "user", "content": "again"}])
-    assert [r.prompt for r in model.requests] == [HI, [{"role": "user", "content": "again"}]]
+    second = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a"},
+              {"role": "user", "content": "again"}]
+    await run(model, second)
+    assert [r.prompt for r in model.requests] == [HI, second]
     assert (model.requests[0].tools, model.requests[0].tool_choice) == (tools, "auto")
     assert model.turns_left == 0
 
 
-async def test_running_out_of_turns_is_a_clear_error() -> None:
+async def test_a_conversation_past_the_script_is_a_clear_error() -> None:
     model = ScriptedModel(["only one"])
     await run(model)
-    with pytest.raises(APICallError, match=r"no turn left \(it was given 1 turns\)"):
-        await run(model)
+    with pytest.raises(APICallError, match=r"no turn for a conversation with 1 assistant "
+                       r"turns \(its script answers 1\)"):
+        await run(model, _after(HI, "only one"))
     assert len(model.requests) == 2
+    failing = ScriptedModel([APICallError("down")])
+    with pytest.raises(APICallError, match="down"):
+        await run(failing)
+    with pytest.raises(APICallError, match="no answer after its last error"):
+        await run(failing)
 
 
 def test_it_is_a_language_model() -> None:

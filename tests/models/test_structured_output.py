@@ -87,13 +87,15 @@ async def test_an_answer_still_invalid_after_the_retries_fails_clearly() -> None
 
 
 async def test_output_type_per_call_and_non_object_types() -> None:
-    model = ScriptedModel(['{"result": [1, 2, 3]}', "[4, 5]"])
-    agent = Agent(id="numbers", model=model)
-    first = await agent.generate("three numbers", output_type=list[int])
+    model = ScriptedModel(['{"result": [1, 2, 3]}'])
+    first = await Agent(id="numbers", model=model).generate("three numbers",
+                                                            output_type=list[int])
     assert first.output == [1, 2, 3]
     schema = model.requests[0].output_schema
     assert schema is not None and schema.schema["required"] == ["result"]
-    second = await agent.generate("two numbers", output_type=list[int])
+    # a new conversation: the scripted model answers its first turn again
+    second = await Agent(id="numbers", model=ScriptedModel(["[4, 5]"])).generate(
+        "two numbers", output_type=list[int])
     assert second.output == [4, 5]
 
 

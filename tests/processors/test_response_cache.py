@@ -17,7 +17,7 @@ from procflow.cache import InMemoryServerCache, RedisCache, ServerCache
 from procflow.context import RESOURCE_ID_KEY, RequestContext
 from procflow.errors import APICallError
 from procflow.messages import Chunk
-from procflow.models import ScriptedModel, ToolCall
+from procflow.models import FunctionModel, ScriptedModel, ToolCall
 from procflow.models.base import ModelRequest
 from procflow.processors import Processor
 from procflow.processors.builtin.cache.response import (
@@ -30,6 +30,15 @@ from procflow.processors.builtin.cache.response import (
 )
 
 QUESTION = "What is the capital of France?"
+
+
+def in_order(*texts: str) -> FunctionModel:
+    """A model answering its calls with ``texts`` in turn: these tests count the model's
+    calls across independent conversations, where a ScriptedModel (which answers from
+    the conversation) would give each the first turn."""
+    answers = iter(texts)
+    return FunctionModel(lambda request: next(answers))
+
 
 
 class FakeClock:
@@ -108,7 +117,7 @@ async def test_each_step_of_a_tool_loop_is_cached() -> None:
 
 
 async def test_different_resource_ids_do_not_share_entries() -> None:
-    model = ScriptedModel(["for alice", "for bob"])
+    model = in_order("for alice", "for bob")
     agent = cached_agent(model, ResponseCache(InMemoryServerCache()))
 
     alice = await ask(agent, memory={"resource": "alice"})
@@ -137,7 +146,7 @@ def colliding_resource_ids(limit: int = 400_000) -> tuple[str, str]:
 async def test_resource_ids_with_colliding_short_digests_do_not_share_entries(
         key: Any) -> None:
     first, second = colliding_resource_ids()
-    model = ScriptedModel([f"private to {first}", f"private to {second}"])
+    model = in_order(f"private to {first}", f"private to {second}")
     agent = cached_agent(model, ResponseCache(InMemoryServerCache(), key=key))
 
     await ask(agent, memory={"resource": first})
@@ -152,7 +161,7 @@ async def test_resource_ids_with_colliding_short_digests_do_not_share_entries(
 ])
 async def test_a_scope_not_written_by_the_helpers_is_ignored(
         forged: Any, caplog: pytest.LogCaptureFixture) -> None:
-    model = ScriptedModel(["for alice", "for mallory"])
+    model = in_order("for alice", "for mallory")
     agent = cached_agent(model, ResponseCache(InMemoryServerCache()))
     await ask(agent, memory={"resource": "alice"})
 
@@ -185,7 +194,7 @@ async def test_a_fixed_scope_ignores_the_resource_id() -> None:
 
 async def test_agent_ids_namespace_entries_in_a_shared_backend() -> None:
     cache = InMemoryServerCache()
-    model = ScriptedModel(["from a", "from b"])
+    model = in_order("from a", "from b")
 
     a = await ask(cached_agent(model, ResponseCache(cache, agent_id="a")))
     b = await ask(cached_agent(model, ResponseCache(cache, agent_id="b")))
@@ -198,7 +207,7 @@ async def test_agent_ids_namespace_entries_in_a_shared_backend() -> None:
 
 async def test_bust_skips_the_read_but_still_writes() -> None:
     cache = InMemoryServerCache()
-    model = ScriptedModel(["old", "new"])
+    model = in_order("old", "new")
 
     await ask(cached_agent(model, ResponseCache(cache, bust=True)))
     busted = await ask(cached_agent(model, ResponseCache(cache, bust=True)))
@@ -209,7 +218,7 @@ async def test_bust_skips_the_read_but_still_writes() -> None:
 
 
 async def test_per_call_bust_refreshes_the_entry() -> None:
-    model = ScriptedModel(["old", "new"])
+    model = in_order("old", "new")
     agent = cached_agent(model, ResponseCache(InMemoryServerCache()))
 
     await ask(agent)
@@ -302,7 +311,7 @@ class Guard(Processor):
 
 async def test_a_tripwired_call_is_not_cached() -> None:
     cache = InMemoryServerCache()
-    model = ScriptedModel(["the secret is 42", "the secret is 42"])
+    model = in_order("the secret is 42", "the secret is 42")
     agent = cached_agent(model, ResponseCache(cache), output_processors=[Guard()])
 
     first = await ask(agent)
@@ -376,7 +385,7 @@ class BrokenCache(ServerCache):
 
 async def test_a_broken_backend_still_answers_from_the_model(
         caplog: pytest.LogCaptureFixture) -> None:
-    model = ScriptedModel(["one", "two"])
+    model = in_order("one", "two")
     agent = cached_agent(model, ResponseCache(BrokenCache()))
 
     with caplog.at_level(logging.WARNING):
@@ -407,7 +416,7 @@ async def test_a_failing_write_is_only_a_warning(caplog: pytest.LogCaptureFixtur
 
 async def test_redis_on_a_closed_port_still_answers_from_the_model(
         caplog: pytest.LogCaptureFixture) -> None:
-    model = ScriptedModel(["one", "two"])
+    model = in_order("one", "two")
     async with RedisCache("redis://127.0.0.1:1/0", prefix="closed:") as cache:
         agent = cached_agent(model, ResponseCache(cache))
         first, second = await ask(agent), await ask(agent)
@@ -448,7 +457,7 @@ async def test_answers_are_cached_in_redis(redis_url: str, redis_prefix: str) ->
 
 async def test_an_entry_expires_after_the_ttl() -> None:
     clock = FakeClock()
-    model = ScriptedModel(["before", "after"])
+    model = in_order("before", "after")
     agent = cached_agent(model, ResponseCache(InMemoryServerCache(clock=clock), ttl=60))
 
     await ask(agent)

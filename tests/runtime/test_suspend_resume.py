@@ -72,7 +72,7 @@ async def test_nested_suspend_resumes_the_inner_step_not_the_outer_start() -> No
     wf = create_workflow(id="outer").then(counted("o1", calls)).then(inner).commit()
     run = wf.create_run()
     first = await run.start(input_data=1)
-    assert first.suspended == [["inner", "i2"]]
+    assert first.suspended == [["inner", "i2"]] and first.suspended_at == ["inner.i2"]
     assert first.steps["inner"].status == "suspended"
     done = await run.resume(step=["inner", "i2"], resume_data={"ok": True})
     assert done.status == "success" and done.result == "i2:True"

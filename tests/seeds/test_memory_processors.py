@@ -28,7 +28,7 @@ from procflow.agent import Agent
 from procflow.errors import ProcessorError
 from procflow.memory import HashEmbedder, InMemoryVectorIndex, Memory
 from procflow.messages import FilePart, Message, TextPart
-from procflow.models import ScriptedModel, ToolCall
+from procflow.models import FunctionModel, ScriptedModel, ToolCall
 from procflow.processors import MessageHistory, Processor, TokenLimiter
 from procflow.storage import SQLiteStorage
 
@@ -40,7 +40,14 @@ def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # 'file:memory.db' and the default .procflow/memory.db
 
 
-def prompt_texts(model: ScriptedModel, call: int = -1) -> list[str]:
+def in_order(*texts: str) -> FunctionModel:
+    """A model answering its calls with ``texts`` in turn. A ScriptedModel answers from
+    the assistant turns it is shown, and memory shows it a window of the thread."""
+    answers = iter(texts)
+    return FunctionModel(lambda request: next(answers))
+
+
+def prompt_texts(model: ScriptedModel | FunctionModel, call: int = -1) -> list[str]:
     """The role/content of every message the model got in one call, as text."""
     return [f"{m['role']}: {m['content']}" for m in model.requests[call].prompt]
 
@@ -56,7 +63,7 @@ async def fill(memory: Memory, n: int, thread: str = "thread-1",
 
 
 async def test_message_history_is_added_on_input_and_output() -> None:
-    model = ScriptedModel(["answer A", "answer B"])
+    model = in_order("answer A", "answer B")
     memory = Memory(
         storage=SQLiteStorage("memory.db"),
         last_messages=10,  # MessageHistory processor automatically added
@@ -95,7 +102,7 @@ async def test_message_history_is_added_on_input_and_output() -> None:
 
 
 async def test_semantic_recall_finds_old_messages_and_indexes_new_ones() -> None:
-    model = ScriptedModel(["Noted.", "Your cat is Whiskers."])
+    model = in_order("Noted.", "Your cat is Whiskers.")
     vector = InMemoryVectorIndex()
     agent = Agent(
         name="semantic-agent",
@@ -168,7 +175,7 @@ async def test_a_memory_processor_listed_by_hand_is_not_added_again() -> None:
         storage=SQLiteStorage("memory.db"),
         last_messages=20,
     )
-    model = ScriptedModel(["ok", "ok"])
+    model = in_order("ok", "ok")
     agent = Agent(
         name="custom-memory-agent",
         instructions="You are a helpful assistant",
@@ -223,7 +230,7 @@ content_blocker = ContentBlocker()
 
 
 async def test_output_guardrail_abort_means_nothing_is_saved() -> None:
-    model = ScriptedModel(["Here is the forbidden recipe.", "Hello! How can I help?"])
+    model = in_order("Here is the forbidden recipe.", "Hello! How can I help?")
     agent = Agent(
         id="safe-agent",
         name="safe-agent",

@@ -10,7 +10,7 @@ from typing import Any
 
 from procflow.agent import Agent
 from procflow.messages import Message
-from procflow.models import ScriptedModel
+from procflow.models import FunctionModel, ScriptedModel
 from procflow.processors import (
     ModerationProcessor,
     ProcessInputArgs,
@@ -316,7 +316,8 @@ class WordCounter(Processor):
 
 async def test_state_across_chunks_and_steps() -> None:
     counter = WordCounter()
-    agent = Agent(id="a", model=ScriptedModel(["one two three four", "five six"]),
+    answers = iter(["one two three four", "five six"])  # two conversations, two answers
+    agent = Agent(id="a", model=FunctionModel(lambda request: next(answers)),
                   output_processors=[counter])
     out = await agent.stream("count")
     assert await out.text == "one two three four"

@@ -1,12 +1,12 @@
 """The TypeScript examples of response-cache-reference.zh-HK.md, translated line for line,
 and each constructor option, context option and helper export the page describes.
 
-``ScriptedModel`` stands in for ``'openai/gpt-5'``: every model call takes its next
-turn and is recorded in ``model.requests``, so "replays the cached response" is
-checked by counting model calls. Names follow DESIGN.md: ``requestContext`` ->
-``request_context``, ``applyContext`` -> ``apply_context``, ``agentId`` ->
-``agent_id`` (default ``"procflow-response-cache"``), ``stepNumber`` ->
-``step_number``.
+``ScriptedModel`` or ``in_order`` (a ``FunctionModel`` whose every call takes the next
+answer) stands in for ``'openai/gpt-5'``; each records its calls in ``model.requests``,
+so "replays the cached response" is checked by counting model calls. Names follow
+DESIGN.md: ``requestContext`` -> ``request_context``, ``applyContext`` ->
+``apply_context``, ``agentId`` -> ``agent_id`` (default ``"procflow-response-cache"``),
+``stepNumber`` -> ``step_number``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from procflow.agent import Agent, FullOutput
 from procflow.cache import InMemoryServerCache, RedisCache, ServerCache
 from procflow.context import RequestContext
 from procflow.memory import Memory
-from procflow.models import ScriptedModel, ToolCall
+from procflow.models import FunctionModel, ScriptedModel, ToolCall
 from procflow.processors import (
     ProcessInputStepArgs,
     Processor,
@@ -36,6 +36,15 @@ from procflow.storage import InMemoryStorage
 from procflow.tools import tool
 
 QUESTION = "What is the capital of France?"
+
+
+def in_order(*texts: str) -> FunctionModel:
+    """A model answering its calls with ``texts`` in turn: these tests count the model's
+    calls across independent conversations, where a ScriptedModel (which answers from
+    the conversation) would give each the first turn."""
+    answers = iter(texts)
+    return FunctionModel(lambda request: next(answers))
+
 
 
 class FakeClock:
@@ -54,7 +63,7 @@ async def streamed(agent: Agent, prompt: str, **options: Any) -> FullOutput:
     return result
 
 
-def search_agent(model: ScriptedModel, cache: ServerCache, **options: Any) -> Agent:
+def search_agent(model: ScriptedModel | FunctionModel, cache: ServerCache, **options: Any) -> Agent:
     return Agent(
         id="search-agent",
         name="Search Agent",
@@ -79,7 +88,7 @@ async def cache(request: pytest.FixtureRequest) -> AsyncIterator[ServerCache]:
 
 
 async def test_usage_example(cache: ServerCache) -> None:
-    model = ScriptedModel(["Paris.", "Paris, France."])
+    model = in_order("Paris.", "Paris, France.")
 
     agent = Agent(
         id="search-agent",
@@ -125,7 +134,7 @@ async def test_usage_example_ttl_reaches_redis(redis_url: str, redis_prefix: str
 
 
 async def test_context_helper_key_and_bust_on_stream() -> None:
-    model = ScriptedModel(["Hi there!", "Hello again!"])
+    model = in_order("Hi there!", "Hello again!")
     agent = search_agent(model, InMemoryServerCache())
 
     out = await streamed(agent, "hello",
@@ -149,7 +158,7 @@ async def test_context_helper_key_and_bust_on_stream() -> None:
 
 
 async def test_apply_context_merges_into_an_existing_context() -> None:
-    model = ScriptedModel(["first", "second"])
+    model = in_order("first", "second")
     agent = search_agent(model, InMemoryServerCache())
     await agent.generate("hello")
 
@@ -179,7 +188,7 @@ async def test_ttl_defaults_to_300_seconds_and_entries_expire() -> None:
     clock = FakeClock()
     cache = InMemoryServerCache(clock=clock)
     assert ResponseCache(cache).ttl == 300
-    model = ScriptedModel(["old", "new"])
+    model = in_order("old", "new")
     agent = search_agent(model, cache, ttl=600)
     await agent.generate(QUESTION)
     clock.now += 599
@@ -190,7 +199,7 @@ async def test_ttl_defaults_to_300_seconds_and_entries_expire() -> None:
 
 
 async def test_scope_defaults_to_the_resource_id() -> None:
-    model = ScriptedModel(["for alice", "for bob"])
+    model = in_order("for alice", "for bob")
     agent = search_agent(model, InMemoryServerCache())
     alice = await agent.generate(QUESTION, memory={"resource": "alice"})
     bob = await agent.generate(QUESTION, memory={"resource": "bob"})
@@ -200,7 +209,7 @@ async def test_scope_defaults_to_the_resource_id() -> None:
 
 
 async def test_scope_none_shares_and_a_string_scope_is_fixed() -> None:
-    model = ScriptedModel(["shared", "tenant a"])
+    model = in_order("shared", "tenant a")
     cache = InMemoryServerCache()
     shared = search_agent(model, cache, scope=None)
     await shared.generate(QUESTION, memory={"resource": "alice"})
@@ -215,7 +224,7 @@ async def test_scope_none_shares_and_a_string_scope_is_fixed() -> None:
 
 
 async def test_key_string_function_and_failing_function() -> None:
-    model = ScriptedModel(["one", "two", "three"])
+    model = in_order("one", "two", "three")
     cache = InMemoryServerCache()
     fixed = search_agent(model, cache, key="faq")
     await fixed.generate("first wording")
@@ -251,7 +260,7 @@ async def test_key_string_function_and_failing_function() -> None:
 
 
 async def test_bust_option_skips_every_read_but_still_writes() -> None:
-    model = ScriptedModel(["a", "b"])
+    model = in_order("a", "b")
     cache = InMemoryServerCache()
     busting = search_agent(model, cache, bust=True)
     await busting.generate(QUESTION)
@@ -262,7 +271,7 @@ async def test_bust_option_skips_every_read_but_still_writes() -> None:
 
 
 async def test_agent_id_namespaces_entries() -> None:
-    model = ScriptedModel(["from a", "from b"])
+    model = in_order("from a", "from b")
     cache = InMemoryServerCache()
     a = search_agent(model, cache, agent_id="agent-a")
     b = search_agent(model, cache, agent_id="agent-b")
@@ -286,7 +295,7 @@ async def test_users_with_different_memory_get_different_keys() -> None:
     memory = Memory(storage=InMemoryStorage(), last_messages=10)
     await memory.save_messages(["I live in Lyon."], thread_id="t-alice", resource_id="alice")
     await memory.save_messages(["I live in Oslo."], thread_id="t-bob", resource_id="bob")
-    model = ScriptedModel(["Alice's answer", "Bob's answer"])
+    model = in_order("Alice's answer", "Bob's answer")
     agent = Agent(id="search-agent", model=model, memory=memory,
                   input_processors=[ResponseCache(InMemoryServerCache(), scope=None)])
     alice = await agent.generate(QUESTION, memory={"thread": "t-alice", "resource": "alice"})

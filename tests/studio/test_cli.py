@@ -170,6 +170,8 @@ def test_a_failed_run_prints_the_error_and_exits_1(project: Path) -> None:
     assert result.returncode == 1
     assert "✖ □ oops" in result.stdout
     assert "✖ failed: workflow 'broken', step 'oops' failed: RuntimeError" in result.stdout
+    # the reason is said once: the step's row gives the cause, stderr stays quiet
+    assert (result.stdout + result.stderr).count("step 'oops' failed") == 1
     assert run_id_of(result.stdout)
     assert "Traceback" not in result.stdout + result.stderr
 

@@ -43,13 +43,14 @@ async def ask_human(question: str, ctx: ToolContext) -> str:
     return f"the human said {ctx.resume_data}"
 
 
-# A fresh process replays its script from the start: the resuming one answers at once.
+# Every process has the same script: a ScriptedModel answers from the conversation, so
+# the resuming process goes on with the turn after the tool call. ``plain`` is edited
+# between the processes (a replay with the agent as it is now).
 RESUMING = bool(os.environ.get("RESUMING"))
 support = Agent(id="support", tools=[refund], model=ScriptedModel(
-    ["all settled"] if RESUMING
-    else [[ToolCall("refund", {"order_id": "A-1"}, id="call-1")], "unused"]))
+    [[ToolCall("refund", {"order_id": "A-1"}, id="call-1")], "all settled"]))
 asker = Agent(id="asker", tools=[ask_human], model=ScriptedModel(
-    ["thanks"] if RESUMING else [[ToolCall("ask_human", {"question": "ok?"}, id="q1")]]))
+    [[ToolCall("ask_human", {"question": "ok?"}, id="q1")], "thanks"]))
 plain = Agent(id="plain", model=ScriptedModel(
     ["the second answer"] if RESUMING else ["the first answer"]))
 '''
