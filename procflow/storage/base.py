@@ -8,12 +8,17 @@ once, not a cumulative history on every step.
 A run being executed holds a *lease* (``acquire_lease``): an owner id and an expiry,
 renewed by a heartbeat while it runs. Taking a lease is atomic (of two processes, one
 wins), and a "running" run whose lease expired is *stalled*: anyone may restart it.
+
+What the runtime asks of a backend beyond its methods is declared here as a
+*capability*, a class attribute with a default (``persistent``, ``keeps_objects``,
+``process_local``). A backend subclasses ``Storage`` and overrides the capabilities that
+differ; the runtime reads them as attributes and never probes for them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 
@@ -23,7 +28,29 @@ __all__ = ["Storage"]
 @runtime_checkable
 class Storage(Protocol):
     """Persists workflow runs. Implementations: InMemoryStorage, SQLiteStorage, RedisStorage,
-    PostgresStorage."""
+    PostgresStorage, NullStorage.
+
+    Subclass it to write a backend: the capabilities below then have their defaults
+    (those of a durable store shared between processes, like ``SQLiteStorage``), and
+    mypy checks that every method is implemented.
+    """
+
+    __slots__ = ()
+
+    persistent: ClassVar[bool] = True
+    """Whether what is saved can be loaded again. ``False`` (``NullStorage``): the runtime
+    builds no snapshots, takes no lease and stores the run's trace in the storage the run
+    would otherwise resolve to."""
+
+    keeps_objects: ClassVar[bool] = False
+    """Whether values are kept as they are (by reference), never encoded. ``True``
+    (``InMemoryStorage``): any value can be stored, and a stored run holds the objects as
+    the run left them, not a copy per step (so an agent run cannot be replayed from it)."""
+
+    process_local: ClassVar[bool] = False
+    """Whether the storage lives and dies with this process. ``True``
+    (``InMemoryStorage``): no other process can take a lease over, so runs hold theirs
+    without expiry or heartbeat, and an agent call keeps its run private."""
 
     async def save_snapshot(self, snapshot: RunSnapshot,
                             steps: Mapping[str, StepResult]) -> None:
