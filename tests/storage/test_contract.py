@@ -736,8 +736,8 @@ async def test_a_lone_trace_whose_run_was_stored_since_it_was_listed_stays(
 async def test_an_ephemeral_run_leaves_a_trace_that_prune_deletes(
         storage: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
     from procflow import create_step, create_workflow
-    from procflow.runtime.defaults import set_default_storage
     from procflow.storage import retention
+    from procflow.storage.locate import set_default_storage
 
     async def double(ctx: Any) -> int:
         return int(ctx.input_data) * 2
