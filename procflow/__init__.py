@@ -19,7 +19,7 @@ from procflow.errors import (
     StepTimeoutError,
     StepValidationError,
     StorageError,
-    TripWire,
+    TripwireError,
     WorkflowDefinitionError,
     WorkflowRunError,
 )
@@ -67,7 +67,7 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     "GenerateOptions": "procflow.agent",
     "Tool": "procflow.tools",
     "tool": "procflow.tools",
-})
+}, deprecated={"TripWire": ("procflow.errors", "TripwireError")})
 
 __all__ = [
     "RESOURCE_ID_KEY",
@@ -105,9 +105,9 @@ __all__ = [
     "Tool",
     "ToolCallChunk",
     "ToolResultChunk",
-    "TripWire",
     "Tripwire",
     "TripwireChunk",
+    "TripwireError",
     "Usage",
     "Workflow",
     "WorkflowDefinitionError",

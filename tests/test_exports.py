@@ -17,7 +17,7 @@ DESIGN = {
     "procflow": ["create_workflow", "create_step", "step", "Workflow", "Run", "WorkflowResult",
                  "StepContext", "RequestContext", "set_default_storage", "Agent", "tool"],
     "procflow.errors": ["ProcflowError", "WorkflowDefinitionError", "StepValidationError",
-                        "TripWire", "APICallError", "RunNotFoundError"],
+                        "TripwireError", "APICallError", "RunNotFoundError"],
     "procflow.storage": ["Storage", "InMemoryStorage", "SQLiteStorage", "RedisStorage"],
     "procflow.processors": ["Processor", "ProcessorStepSchema", "Signal", "APIErrorResult",
                             "ProcessInputArgs", "TokenLimiter", "ToolCallFilter",

@@ -38,7 +38,7 @@ from procflow.errors import (
     ProcessorError,
     RunStateError,
     StepExecutionError,
-    TripWire,
+    TripwireError,
     WorkflowDefinitionError,
 )
 from procflow.messages import (
@@ -307,7 +307,7 @@ class Agent(Generic[OutputT]):
             if out.usage.total_tokens:
                 ctx.add_usage(out.usage)
             if out.tripwire is not None:
-                raise TripWire(out.tripwire.reason, processor_id=out.tripwire.processor_id,
+                raise TripwireError(out.tripwire.reason, processor_id=out.tripwire.processor_id,
                                metadata={**out.tripwire.metadata, "agent_id": agent_id,
                                          "agent_run_id": out.run_id})
             if out.finish_reason == "suspended":

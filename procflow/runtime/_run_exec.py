@@ -15,7 +15,7 @@ from procflow.errors import (
     RunStateError,
     StepValidationError,
     StorageError,
-    TripWire,
+    TripwireError,
 )
 from procflow.records import RunStatus, TraceRecord, Tripwire
 from procflow.runtime._run_state import RunBase, _as_context, _find_unit
@@ -393,7 +393,7 @@ async def _outcome(ex: Execution) -> _Outcome:
         except StepValidationError as exc:
             return _Outcome("failed", error=exc)
         return _Outcome("success", out)
-    except TripWire as trip:
+    except TripwireError as trip:
         return _Outcome("tripwire", error=trip, tripwire=Tripwire.from_dict(trip.to_dict()))
     except Exception as exc:  # an error outside any step: report it, never crash the caller
         return _Outcome("failed", error=exc)

@@ -142,7 +142,7 @@ async def test_the_project_database_is_found_walking_up(project: Path) -> None:
     await _remember("t-project")
     assert await _run_ids(project / locate.PROJECT_DB) == [run_id]
     assert await _has_thread(project / locate.PROJECT_DB, "t-project")
-    assert not Path(".procflow").exists()  # nothing made in the working directory
+    assert not (project / "src" / "app" / ".procflow").exists()  # none made here
 
 
 def test_the_cli_finds_the_project_database_walking_up(
