@@ -9,6 +9,17 @@ Usage, at the end of a package's ``__init__.py``::
 A name is imported the first time it is read and then kept in the module's globals,
 so later reads are plain attribute lookups.
 
+A package whose every export is lazy writes each name once, as an import under ``if
+TYPE_CHECKING:`` (``from .sub import Name as Name``: what mypy and a reader see), and
+takes the table and ``__all__`` from that block (``declared_exports``)::
+
+    if TYPE_CHECKING:
+        from procflow.cache.redis import RedisCache as RedisCache
+
+    _EXPORTS = declared_exports(__name__, globals())  # {"RedisCache": "procflow.cache.redis"}
+    __all__ = sorted(_EXPORTS)
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
+
 A renamed public name keeps working for a release as a *deprecated alias*: reading it
 warns (``DeprecationWarning``, naming the new name) every time, and it is not listed
 in ``__all__`` or ``dir()``::
@@ -20,12 +31,14 @@ in ``__all__`` or ``dir()``::
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import warnings
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
-__all__ = ["lazy_exports"]
+__all__ = ["declared_exports", "lazy_exports"]
 
 
 def lazy_exports(
@@ -68,3 +81,38 @@ def _renamed(package: str, old: str, module: str, new: str) -> Any:
     warnings.warn(f"{package}.{old} is deprecated: use {new} (from {module}) instead",
                   DeprecationWarning, stacklevel=3)
     return getattr(importlib.import_module(module), new)
+
+
+def declared_exports(package: str, namespace: Mapping[str, Any]) -> dict[str, str]:
+    """The names a package imports under ``if TYPE_CHECKING:``, each with its module.
+
+    The block is read from the package's source (it does not run at run time), so the
+    imports mypy checks are the one list of what the package exports lazily.
+
+    Args:
+        package: The package's ``__name__``.
+        namespace: The package's ``globals()`` (its loader gives the source).
+
+    Returns:
+        Name -> the absolute module it is imported from, in the block's order.
+
+    Raises:
+        ImportError: The package's source cannot be read (an install without sources).
+    """
+    loader = namespace.get("__loader__")
+    get_source = getattr(loader, "get_source", None)
+    source = get_source(package) if callable(get_source) else None
+    if not isinstance(source, str):
+        raise ImportError(f"{package}: its exports are declared in its source, which "
+                          "cannot be read (install procflow with its .py files)")
+    exports: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom):
+                    module = importlib.util.resolve_name(
+                        "." * statement.level + (statement.module or ""), package)
+                    exports.update((alias.asname or alias.name, module)
+                                   for alias in statement.names)
+    return exports

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,15 @@ def test_import_is_light() -> None:
             "; print(sorted(heavy & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_lazy_package_declares_its_exports_once() -> None:
+    """``procflow.processors.builtin`` lists each name once, as an import under
+    ``TYPE_CHECKING``; the lazy table and ``__all__`` are read from that block."""
+    builtin = importlib.import_module("procflow.processors.builtin")
+    table = builtin._EXPORTS
+    assert builtin.__all__ == sorted(table) and len(table) == 32
+    assert table["PIIDetector"] == "procflow.processors.builtin.pii"
+    assert table["DetectionResult"] == "procflow.processors.builtin._detection"
+    source = Path(builtin.__file__).read_text(encoding="utf-8")
+    assert all(source.count(f"{name} as {name}") == 1 for name in table)
