@@ -62,12 +62,8 @@ from procflow._version import __version__
 
 # The agent pulls in the processor layer; load it on first use to keep
 # ``import procflow`` light.
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {
-    "Agent": "procflow.agent",
-    "GenerateOptions": "procflow.agent",
-    "Tool": "procflow.tools",
-    "tool": "procflow.tools",
-}, deprecated={"TripWire": ("procflow.errors", "TripwireError")})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), deprecated={
+    "TripWire": ("procflow.errors", "TripwireError")})
 
 __all__ = [
     "RESOURCE_ID_KEY",

@@ -1,22 +1,25 @@
 """Names a package loads on first use (PEP 562), so importing the package stays cheap.
 
-Usage, at the end of a package's ``__init__.py``::
+A package names what it loads lazily once, as imports under ``if TYPE_CHECKING:``
+(what mypy and a reader see); that block, read from the package's source
+(``declared_exports``), is the table of what to import on first use::
 
-    __getattr__, __dir__ = lazy_exports(__name__, globals(), {
-        "RedisCache": ".redis",             # relative to this package
-    })
+    from procflow.cache.base import ServerCache
+
+    if TYPE_CHECKING:
+        from procflow.cache.redis import RedisCache
+
+    __all__ = ["RedisCache", "ServerCache"]
+
+    __getattr__, __dir__ = lazy_exports(__name__, globals())
 
 A name is imported the first time it is read and then kept in the module's globals,
 so later reads are plain attribute lookups.
 
-A package whose every export is lazy writes each name once, as an import under ``if
-TYPE_CHECKING:`` (``from .sub import Name as Name``: what mypy and a reader see), and
-takes the table and ``__all__`` from that block (``declared_exports``)::
+A package whose every export is lazy lists each name only there, written ``Name as
+Name`` (so mypy sees it re-exported), and derives ``__all__`` from the block::
 
-    if TYPE_CHECKING:
-        from procflow.cache.redis import RedisCache as RedisCache
-
-    _EXPORTS = declared_exports(__name__, globals())  # {"RedisCache": "procflow.cache.redis"}
+    _EXPORTS = declared_exports(__name__, globals())
     __all__ = sorted(_EXPORTS)
     __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 
@@ -24,7 +27,7 @@ A renamed public name keeps working for a release as a *deprecated alias*: readi
 warns (``DeprecationWarning``, naming the new name) every time, and it is not listed
 in ``__all__`` or ``dir()``::
 
-    __getattr__, __dir__ = lazy_exports(__name__, globals(), {}, deprecated={
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), deprecated={
         "TripWire": ("procflow.errors", "TripwireError"),
     })
 """
@@ -42,7 +45,8 @@ __all__ = ["declared_exports", "lazy_exports"]
 
 
 def lazy_exports(
-    package: str, namespace: MutableMapping[str, Any], names: Mapping[str, str], *,
+    package: str, namespace: MutableMapping[str, Any],
+    names: Mapping[str, str] | None = None, *,
     deprecated: Mapping[str, tuple[str, str]] | None = None,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A module ``__getattr__`` and ``__dir__`` that import ``names`` on first use.
@@ -51,13 +55,14 @@ def lazy_exports(
         package: The package's ``__name__`` (relative module paths resolve against it).
         namespace: The package's ``globals()``; a loaded name is stored there.
         names: Public name -> the module defining it (``".sub.module"`` relative to
-            ``package``, or an absolute dotted path).
+            ``package``, or an absolute dotted path); default: the package's
+            ``TYPE_CHECKING`` imports (``declared_exports``).
         deprecated: Old name -> (the module defining its replacement, the new name).
 
     Returns:
         ``(__getattr__, __dir__)`` to assign in the package.
     """
-    table = dict(names)
+    table = dict(names) if names is not None else declared_exports(package, namespace)
     renamed = dict(deprecated or {})
 
     def __getattr__(name: str) -> Any:

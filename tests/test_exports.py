@@ -63,6 +63,19 @@ def test_import_is_light() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize("module", MODULES)
+def test_lazy_names_are_exported(module: str) -> None:
+    """What a package loads on first use (its ``TYPE_CHECKING`` imports) is in its
+    ``__all__``, and ``procflow.processors`` re-exports every built-in."""
+    from procflow._lazy import declared_exports
+
+    mod = importlib.import_module(module)
+    lazy = set(declared_exports(module, vars(mod)))
+    assert lazy <= set(mod.__all__)
+    if module == "procflow.processors":
+        assert lazy == set(importlib.import_module("procflow.processors.builtin").__all__)
+
+
 def test_a_lazy_package_declares_its_exports_once() -> None:
     """``procflow.processors.builtin`` lists each name once, as an import under
     ``TYPE_CHECKING``; the lazy table and ``__all__`` are read from that block."""

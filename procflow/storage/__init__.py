@@ -26,6 +26,4 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryStorage", "NullStorage", "PostgresStorage", "PrunedRun", "RedisStorage",
            "SQLiteStorage", "Storage", "prune_runs", "register_type"]
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisStorage": ".redis",
-                                                             "PostgresStorage": ".postgres",
-                                                             "SQLiteStorage": ".sqlite"})
+__getattr__, __dir__ = lazy_exports(__name__, globals())
