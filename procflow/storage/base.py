@@ -12,15 +12,18 @@ wins), and a "running" run whose lease expired is *stalled*: anyone may restart 
 What the runtime asks of a backend beyond its methods is declared here as a
 *capability*, a class attribute with a default (``persistent``, ``keeps_objects``,
 ``process_local``). A backend subclasses ``Storage`` and overrides the capabilities that
-differ; the runtime reads them as attributes and never probes for them.
+differ; the runtime reads them as attributes and never probes for them. Likewise the
+four retention methods (``prune_runs``) have defaults built on ``list_runs`` and
+``delete_run``, which the built-in backends replace with their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, Protocol, runtime_checkable
 
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.storage.retention import PrunedRun, oldest_first
 
 __all__ = ["Storage"]
 
@@ -158,3 +161,33 @@ class Storage(Protocol):
     async def aclose(self) -> None:
         """Release connections; the storage is not used afterwards."""
         ...
+
+    # -- retention (``procflow.storage.retention``); defaults on the methods above ------
+
+    async def list_finished(self, *, before: float, workflow_id: str | None,
+                            statuses: frozenset[str]) -> list[PrunedRun]:
+        """Finished runs with a status in ``statuses`` last updated before ``before``,
+        oldest first. Default: filtered from ``list_runs``."""
+        return oldest_first([
+            PrunedRun(run.workflow_id, run.run_id, run.status, run.updated_at)
+            for run in await self.list_runs(workflow_id=workflow_id)
+            if run.status in statuses and run.updated_at < before])
+
+    async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``runs`` that is still as listed and holds no live lease; return
+        those deleted. Default: ``delete_run`` on each, without those checks."""
+        for run in runs:
+            await self.delete_run(run.workflow_id, run.run_id)
+        return list(runs)
+
+    async def list_orphan_traces(self, *, before: float, workflow_id: str | None,
+                                 statuses: frozenset[str] | None) -> list[PrunedRun]:
+        """Traces with no run record that ended (or, with no end, started) before
+        ``before``, with a status in ``statuses`` (``None``: any), oldest first, as
+        ``trace_only`` rows. Default: none (such traces are kept)."""
+        return []
+
+    async def delete_orphan_traces(self, traces: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``traces`` that is still as listed and still has no run record;
+        return those deleted. Default: none."""
+        return []
