@@ -57,7 +57,7 @@ class Step(Generic[InputT, OutputT]):
     """A unit of work: an ``execute`` function with optional schemas, retries and timeout.
 
     Make one with the ``@step`` decorator (or ``create_step(id=..., execute=...)``, the
-    same as a call), not with this constructor. ``Step[In, Out]`` takes
+    same as a call); this constructor is what both call. ``Step[In, Out]`` takes
     an ``In`` and returns an ``Out`` (``Any`` where no schema says).
 
     Attributes:
