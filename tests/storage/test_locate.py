@@ -192,3 +192,31 @@ def test_with_nothing_found_the_cli_run_creates_the_project_database(
     assert (tmp_path / locate.PROJECT_DB).is_file()
     code, listed = _cli(capsys, "runs")
     assert code == 0 and "located" in listed
+
+
+async def test_procflow_db_names_a_postgres_database_for_runs_and_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_dsn: str,
+        postgres_schema: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from procflow.memory import PostgresMemoryStore
+    from procflow.storage import PostgresStorage
+
+    info = conninfo_to_dict(postgres_dsn)
+    monkeypatch.setenv(locate.DB_ENV, f"postgresql://{info.get('user', 'postgres')}@"
+                       f"{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}/"
+                       f"{info['dbname']}?schema={postgres_schema}")
+    monkeypatch.chdir(tmp_path)
+    try:
+        run_id = await _run_in_python()
+        async with Memory() as memory:
+            assert isinstance(memory.storage, PostgresMemoryStore)
+            await memory.create_thread(thread_id="t-pg")
+    finally:
+        for opened in locate._opened.values():
+            await opened.aclose()
+    async with PostgresStorage(postgres_dsn, schema=postgres_schema) as storage, \
+            PostgresMemoryStore(storage) as store:
+        assert [run.run_id for run in await storage.list_runs()] == [run_id]
+        assert await store.get_thread("t-pg") is not None
+    assert not (tmp_path / ".procflow").exists()
