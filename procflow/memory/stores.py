@@ -20,7 +20,7 @@ from procflow.memory.postgres import PostgresMemoryStore
 from procflow.memory.sqlite import DEFAULT_MEMORY_PATH, SQLiteMemoryStore
 from procflow.storage.base import Storage
 from procflow.storage.locate import (
-    LEGACY_MEMORY_DB,
+    MEMORY_DB,
     current_location,
     get_default_storage,
     located_storage,
@@ -80,7 +80,6 @@ def memory_store(storage: StorageArg, where: str = "Memory") -> MemoryStore:
                     f"{type(storage).__name__}")
 
 
-
 def located_memory_store() -> MemoryStore:
     """The memory of the storage runs would use (``set_default_storage``,
     ``PROCFLOW_DB``, the project's database: ``located_storage``), sharing its
@@ -94,7 +93,7 @@ def located_memory_store() -> MemoryStore:
     if get_default_storage() is None:
         found = current_location()
         if found is not None and found.source == "project":
-            kept = Path(found.where).parent.parent / LEGACY_MEMORY_DB
+            kept = Path(found.where).parent.parent / MEMORY_DB
             if kept.is_file():
                 return SQLiteMemoryStore(kept)
     located = located_storage()

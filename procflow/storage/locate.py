@@ -42,7 +42,7 @@ from typing import Literal
 
 from procflow.storage.base import Storage
 
-__all__ = ["DB_ENV", "LEGACY_MEMORY_DB", "PROJECT_DB", "Location", "configured_location",
+__all__ = ["DB_ENV", "MEMORY_DB", "PROJECT_DB", "Location", "configured_location",
            "current_location",
            "find_project_db", "get_default_storage", "located_storage",
            "set_default_storage", "storage_for"]
@@ -54,7 +54,7 @@ DB_ENV = "PROCFLOW_DB"
 PROJECT_DB = Path(".procflow") / "procflow.db"
 """The project's database, relative to the project's root directory."""
 
-LEGACY_MEMORY_DB = Path(".procflow") / "memory.db"
+MEMORY_DB = Path(".procflow") / "memory.db"
 """Where ``Memory`` keeps its data when nothing is configured (rung 4), and the file it
 keeps using beside a project's database (see the module docstring)."""
 

@@ -154,7 +154,7 @@ def test_the_cli_finds_the_project_database_walking_up(
 
 
 async def test_memory_kept_beside_the_project_database_stays_there(project: Path) -> None:
-    kept = project / locate.LEGACY_MEMORY_DB
+    kept = project / locate.MEMORY_DB
     async with Memory(storage=kept) as before:  # what Memory() wrote before
         await before.create_thread(thread_id="t-old")
     async with Memory() as memory:
@@ -175,7 +175,7 @@ async def test_with_nothing_found_runs_stay_in_memory_and_memory_in_a_file(
     assert not (tmp_path / ".procflow").exists()
 
     await _remember("t-fallback")
-    assert await _has_thread(tmp_path / locate.LEGACY_MEMORY_DB, "t-fallback")
+    assert await _has_thread(tmp_path / locate.MEMORY_DB, "t-fallback")
     assert not (tmp_path / locate.PROJECT_DB).exists()
 
 
