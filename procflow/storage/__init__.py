@@ -4,7 +4,8 @@
 ``RedisStorage`` (several processes sharing state) and ``PostgresStorage`` (the durable
 system of record). The three backends are imported on first access, so importing this
 package imports none of ``sqlite3``, ``redis`` or ``psycopg``. ``prune_runs`` deletes
-finished runs older than a cut-off (``procflow.storage.retention``).
+finished runs older than a cut-off (``procflow.storage.retention``). Where runs and
+memory go when no ``storage=`` is given is ``procflow.storage.locate``'s one order.
 """
 
 from __future__ import annotations
