@@ -38,7 +38,7 @@ from procflow.errors import (
     ProcessorError,
     RunStateError,
     StepExecutionError,
-    TripWire,
+    TripwireError,
     WorkflowDefinitionError,
 )
 from procflow.messages import (
@@ -61,7 +61,6 @@ from procflow.runtime.run import Run
 from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
 from procflow.storage.base import Storage
-from procflow.storage.memory import InMemoryStorage
 from procflow.tools import Tool
 from procflow.workflows.workflow import Workflow
 
@@ -308,7 +307,7 @@ class Agent(Generic[OutputT]):
             if out.usage.total_tokens:
                 ctx.add_usage(out.usage)
             if out.tripwire is not None:
-                raise TripWire(out.tripwire.reason, processor_id=out.tripwire.processor_id,
+                raise TripwireError(out.tripwire.reason, processor_id=out.tripwire.processor_id,
                                metadata={**out.tripwire.metadata, "agent_id": agent_id,
                                          "agent_run_id": out.run_id})
             if out.finish_reason == "suspended":
@@ -376,7 +375,7 @@ class Agent(Generic[OutputT]):
                 changed as it went, not the state after each step.
         """
         wf_run = await self.workflow.get_run(run_id)
-        if getattr(wf_run.storage, "keeps_objects", False):
+        if wf_run.storage.keeps_objects:
             raise RunStateError(
                 f"agent '{self.id}': run '{run_id}' cannot be replayed from "
                 f"{type(wf_run.storage).__name__}: it keeps the call's one state as the "
@@ -511,7 +510,7 @@ class Agent(Generic[OutputT]):
         if streaming:
             await emit(Start(self.id))
         wf_run = self.workflow.create_run(options.get("run_id"))
-        if not isinstance(wf_run.storage, InMemoryStorage):
+        if not wf_run.storage.process_local:
             # A durable store keeps the state at every step boundary, as for any workflow
             # run, so a stored agent run replays from any step (``--from-step llm-call``).
             wf_run.durability = "sync"

@@ -33,7 +33,7 @@ import anyio
 from procflow.agent.output import StepRecord
 from procflow.agent.state import AgentDeps, AgentState, as_state, token_usage
 from procflow.agent.structured import check_output
-from procflow.errors import APICallError, TripWire, WorkflowDefinitionError
+from procflow.errors import APICallError, TripwireError, WorkflowDefinitionError
 from procflow.messages import (
     Chunk,
     DataChunk,
@@ -103,7 +103,7 @@ async def _input(deps: AgentDeps, state: AgentState) -> None:
         return
     try:
         await deps.inputs.run_input(state.messages)
-    except TripWire as trip:
+    except TripwireError as trip:
         await deps.trip(state, trip)
 
 
@@ -116,11 +116,11 @@ async def _input_step(deps: AgentDeps, state: AgentState) -> None:
     try:
         state.current = await deps.inputs.run_input_step(state.messages, state.info(),
                                                          current)
-    except TripWire as trip:
+    except TripwireError as trip:
         await _retry_or_trip(deps, state, trip, deps.inputs)
 
 
-async def _retry_or_trip(deps: AgentDeps, state: AgentState, trip: TripWire,
+async def _retry_or_trip(deps: AgentDeps, state: AgentState, trip: TripwireError,
                          runner: Any) -> None:
     if runner.can_retry(trip):
         runner.note_retry()
@@ -137,7 +137,7 @@ async def _output_step(deps: AgentDeps, state: AgentState) -> None:
             await deps.outputs.run_output_step(
                 state.messages, state.info(), finish_reason=record.finish_reason,
                 tool_calls=record.tool_calls, text=record.text, usage=record.usage)
-        except TripWire as trip:
+        except TripwireError as trip:
             await _retry_or_trip(deps, state, trip, deps.outputs)
     if deps.output is not None and not (state.retrying or record.tool_calls
                                         or state.tripwire or state.error):
@@ -160,7 +160,7 @@ async def _output_result(deps: AgentDeps, state: AgentState) -> None:
         await deps.outputs.run_output_result(state.messages, OutputResult(
             text=text, usage=dict(state.usage), finish_reason=state.finish_reason,
             steps=list(state.steps)))
-    except TripWire as trip:
+    except TripwireError as trip:
         await deps.trip(state, trip)
 
 
@@ -338,7 +338,7 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
                 prompt, cached = request.prompt, request.response
             if deps.errors is deps.inputs:
                 break
-    except TripWire as trip:
+    except TripwireError as trip:
         await deps.trip(state, trip)
         return
     prompt = prompt or []
@@ -384,7 +384,7 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
         try:
             await deps.inputs.run_llm_response(chunks, ml, info, model,
                                                from_cache=record.from_cache)
-        except TripWire as trip:
+        except TripwireError as trip:
             await deps.trip(state, trip)
     _record_response(state, record)
 
@@ -738,7 +738,7 @@ async def _one_tool(ctx: StepContext, deps: AgentDeps, state: AgentState,
                 state.messages, state.info(), tool_name=name, tool_call_id=call_id,
                 args=args, result=value)
             is_error = False
-        except (TripWire, ToolSuspended) as stop:
+        except (TripwireError, ToolSuspended) as stop:
             if span is not None:
                 Tracer.end(span, "suspended" if isinstance(stop, ToolSuspended)
                            else "tripwire")
@@ -802,7 +802,7 @@ def _outcome(ctx: StepContext) -> AgentState:
     """The run's status from the state: a tripwire ends it "tripwire", an error "failed"."""
     state = as_state(ctx.input_data)
     if state.tripwire is not None:
-        raise TripWire.from_dict(state.tripwire)
+        raise TripwireError.from_dict(state.tripwire)
     if state.error is not None:
         raise state.error
     return state

@@ -1,7 +1,7 @@
 """Calling one processor hook: its args built, the call traced as a leaf span, errors
 named, and its return value applied (by the hook table's rule).
 
-A ``TripWire`` gets the processor's id and fires ``on_violation`` before it
+A ``TripwireError`` gets the processor's id and fires ``on_violation`` before it
 propagates; any other exception from a hook is a bug in the processor and becomes a
 ``ProcessorError`` naming the processor and the hook (the original is the cause).
 """
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from procflow.errors import ProcessorError, ProcflowError, TripWire
+from procflow.errors import ProcessorError, ProcflowError, TripwireError
 from procflow.messages import Message
 from procflow.processors.args import ProcessorContext, ProcessorViolation
 from procflow.processors.base import ASYNC_HOOKS
@@ -33,7 +33,7 @@ async def run_hook(hook: Hook, p: Processor, call: HookCall, ctx: ProcessorConte
     """Run processor ``p``'s ``hook`` on ``call`` and apply what it returned.
 
     Raises:
-        TripWire: The hook aborted (tagged with ``p.id``; ``on_violation`` has run).
+        TripwireError: The hook aborted (tagged with ``p.id``; ``on_violation`` has run).
         ProcessorError: The hook raised something that is not a procflow error, or
             returned something its rule does not accept.
     """
@@ -74,10 +74,10 @@ NO_VIEW: list[Message] = []
 def hook_error(exc: BaseException, hook: Hook, p: Processor, ctx: ProcessorContext,
                started: float) -> BaseException:
     """What a hook call that raised ``exc`` raises, its failed span recorded: a
-    ``TripWire`` tagged with ``p.id`` (``on_violation`` has run), a procflow error or a
+    ``TripwireError`` tagged with ``p.id`` (``on_violation`` has run), a procflow error or a
     cancellation as it is, anything else as a ``ProcessorError`` caused by it."""
     span = _failed_span(ctx.tracer, ctx.span, p.id, hook, started)
-    if isinstance(exc, TripWire):
+    if isinstance(exc, TripwireError):
         if exc.processor_id is None:
             exc.processor_id = p.id
         p.report_violation(ProcessorViolation(p.id, exc.reason, dict(exc.metadata)), ctx)
@@ -118,7 +118,7 @@ def span_name(processor_id: str, hook: Hook) -> str:
 
 
 def stream_hook_failed(processor_id: str, exc: Exception) -> ProcessorError:
-    """The error for a ``process_output_stream`` hook that raised (not a TripWire)."""
+    """The error for a ``process_output_stream`` hook that raised (not a TripwireError)."""
     err = ProcessorError(f"processor '{processor_id}': process_output_stream() raised "
                          f"{type(exc).__name__}: {exc}", processor_id=processor_id,
                          hook="process_output_stream")

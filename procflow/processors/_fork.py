@@ -13,7 +13,7 @@ import difflib
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from procflow.errors import ProcessorError, TripWire
+from procflow.errors import ProcessorError, TripwireError
 from procflow.messages import Chunk
 from procflow.processors._call import stream_bad_return, stream_hook_failed
 from procflow.processors._compile import ForkNode, MapNode
@@ -204,7 +204,7 @@ class ForkStage(CompositeStage):
             out = fn(args)
             if is_async:
                 out = await out
-        except TripWire as trip:
+        except TripwireError as trip:
             return self._pipe.tripped(p, trip)
         except ProcessorError:
             raise

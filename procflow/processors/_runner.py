@@ -20,7 +20,7 @@ from procflow.context import RequestContext
 from procflow.errors import (
     ProcessorError,
     StepValidationError,
-    TripWire,
+    TripwireError,
     WorkflowDefinitionError,
 )
 from procflow.messages import Chunk, MessageList
@@ -144,7 +144,7 @@ async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,
     """Run a processor workflow on an envelope, transiently (nothing is stored).
 
     Raises:
-        TripWire: A processor inside aborted (with its processor id).
+        TripwireError: A processor inside aborted (with its processor id).
         ProcessorError: The workflow failed, suspended, or returned no envelope.
     """
     rc = RequestContext(ctx.request_context.to_dict())
@@ -154,9 +154,9 @@ async def run_processor_workflow(wf: Workflow, env: ProcessorStepSchema,
     result = await run.start(input_data=env, request_context=rc)
     if result.status == "tripwire":
         error = result.error
-        if isinstance(error, TripWire):
+        if isinstance(error, TripwireError):
             raise error
-        raise TripWire.from_dict(result.tripwire.to_dict() if result.tripwire else {})
+        raise TripwireError.from_dict(result.tripwire.to_dict() if result.tripwire else {})
     if (result.status == "failed" and isinstance(result.error, StepValidationError)
             and result.error.step_id is None):
         raise ProcessorError(
@@ -205,7 +205,7 @@ class ProcessorRunner:
 
     # -- retries --------------------------------------------------------------------
 
-    def can_retry(self, trip: TripWire) -> bool:
+    def can_retry(self, trip: TripwireError) -> bool:
         """Whether a ``retry=True`` abort may re-run the step (budget left)."""
         return trip.retry and self.context.retry_count < self.max_processor_retries
 
@@ -357,7 +357,7 @@ class ProcessorRunner:
                             info: StepInfo) -> bool:
         """``process_api_error``: the first processor asking for a retry wins.
 
-        An error processor that raises (other than a TripWire) is logged and skipped.
+        An error processor that raises (other than a TripwireError) is logged and skipped.
         """
         if _API_ERROR.name not in self.hooks:
             return False
@@ -369,7 +369,7 @@ class ProcessorRunner:
                 continue
             try:
                 await run_hook(_API_ERROR, p, call, self.context)
-            except TripWire:
+            except TripwireError:
                 raise
             except ProcessorError as err:
                 if err.__cause__ is None:  # a wrong return value: the processor is broken

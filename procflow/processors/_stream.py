@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from procflow.errors import ProcessorError, TripWire
+from procflow.errors import ProcessorError, TripwireError
 from procflow.messages import Chunk, DataChunk, Finish, MessageList, Start, TextDelta
 from procflow.processors._call import span_name, stream_bad_return, stream_hook_failed
 from procflow.processors._compile import ForkNode, MapNode
@@ -131,7 +131,7 @@ class StreamPipeline:
                  message_list: MessageList | None = None) -> None:
         self._ctx = ctx
         self._ml = message_list
-        self.tripwire: TripWire | None = None
+        self.tripwire: TripwireError | None = None
         self._stages = stages = self.stages_of(processors)
         # What ``process`` needs of each stage when none holds a window (the usual case).
         plain: list[PlainStage] = []
@@ -203,7 +203,7 @@ class StreamPipeline:
         """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.
 
         Raises:
-            ProcessorError: A hook raised something other than a TripWire, or returned
+            ProcessorError: A hook raised something other than a TripwireError, or returned
                 something other than a chunk, a list of chunks or ``None``.
         """
         if self.tripwire is not None:
@@ -244,13 +244,13 @@ class StreamPipeline:
         return self._plain
 
     def failed(self, p: Processor, exc: Exception) -> Chunk:
-        """The chunk for a stream hook of ``p`` that raised ``exc``: a TripWire's tripwire
+        """The chunk for a stream hook of ``p`` that raised ``exc``: a TripwireError's tripwire
         chunk (the stream is over).
 
         Raises:
-            ProcessorError: ``exc`` was not a TripWire (the original is the cause).
+            ProcessorError: ``exc`` was not a TripwireError (the original is the cause).
         """
-        if isinstance(exc, TripWire):
+        if isinstance(exc, TripwireError):
             return self.tripped(p, exc)
         if isinstance(exc, ProcessorError):
             raise exc
@@ -304,7 +304,7 @@ class StreamPipeline:
                 out = fn(args)
                 if is_async:
                     out = await out
-            except TripWire as trip:
+            except TripwireError as trip:
                 return [self.tripped(p, trip)]
             except ProcessorError:
                 raise
@@ -336,7 +336,7 @@ class StreamPipeline:
             return emitted
         raise stream_bad_return(p.id, out)
 
-    def tripped(self, p: Processor, trip: TripWire) -> Chunk:
+    def tripped(self, p: Processor, trip: TripwireError) -> Chunk:
         """Record the abort of ``p`` (stream over, violation reported): its chunk."""
         if trip.processor_id is None:
             trip.processor_id = p.id

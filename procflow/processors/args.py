@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from procflow.context import RequestContext
-from procflow.errors import ProcessorError, TripWire
+from procflow.errors import ProcessorError, TripwireError
 from procflow.messages import Chunk, DataChunk, Message, MessageList
 from procflow.storage.values import register_type
 
@@ -225,10 +225,10 @@ class ProcessorArgs:
         re-run with ``reason`` given to the model as feedback.
 
         Raises:
-            TripWire: Always.
+            TripwireError: Always.
         """
         pid = self.processor.id
-        raise TripWire(reason or f"blocked by processor '{pid}'", retry=retry,
+        raise TripwireError(reason or f"blocked by processor '{pid}'", retry=retry,
                        metadata=metadata, processor_id=pid)
 
     async def send_signal(self, signal: Signal | Mapping[str, Any]) -> None:

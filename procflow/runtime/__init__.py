@@ -7,7 +7,6 @@ protocols in ``procflow.runtime.execution``; the records it produces live in
 
 from __future__ import annotations
 
-from procflow.runtime.defaults import get_default_storage, set_default_storage
 from procflow.runtime.events import EventType, WorkflowEvent
 from procflow.runtime.executors import (
     Executor,
@@ -28,6 +27,7 @@ from procflow.runtime.step_context import StepContext
 from procflow.runtime.stream import RunStream
 from procflow.runtime.traces import Trace, TraceSpan, load_trace
 from procflow.runtime.tracing import ParentSpan
+from procflow.storage.locate import get_default_storage, set_default_storage
 
 __all__ = [
     "EventType",

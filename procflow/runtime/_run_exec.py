@@ -15,7 +15,7 @@ from procflow.errors import (
     RunStateError,
     StepValidationError,
     StorageError,
-    TripWire,
+    TripwireError,
 )
 from procflow.records import RunStatus, TraceRecord, Tripwire
 from procflow.runtime._run_state import RunBase, _as_context, _find_unit
@@ -79,8 +79,7 @@ class _Executing(RunBase[OutputT]):
                 ex = self._execution(send, frozenset(), None)
                 self._trace(ex)
                 return await self._finish(ex, _Outcome("failed", error=exc))
-        if getattr(self.storage, "persistent", True) and not getattr(
-                self.storage, "keeps_objects", False):
+        if self.storage.persistent and not self.storage.keeps_objects:
             try:
                 encode_value(input_data)
             except UnstorableValueError as exc:
@@ -238,7 +237,7 @@ class _Executing(RunBase[OutputT]):
     async def _take_lease(self, *, parked: bool = False) -> None:
         """Hold the run's lease (see ``restart``); no-op if held, if nothing is stored or
         if the run is ``private``. ``parked``: take over a parked fan-out's lease."""
-        if self.private or not getattr(self.storage, "persistent", True):
+        if self.private or not self.storage.persistent:
             return
         if self._lease is None or self._lease.held is None:
             self._lease = RunLease(self.storage, self.workflow.id, self.run_id,
@@ -304,7 +303,7 @@ class _Executing(RunBase[OutputT]):
                    output=result if self.workflow.trace_io else None, error=error, **attributes)
         if self.trace_parent is not None or ex.tracer is None:
             return
-        store = (self.storage if getattr(self.storage, "persistent", True)
+        store = (self.storage if self.storage.persistent
                  else resolve_storage(None, self.workflow))
         spans = ex.tracer.spans
         # A resumed run's trace holds each execution's run span; this one ended last.
@@ -394,7 +393,7 @@ async def _outcome(ex: Execution) -> _Outcome:
         except StepValidationError as exc:
             return _Outcome("failed", error=exc)
         return _Outcome("success", out)
-    except TripWire as trip:
+    except TripwireError as trip:
         return _Outcome("tripwire", error=trip, tripwire=Tripwire.from_dict(trip.to_dict()))
     except Exception as exc:  # an error outside any step: report it, never crash the caller
         return _Outcome("failed", error=exc)

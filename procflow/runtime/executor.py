@@ -23,7 +23,7 @@ from procflow.errors import (
     StepExecutionError,
     StepTimeoutError,
     StepValidationError,
-    TripWire,
+    TripwireError,
     WorkflowRunError,
 )
 from procflow.records import Span, StepResult, span_id
@@ -164,8 +164,8 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
                 break
             except SuspendSignal as sig:
                 await _suspend(ex, step, path, sig.payload, started, attempt + 1, scope)
-            except (BailSignal, TripWire) as stop:
-                if isinstance(stop, TripWire) and keep:
+            except (BailSignal, TripwireError) as stop:
+                if isinstance(stop, TripwireError) and keep:
                     await ex.record(path, StepResult("failed", error=stop, started_at=started,
                                                      ended_at=time.time(),
                                                      attempts=attempt + 1))
@@ -232,7 +232,7 @@ def close_span(span: Span, exc: BaseException, attempt: int = 0) -> None:
         Tracer.end(span, "suspended")
     elif isinstance(exc, BailSignal):
         Tracer.end(span, "success", output=exc.result, bailed=True)
-    elif isinstance(exc, TripWire):
+    elif isinstance(exc, TripwireError):
         Tracer.end(span, "tripwire", error=exc.reason, tripwire=exc.to_dict())
     elif isinstance(exc, Failed):
         Tracer.end(span, "failed", error=exc.error, attempts=attempt + 1,

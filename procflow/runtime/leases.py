@@ -106,7 +106,7 @@ class RunLease:
         self.workflow_id = workflow_id
         self.run_id = run_id
         self.owner = owner
-        self.renews = not getattr(storage, "process_local", False)
+        self.renews = not storage.process_local
         """Whether the lease expires and needs a heartbeat: not in a storage that lives
         only in this process (``InMemoryStorage``), where no other process can take over
         and the holder's ``drop()`` in a ``finally`` always runs."""

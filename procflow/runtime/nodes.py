@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import anyio
 
-from procflow.errors import StepExecutionError, StepValidationError, TripWire
+from procflow.errors import StepExecutionError, StepValidationError, TripwireError
 from procflow.records import Span, SpanKind, StepResult
 from procflow.runtime.distributed import fan_out
 from procflow.runtime.execution import Execution, Failed, Node, Scope, Suspended, Unit
@@ -124,7 +124,7 @@ def _unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
             stack.extend(reversed(exc.exceptions))
         else:
             flat.append(exc)
-    for kind in (BailSignal, TripWire):
+    for kind in (BailSignal, TripwireError):
         for exc in flat:
             if isinstance(exc, kind):
                 return exc
@@ -298,7 +298,7 @@ def map_node(map_id: str, fn: Callable[[Any], Any]) -> Node:
         try:
             out = fn(StepContext(ex, scope, path, data))
             return out if _plain(out) else await out
-        except (BailSignal, TripWire):
+        except (BailSignal, TripwireError):
             raise
         except Exception as exc:
             err = StepExecutionError(
@@ -465,7 +465,7 @@ def loop_node(unit: Unit, condition: Condition, mode: Literal["dowhile", "dounti
             try:
                 holds = condition(ctx)
                 holds = bool(holds if _plain(holds) else await holds)
-            except (BailSignal, TripWire):
+            except (BailSignal, TripwireError):
                 raise
             except Exception as exc:
                 err = StepExecutionError(

@@ -29,6 +29,7 @@ from procflow._backends import AsyncResource
 from procflow._backends.postgres import PostgresPool
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage._sql import lease_request, run_rows, trace_row
+from procflow.storage.base import Storage
 from procflow.storage.codec import (
     listed_snapshot,
     load_run,
@@ -101,7 +102,7 @@ _ACQUIRE: Final = """
 
 
 @final
-class PostgresStorage(AsyncResource):
+class PostgresStorage(AsyncResource, Storage):
     """A ``Storage`` on a PostgreSQL server (psycopg 3 async, a connection pool).
 
     The schema is created (or upgraded) on first use, unless ``create`` is false. Needs
@@ -131,6 +132,10 @@ class PostgresStorage(AsyncResource):
             await run.start(input_data={"value": 2})
         ```
     """
+
+    persistent = True
+    keeps_objects = False
+    process_local = False
 
     def __init__(self, dsn: str, *, schema: str = "public", max_connections: int = 10,
                  create: bool = True) -> None:

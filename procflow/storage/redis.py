@@ -42,6 +42,7 @@ from procflow._backends import AsyncResource, lease_ttl
 from procflow._backends.redis import RedisConnection, escape_key
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.storage.base import Storage
 from procflow.storage.codec import (
     dump_run,
     dump_steps,
@@ -195,7 +196,7 @@ class JobClaim:
 
 
 @final
-class RedisStorage(AsyncResource):
+class RedisStorage(AsyncResource, Storage):
     """A ``Storage`` on a Redis server (``redis.asyncio``; asyncio event loops only).
 
     Args:
@@ -210,6 +211,10 @@ class RedisStorage(AsyncResource):
             run = wf.create_run(storage=storage)
         ```
     """
+
+    persistent = True
+    keeps_objects = False
+    process_local = False
 
     def __init__(self, url: str = "redis://127.0.0.1:6379", *, prefix: str = "procflow",
                  client: aioredis.Redis | None = None) -> None:

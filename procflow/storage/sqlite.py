@@ -31,6 +31,7 @@ from procflow._backends.sqlite import SQLiteFile, transaction
 from procflow.errors import SnapshotCorruptedError
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage._sql import lease_request, run_rows, trace_row
+from procflow.storage.base import Storage
 from procflow.storage.codec import (
     listed_snapshot,
     load_run,
@@ -137,7 +138,7 @@ _ACQUIRE: Final = """
 
 
 @final
-class SQLiteStorage(AsyncResource):
+class SQLiteStorage(AsyncResource, Storage):
     """A ``Storage`` in one SQLite file, safe to share between processes.
 
     The file, its parent directories and the schema are created on first use.
@@ -152,6 +153,10 @@ class SQLiteStorage(AsyncResource):
             await run.start(input_data={"value": 2})
         ```
     """
+
+    persistent = True
+    keeps_objects = False
+    process_local = False
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._file = SQLiteFile(path, schema=_SCHEMA, name="SQLite storage",

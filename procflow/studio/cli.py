@@ -27,6 +27,7 @@ from procflow.errors import (
     WorkflowDefinitionError,
     WorkflowRunError,
 )
+from procflow.storage.locate import PROJECT_DB
 from procflow.studio.commands import UsageError, run_command
 from procflow.studio.prune import age_argument
 from procflow.studio.targets import TargetError
@@ -34,7 +35,7 @@ from procflow.studio.worker import add_worker_parser, worker_main
 
 __all__ = ["DEFAULT_DB", "build_parser", "main"]
 
-DEFAULT_DB = ".procflow/procflow.db"
+DEFAULT_DB = str(PROJECT_DB)
 """The project's database, relative to the project root (found walking up)."""
 _PLAIN_WIDTH = 1000
 
@@ -155,12 +156,12 @@ def _add_common(parser: argparse.ArgumentParser, db: object, no_color: object) -
                         "procflow/studio/schemas)")
 
 
-_STORAGE_HELP = f"""where runs are stored (every command, and Python code):
+_STORAGE_HELP = f"""where runs and memory are stored (every command, and Python code):
   1. --db PATH|URL (for 'run': else the workflow's own storage=)
   2. PROCFLOW_DB: a SQLite file path, a redis:// or a postgresql:// URL
   3. the project's {DEFAULT_DB}, found in this directory or a parent (like git)
   4. 'run' creates {DEFAULT_DB} here; read-only commands never create a database
-     (Python code falls back to an in-memory store)"""
+     (Python code falls back to an in-memory store, Memory to .procflow/memory.db)"""
 
 
 def make_console(*, no_color: bool, plain: bool = False) -> Console:

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from procflow.errors import RunNotFoundError, RunStateError
-from procflow.runtime.defaults import get_default_storage, set_default_storage
+from procflow.storage.locate import get_default_storage, set_default_storage
 from procflow.studio.export import to_dot, to_mermaid
 from procflow.studio.graph import GraphView
 from procflow.studio.listing import print_runs

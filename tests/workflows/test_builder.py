@@ -161,6 +161,23 @@ def test_create_step_forms() -> None:
         create_step(id="r", execute=lambda ctx: 1, retries=-1)
 
 
+def test_the_decorator_takes_every_option_of_a_step() -> None:
+    import inspect
+
+    from procflow.steps import Step
+
+    options = set(inspect.signature(Step.__init__).parameters) - {"self", "execute"}
+    assert set(inspect.signature(step).parameters) - {"fn"} == options
+
+    @step(id="tagged", metadata={"owner": "billing"}, trace_io=False, retries=2)
+    def tagged(ctx: object) -> int:
+        return 1
+
+    assert (tagged.metadata, tagged.trace_io, tagged.retries) == ({"owner": "billing"}, False, 2)
+    with pytest.raises(WorkflowDefinitionError, match="retries"):
+        step(retries=-1)(tagged.execute)
+
+
 def test_clone_gives_a_reusable_copy() -> None:
     a = make("a")
     wf = create_workflow(id="w").then(a).then(a.clone(id="a2")).commit()  # type: ignore[attr-defined]
