@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from procflow._extras import needs
 from procflow.runtime.tracing import TraceRecord, finished_trace_hooks
 
 if TYPE_CHECKING:
@@ -46,11 +47,8 @@ def instrument(*, tracer_provider: TracerProvider | None = None,
         ImportError: ``opentelemetry-sdk`` is not installed (``pip install
             'procflow[otel]'``).
     """
-    try:
+    with needs("otel", feature="procflow.instrument()"):
         from opentelemetry import trace
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("procflow.instrument() needs OpenTelemetry: pip install "
-                          "'procflow[otel]'") from exc
     uninstrument()
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
     from procflow._version import __version__

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final, final
 import anyio
 import sniffio
 
+from procflow._extras import MissingExtraError, needs
 from procflow.errors import ProcflowError, StorageError
 
 if TYPE_CHECKING:
@@ -152,11 +153,11 @@ def display_dsn(dsn: str) -> str:
 
 def _import_psycopg() -> None:
     try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError as exc:
-        raise StorageError("PostgreSQL support needs psycopg 3 and psycopg_pool: install "
-                           "the extra with `pip install 'procflow[postgres]'`") from exc
+        with needs("postgres", feature="PostgreSQL storage"):
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+    except MissingExtraError as exc:
+        raise StorageError(str(exc)) from None
 
 
 @final

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.to_thread
-import dramatiq
 
 from procflow._backends.redis import RedisConnection
+from procflow._extras import needs
 from procflow.agent import Agent
 from procflow.errors import RunNotFoundError, RunStateError
 from procflow.runtime.distributed import Job
@@ -39,6 +39,9 @@ from procflow.workers.broker import (
 from procflow.workers.channels import CancelListener, glob_escape
 from procflow.workers.settings import WorkerSettings
 from procflow.workflows.workflow import Workflow
+
+with needs("dramatiq", feature="procflow.workers"):
+    import dramatiq
 
 if TYPE_CHECKING:
     from procflow.records import StepResult

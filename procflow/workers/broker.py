@@ -25,22 +25,25 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import anyio.to_thread
-import dramatiq
-from dramatiq.brokers.redis import RedisBroker
-from dramatiq.middleware import (
-    AgeLimit,
-    AsyncIO,
-    Callbacks,
-    CurrentMessage,
-    Pipelines,
-    Retries,
-    ShutdownNotifications,
-    TimeLimit,
-)
 
 from procflow._backends.redis import escape_key
+from procflow._extras import needs
 from procflow.workers.settings import WorkerSettings
 from procflow.workers.waking import WakingRedisBroker
+
+with needs("dramatiq", feature="procflow.workers"):
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
+    from dramatiq.middleware import (
+        AgeLimit,
+        AsyncIO,
+        Callbacks,
+        CurrentMessage,
+        Pipelines,
+        Retries,
+        ShutdownNotifications,
+        TimeLimit,
+    )
 
 __all__ = [
     "JOB_ACTOR",

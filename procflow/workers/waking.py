@@ -22,10 +22,14 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import redis
-from dramatiq import Message
-from dramatiq.broker import Consumer, MessageProxy
-from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
-from dramatiq.errors import ConnectionClosed
+
+from procflow._extras import needs
+
+with needs("dramatiq", feature="procflow.workers"):
+    from dramatiq import Message
+    from dramatiq.broker import Consumer, MessageProxy
+    from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
+    from dramatiq.errors import ConnectionClosed
 
 __all__ = ["WakingRedisBroker", "wake_key"]
 
