@@ -25,12 +25,12 @@ from procflow.runtime.executors import Executor, default_executor
 from procflow.runtime.leases import DEFAULT_LEASE_TTL, owner_is_dead
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.run_data import NULL_STORAGE, RunData, as_context
-from procflow.runtime.run_execution import RunExecution, RunMode
+from procflow.runtime.run_execution import EPHEMERAL, PRIVATE, SHARED, RunExecution, RunMode
 from procflow.runtime.run_lease import LeaseKeeper
 from procflow.runtime.run_trace import RunTrace, earlier_spans
 from procflow.runtime.stream import RunStream
 from procflow.runtime.sync import call_sync
-from procflow.runtime.tracing import ParentSpan
+from procflow.runtime.tracing import ParentSpan, Span, Tracer
 
 if TYPE_CHECKING:
     from procflow.storage.base import Storage
@@ -77,14 +77,14 @@ class Run(Generic[OutputT]):
                     "storage: an ephemeral run keeps nothing; drop storage= or ephemeral=True")
             self.storage: Storage = NULL_STORAGE
             self.durability: Durability = "exit"
-            self.mode = RunMode.EPHEMERAL
+            self.mode = EPHEMERAL
         else:
             self.storage = resolve_storage(storage, workflow)
             self.durability = durability or workflow.durability
-            self.mode = RunMode.SHARED
+            self.mode = SHARED
         self._data = RunData()
         self._trace = RunTrace(tracing, parent_span)
-        self._lease = LeaseKeeper(workflow.id, self.run_id)
+        self._lease: LeaseKeeper | None = None
         self._executor: Executor | None = None
         self._running: RunExecution | None = None
         self._cancel_requested = False
@@ -224,10 +224,7 @@ class Run(Generic[OutputT]):
         Raises:
             RunStateError: This run is running, or ``step`` has no stored result.
         """
-        new: Run[OutputT] = Run(self.workflow, run_id=run_id, storage=self.storage,
-                                durability=self.durability, tracing=self._trace.enabled)
-        await control.replay(self, new, step)
-        return new
+        return await control.replay(self, step, run_id)
 
     async def submit(self, input_data: Any = None, *, executor: Executor | None = None,
                      request_context: RequestContext | Mapping[str, Any] | None = None,
@@ -408,7 +405,7 @@ class Run(Generic[OutputT]):
     @property
     def lease_owner(self) -> str:
         """The id this run object takes its lease under (made when first needed)."""
-        return self._lease.owner
+        return self._lease_keeper().owner
 
     @property
     def tracing(self) -> bool:
@@ -420,28 +417,42 @@ class Run(Generic[OutputT]):
         self._trace.enabled = value
 
     @property
-    def trace_parent(self) -> ParentSpan | None:
+    def trace_parent(self) -> tuple[Tracer, Span] | None:
         """Where this run's spans go inside another run's trace (instead of its own)."""
-        parent = self._trace.parent
-        return None if parent is None else ParentSpan(*parent)
+        return self._trace.parent
 
     @trace_parent.setter
-    def trace_parent(self, value: ParentSpan | None) -> None:
+    def trace_parent(self, value: tuple[Tracer, Span] | None) -> None:
         self._trace.parent = value
 
     @property
     def private(self) -> bool:
         """Deprecated: ``run.mode is RunMode.PRIVATE``."""
         _deprecated("Run.private", "run.mode is RunMode.PRIVATE")
-        return self.mode is RunMode.PRIVATE
+        return self.mode is PRIVATE
 
     @private.setter
     def private(self, value: bool) -> None:
         _deprecated("Run.private = ...", "run.mode = RunMode.PRIVATE")
         if value:
-            self.mode = RunMode.PRIVATE
-        elif self.mode is RunMode.PRIVATE:
-            self.mode = RunMode.SHARED
+            self.mode = PRIVATE
+        elif self.mode is PRIVATE:
+            self.mode = SHARED
+
+    def _lease_keeper(self) -> LeaseKeeper:
+        """The run's lease keeper (made when first needed: not every run takes a lease)."""
+        keeper = self._lease
+        if keeper is None:
+            keeper = self._lease = LeaseKeeper(self.workflow.id, self.run_id)
+        return keeper
+
+    async def _drop_lease(self) -> None:
+        if self._lease is not None:
+            await self._lease.drop()
+
+    def _idle(self) -> None:
+        """The execution under way ended (``RunExecution.run`` calls this)."""
+        self._running = None
 
     def _check_idle(self, what: str) -> None:
         if self._running is not None:

@@ -9,7 +9,7 @@ here with itself. The execution proper is ``RunExecution`` (``runtime/run_execut
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,11 +25,18 @@ from procflow.records import RunSnapshot, StepResult
 from procflow.runtime.distributed import Job, JobExecution
 from procflow.runtime.distributed import run_claimed_job as _run_claimed_job
 from procflow.runtime.distributed import run_job as _run_job
-from procflow.runtime.execution import Deferred, Execution, PlanUnit, Unit
+from procflow.runtime.execution import Deferred, Execution, OutputT, PlanUnit, Unit
 from procflow.runtime.leases import RunLease
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.run_data import NULL_STORAGE, as_context, checked_input
-from procflow.runtime.run_execution import CANCELED, Outcome, RunExecution, RunMode
+from procflow.runtime.run_execution import (
+    CANCELED,
+    EPHEMERAL,
+    PRIVATE,
+    SHARED,
+    Outcome,
+    RunExecution,
+)
 from procflow.runtime.run_paths import find_unit, path_of, replay_kept, resume_target
 from procflow.runtime.run_trace import earlier_spans
 from procflow.storage.values import UnstorableValueError, encode_value
@@ -74,27 +81,24 @@ def begin(run: Run[Any], send: Any, targets: frozenset[str], resume_data: Any,
     return RunExecution(ex, run._data, run._trace, cancel_requested=run._cancel_requested)
 
 
-async def execute(run: Run[Any], send: MemoryObjectSendStream[WorkflowEvent] | None,
-                  targets: frozenset[str], resume_data: Any) -> WorkflowResult[Any]:
+def execute(run: Run[Any], send: MemoryObjectSendStream[WorkflowEvent] | None,
+            targets: frozenset[str], resume_data: Any,
+            ) -> Coroutine[Any, Any, WorkflowResult[Any]]:
     """Execute ``run`` (a shared run under its lease and a cancel scope) and store the
-    outcome; the lease is released (or handed to a parked fan-out) after."""
+    outcome; ``await execute(...)`` awaits the execution's own coroutine."""
     running = begin(run, send, targets, resume_data)
     run._running = running
     run._data.status = "running"
-    try:
-        guarded = run.mode is RunMode.SHARED
-        return await running.run(run._lease if guarded else None, run.lease_ttl)
-    finally:
-        run._running = None
-        await run._lease.release(
-            running.ex.parked if run._data.status == "running" else None)
+    guarded = run.mode is SHARED
+    return running.run(run._lease_keeper() if guarded else run._lease, guarded=guarded,
+                       ttl=run.lease_ttl, idle=run._idle)
 
 
 async def take_lease(run: Run[Any], *, parked: bool = False) -> None:
     """Hold the run's lease (see ``Run.restart``); no-op if held, if nothing is stored or
     if the run is private. ``parked``: take over a parked fan-out's lease."""
-    if run.mode is not RunMode.PRIVATE:
-        await run._lease.take(run.storage, ttl=run.lease_ttl, parked=parked)
+    if run.mode is not PRIVATE:
+        await run._lease_keeper().take(run.storage, ttl=run.lease_ttl, parked=parked)
 
 
 # -- the user's entry points --------------------------------------------------------
@@ -143,7 +147,7 @@ async def check_new_id(run: Run[Any], what: str) -> None:
     Raises:
         RunStateError: A run of this workflow is stored under the id.
     """
-    if not run._id_unchecked or run.mode is RunMode.EPHEMERAL:
+    if not run._id_unchecked or run.mode is EPHEMERAL:
         return
     stored = await run.storage.load_snapshot(run.workflow.id, run.run_id)
     if stored is None:
@@ -163,7 +167,7 @@ async def resume(run: Run[Any], send: Any, step: Any, resume_data: Any,
     await take_lease(run)
     if not await run.storage.claim_run(run.workflow.id, run.run_id,
                                        expected="suspended", new="running"):
-        await run._lease.drop()
+        await run._drop_lease()
         raise RunStateError(
             f"run '{run.run_id}' is no longer suspended in storage; another process "
             "may have resumed it", workflow_id=run.workflow.id, run_id=run.run_id)
@@ -209,12 +213,12 @@ async def restart(run: Run[Any], request_context: Any) -> WorkflowResult[Any]:
             if loaded is not None:
                 data.restore(run.workflow, run.run_id, *loaded)
         if data.status == "success" and data.result is not None:
-            await run._lease.drop()
+            await run._drop_lease()
             return data.result
         _check_restartable(run)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await run._lease.drop()
+            await run._drop_lease()
         raise
     if request_context is not None:
         data.context.update(as_context(request_context))
@@ -236,12 +240,14 @@ def _check_restartable(run: Run[Any]) -> None:
             workflow_id=run.workflow.id, run_id=run.run_id)
 
 
-async def replay(run: Run[Any], new: Run[Any], step: Any) -> None:
-    """``Run.replay_from``: ``new`` (a fresh run) runs ``run`` again from ``step``.
+async def replay(run: Run[OutputT], step: Any, run_id: str | None) -> Run[OutputT]:
+    """``Run.replay_from``: a new run (with ``run_id``) runs ``run`` again from ``step``.
 
     Raises:
         RunStateError: ``run`` is running, or ``step`` has no stored result.
     """
+    from procflow.runtime.run import Run  # the module that imports this one
+
     run._check_idle("replay_from")
     path = path_of(step)
     data = run._data
@@ -251,6 +257,8 @@ async def replay(run: Run[Any], new: Run[Any], step: Any) -> None:
             f"step '{path}' has no stored result in run '{run.run_id}'; steps with "
             f"results: {known}", workflow_id=run.workflow.id, run_id=run.run_id,
             step_id=path)
+    new: Run[OutputT] = Run(run.workflow, run_id=run_id, storage=run.storage,
+                            durability=run.durability, tracing=run._trace.enabled)
     new._data.input = data.input
     new._data.state = dict(data.state)
     new._data.context = data.context.copy()
@@ -258,13 +266,14 @@ async def replay(run: Run[Any], new: Run[Any], step: Any) -> None:
     new._trace.replay_of = (run.run_id, path)
     await check_new_id(new, "replay into")
     await execute(new, None, frozenset(), None)
+    return new
 
 
 async def cancel(run: Run[Any]) -> None:
     """``Run.cancel``: cancel the execution under way, forward to the executor, or mark
     the stored run "canceled"."""
     running = run._running
-    if run.mode is RunMode.EPHEMERAL or (run.mode is RunMode.PRIVATE and running is not None):
+    if run.mode is EPHEMERAL or (run.mode is PRIVATE and running is not None):
         raise RunStateError(
             f"run '{run.run_id}' of workflow '{run.workflow.id}' is internal to a "
             "library call and cannot be cancelled on its own; cancel the call instead",
@@ -337,10 +346,10 @@ async def run_submitted(run: Run[Any], step: str | None,
             run._trace.spans = await earlier_spans(run.storage, run.run_id)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await run._lease.drop()
+            await run._drop_lease()
         raise
     if run._data.status not in ("pending", "running"):
-        await run._lease.drop()
+        await run._drop_lease()
         assert run._data.result is not None  # a settled stored run has its result
         return run._data.result
     if step is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import anyio
@@ -22,7 +22,7 @@ from procflow.runtime.run_trace import RunTrace
 from procflow.runtime.step_context import BailSignal
 from procflow.runtime.step_runner import run_plan
 
-__all__ = ["CANCELED", "Outcome", "RunExecution", "RunMode"]
+__all__ = ["CANCELED", "EPHEMERAL", "PRIVATE", "SHARED", "Outcome", "RunExecution", "RunMode"]
 
 
 class RunMode(enum.Enum):
@@ -41,6 +41,11 @@ class RunMode(enum.Enum):
     SHARED = "shared"
     PRIVATE = "private"
     EPHEMERAL = "ephemeral"
+
+
+# An enum member is a slow attribute on Python 3.11 (~0.2 µs); a run compares its mode a
+# few times per execution, so the members are module constants too.
+SHARED, PRIVATE, EPHEMERAL = RunMode.SHARED, RunMode.PRIVATE, RunMode.EPHEMERAL
 
 
 class Outcome(NamedTuple):
@@ -80,18 +85,20 @@ class RunExecution:
             return True
         return False
 
-    async def run(self, lease: LeaseKeeper | None, ttl: float) -> WorkflowResult[Any]:
-        """Run the body to its end and store the outcome. Without ``lease`` (a run only its
-        caller holds) there is no lease and no cancel scope: cancel the caller instead.
+    async def run(self, lease: LeaseKeeper | None, *, guarded: bool, ttl: float,
+                  idle: Callable[[], None]) -> WorkflowResult[Any]:
+        """Run the body to its end and store the outcome; then call ``idle`` and release
+        the run's ``lease`` if held (or hand it to the fan-out the run parked at).
+        ``guarded``: under the lease (taken first) and a cancel scope; a run only its
+        caller holds has neither (cancel the caller instead).
 
         Raises:
             RunStateError: Another live process holds the run's lease, or it was lost.
         """
-        ex = self.ex
         try:
-            if lease is None:
+            if not guarded or lease is None:
                 return await self.finish(await self._body())
-            await lease.take(ex.storage, ttl=ttl)
+            await lease.take(self.ex.storage, ttl=ttl)
             with anyio.CancelScope() as scope:
                 self.scope = scope
                 if self.cancel_requested:
@@ -109,6 +116,9 @@ class RunExecution:
             raise
         finally:
             self.scope = None
+            idle()
+            if lease is not None and lease.held:
+                await lease.release(self.ex.parked if self.data.status == "running" else None)
 
     async def _body(self) -> Outcome:
         ex = self.ex

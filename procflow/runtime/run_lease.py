@@ -40,6 +40,11 @@ class LeaseKeeper:
         return owner
 
     @property
+    def held(self) -> bool:
+        """Whether the lease is held now."""
+        return self.lease is not None and self.lease.held is not None
+
+    @property
     def lost(self) -> bool:
         """Whether the lease was lost while the run executed."""
         return self.lease is not None and self.lease.lost
@@ -91,7 +96,7 @@ class LeaseKeeper:
         """After an execution: release the lease, or hand it to the fan-out the run
         ``parked`` at (its jobs renew it while they run)."""
         lease = self.lease
-        if lease is not None and lease.held is not None:
+        if lease is not None and lease.held is not None:  # see ``held``
             if not lease.renews:  # a process-local storage's release never waits
                 await lease.drop()
             else:
