@@ -48,9 +48,9 @@ if TYPE_CHECKING:
     from procflow.runtime.run import Run
     from procflow.storage.base import Storage
 
-__all__ = ["cancel", "check_new_id", "execute", "load_stored", "prepare", "reload", "replay",
-           "restart", "resume", "resume_request", "run_claimed_job", "run_job",
-           "run_submitted", "start"]
+__all__ = ["begin", "cancel", "check_new_id", "execute", "execution", "job_unit", "load_stored",
+           "prepare", "reload", "replay", "restart", "resume", "resume_request",
+           "run_claimed_job", "run_job", "run_submitted", "start", "take_lease"]
 
 _log = logging.getLogger("procflow.runtime")
 
@@ -78,7 +78,7 @@ def begin(run: Run[Any], send: Any, targets: frozenset[str], resume_data: Any,
     """An execution of ``run`` with its run span open."""
     ex = execution(run, send, targets, resume_data)
     run._trace.open(ex, run._data.input, run._data.records)
-    return RunExecution(ex, run._data, run._trace, cancel_requested=run._cancel_requested)
+    return RunExecution(ex, run._data, run._trace, run._cancel_requested)
 
 
 def execute(run: Run[Any], send: MemoryObjectSendStream[WorkflowEvent] | None,
@@ -90,8 +90,8 @@ def execute(run: Run[Any], send: MemoryObjectSendStream[WorkflowEvent] | None,
     run._running = running
     run._data.status = "running"
     guarded = run.mode is SHARED
-    return running.run(run._lease_keeper() if guarded else run._lease, guarded=guarded,
-                       ttl=run.lease_ttl, idle=run._idle)
+    return running.run(run._lease_keeper() if guarded else run._lease, guarded,
+                       run.lease_ttl, run._idle)
 
 
 async def take_lease(run: Run[Any], *, parked: bool = False) -> None:

@@ -67,7 +67,7 @@ class RunExecution:
 
     __slots__ = ("cancel_requested", "data", "ex", "scope", "trace")
 
-    def __init__(self, ex: Execution, data: RunData, trace: RunTrace, *,
+    def __init__(self, ex: Execution, data: RunData, trace: RunTrace,
                  cancel_requested: bool = False) -> None:
         self.ex = ex
         self.data = data
@@ -85,7 +85,7 @@ class RunExecution:
             return True
         return False
 
-    async def run(self, lease: LeaseKeeper | None, *, guarded: bool, ttl: float,
+    async def run(self, lease: LeaseKeeper | None, guarded: bool, ttl: float,
                   idle: Callable[[], None]) -> WorkflowResult[Any]:
         """Run the body to its end and store the outcome; then call ``idle`` and release
         the run's ``lease`` if held (or hand it to the fan-out the run parked at).
@@ -117,7 +117,7 @@ class RunExecution:
         finally:
             self.scope = None
             idle()
-            if lease is not None and lease.held:
+            if lease is not None:
                 await lease.release(self.ex.parked if self.data.status == "running" else None)
 
     async def _body(self) -> Outcome:

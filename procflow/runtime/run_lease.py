@@ -40,11 +40,6 @@ class LeaseKeeper:
         return owner
 
     @property
-    def held(self) -> bool:
-        """Whether the lease is held now."""
-        return self.lease is not None and self.lease.held is not None
-
-    @property
     def lost(self) -> bool:
         """Whether the lease was lost while the run executed."""
         return self.lease is not None and self.lease.lost
@@ -93,10 +88,10 @@ class LeaseKeeper:
         return outcome
 
     async def release(self, parked: str | None) -> None:
-        """After an execution: release the lease, or hand it to the fan-out the run
-        ``parked`` at (its jobs renew it while they run)."""
+        """After an execution: release the lease if held, or hand it to the fan-out the
+        run ``parked`` at (its jobs renew it while they run)."""
         lease = self.lease
-        if lease is not None and lease.held is not None:  # see ``held``
+        if lease is not None and lease.held is not None:
             if not lease.renews:  # a process-local storage's release never waits
                 await lease.drop()
             else:
