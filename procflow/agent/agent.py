@@ -57,7 +57,7 @@ from procflow.processors.base import Processor
 from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire
 from procflow.runtime.executors import Executor
 from procflow.runtime.results import WorkflowResult
-from procflow.runtime.run import Run
+from procflow.runtime.run import Run, RunMode
 from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
 from procflow.storage.base import Storage
@@ -515,7 +515,7 @@ class Agent(Generic[OutputT]):
             # run, so a stored agent run replays from any step (``--from-step llm-call``).
             wf_run.durability = "sync"
         else:  # only this call holds it: no lease, heartbeat task or cancel scope
-            wf_run.private = True
+            wf_run.mode = RunMode.PRIVATE
         live_deps[wf_run.run_id] = deps
         try:
             result = await wf_run.start(input_data=state,

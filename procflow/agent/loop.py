@@ -594,7 +594,7 @@ def _tool_calls(agent: Agent) -> Step | Workflow:
     stage = (stage.then(tools[0]) if len(tools) == 1 else stage.parallel(tools)).commit()
 
     async def node(ex: Execution, data: Any, scope: Scope) -> Any:
-        from procflow.runtime.executor import run_unit
+        from procflow.runtime.step_runner import run_unit
 
         return await run_unit(ex, runner, data, scope, path=scope.prefix + "run")
 

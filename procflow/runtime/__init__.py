@@ -22,7 +22,7 @@ from procflow.runtime.results import (
     Usage,
     WorkflowResult,
 )
-from procflow.runtime.run import Run
+from procflow.runtime.run import Run, RunMode
 from procflow.runtime.step_context import StepContext
 from procflow.runtime.stream import RunStream
 from procflow.runtime.traces import Trace, TraceSpan, load_trace
@@ -35,6 +35,7 @@ __all__ = [
     "LocalExecutor",
     "ParentSpan",
     "Run",
+    "RunMode",
     "RunSnapshot",
     "RunStatus",
     "RunStream",

@@ -31,7 +31,7 @@ from pydantic_core import to_jsonable_python
 
 from procflow.records import StepResult
 from procflow.runtime.execution import Execution, Failed, Scope, Suspended, Unit
-from procflow.runtime.executor import run_unit
+from procflow.runtime.step_runner import run_unit
 
 __all__ = ["Distributor", "Job", "JobExecution", "Parked", "fan_out", "run_claimed_job",
            "run_job"]

@@ -21,8 +21,8 @@ from procflow.errors import StepExecutionError, StepValidationError, TripwireErr
 from procflow.records import Span, SpanKind, StepResult
 from procflow.runtime.distributed import fan_out
 from procflow.runtime.execution import Execution, Failed, Node, Scope, Suspended, Unit
-from procflow.runtime.executor import close_span, run_unit
 from procflow.runtime.step_context import BailSignal, StepContext
+from procflow.runtime.step_runner import close_span, run_unit
 from procflow.runtime.tracing import Tracer
 
 _now = time.time

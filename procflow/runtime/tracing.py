@@ -55,7 +55,7 @@ class Tracer:
 
     A span's id is its 1-based position in ``spans`` (``span_id(len(spans) + 1)`` when it is
     added): ``leaf`` and ``open`` append that way, and so may a hot caller that builds its
-    ``Span`` itself (the executor does for each step) — append it at once.
+    ``Span`` itself (the step runner does for each step) — append it at once.
     """
 
     __slots__ = ("spans",)

@@ -2,9 +2,10 @@
 
 The order is ``procflow.storage.locate``'s (documented in docs/storage.md): ``--db`` →
 the target workflow's own ``storage=`` (``run`` only) → ``PROCFLOW_DB`` (a path, a
-``redis://`` or a ``postgresql://`` URL) → the project's ``.procflow/procflow.db`` found walking up from
-the working directory → for ``run``, a new ``.procflow/procflow.db`` in the working
-directory. Read-only commands never create a database: with none found they say so.
+``redis://`` or a ``postgresql://`` URL) → the project's ``.procflow/procflow.db`` found
+walking up from the working directory → for ``run``, a new ``.procflow/procflow.db`` in
+the working directory. Read-only commands never create a database: with none found they
+say so.
 """
 
 from __future__ import annotations

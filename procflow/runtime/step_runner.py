@@ -1,4 +1,4 @@
-"""The executor: runs a compiled plan's steps and nested workflows on anyio.
+"""The step runner: runs a compiled plan's steps and nested workflows on anyio.
 
 Sequential steps run inline in the caller's task; tasks are made only for real
 concurrency (``parallel``, ``branch`` with several true conditions, ``foreach`` with
