@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, overload
 
-from procflow.errors import WorkflowDefinitionError
+from procflow.errors import RunNotFoundError, WorkflowDefinitionError
 from procflow.runtime.execution import Durability, InputT, OutputT
 from procflow.runtime.tracing import ParentSpan
 from procflow.steps.schema import Schema
@@ -288,12 +288,25 @@ class Workflow(Generic[InputT, OutputT]):
         """Rebuild a run from its stored snapshot.
 
         Raises:
-            RunNotFoundError: No run with that id is stored for this workflow.
+            TypeError: ``run_id`` is not a ``str`` (whatever the storage).
+            RunNotFoundError: No run with that id is stored for this workflow (an id that
+                is not valid Unicode text, e.g. with a lone surrogate, never is).
             SnapshotCorruptedError: Its stored data cannot be loaded.
         """
         from procflow.runtime.run import Run
 
         self._check_committed("get_run")
+        if not isinstance(run_id, str):
+            raise TypeError(f"get_run() takes the run id as a str, not "
+                            f"{type(run_id).__name__} ({run_id!r})")
+        if not run_id.isascii():
+            try:
+                run_id.encode()
+            except UnicodeEncodeError:
+                raise RunNotFoundError(
+                    f"workflow '{self.id}' has no stored run {run_id!r}: the id is not "
+                    "valid Unicode text (a lone surrogate), so no run can have it",
+                    workflow_id=self.id, run_id=run_id) from None
         return await Run.load(self, run_id, storage=storage)
 
     async def list_runs(self, *, status: str | None = None, storage: Storage | None = None,
