@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final, final
 import anyio
 import sniffio
 
+from procflow._backends.deadline import shielded
 from procflow.errors import ProcflowError, StorageError
 
 if TYPE_CHECKING:
@@ -277,7 +278,7 @@ class PostgresPool:
             self._closed = True
             pool, self._pool = self._pool, None
         if pool is not None:
-            with anyio.CancelScope(shield=True):
+            with shielded(f"closing the connections to {self.display}"):
                 await pool.close()
 
 

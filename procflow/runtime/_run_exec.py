@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
+from procflow._backends.deadline import shielded
 from procflow.errors import (
     RunNotSuspendedError,
     RunStateError,
@@ -215,7 +216,7 @@ class _Executing(RunBase[OutputT]):
                 outcome = _CANCELED
             return await self._finish(ex, outcome)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
+            with shielded(f"storing canceled run {self.run_id!r}"):
                 if not self._lease_lost:
                     await self._finish(ex, _CANCELED)
             raise
@@ -227,7 +228,7 @@ class _Executing(RunBase[OutputT]):
                 if not lease.renews:  # a process-local storage's release never waits
                     await lease.drop()
                 else:
-                    with anyio.CancelScope(shield=True):
+                    with shielded(f"releasing the lease of run {self.run_id!r}"):
                         if ex.parked is not None and self.status == "running":
                             await lease.hand_over(parked_owner(ex.parked))
                         else:
@@ -353,7 +354,7 @@ async def _write_failure(ex: Execution, error: BaseException) -> None:
     states: tuple[dict[str, Any] | None, ...] = (None, {})
     for state in states:
         try:
-            with anyio.CancelScope(shield=True):
+            with shielded(f"storing failed run {ex.run_id!r}"):
                 await ex.flush("failed", error=error, state=state)
             return
         except Exception:

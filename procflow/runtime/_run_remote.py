@@ -8,8 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import anyio
-
+from procflow._backends.deadline import shielded
 from procflow.context import RequestContext
 from procflow.errors import SnapshotCorruptedError
 from procflow.records import RunSnapshot, StepResult
@@ -70,7 +69,7 @@ class _Remote(_Executing[OutputT]):
             if self.status == "running" and not self._spans:  # continued: extend its trace
                 self._spans = await _earlier_spans(self.storage, self.run_id)
         except BaseException:
-            with anyio.CancelScope(shield=True):
+            with shielded(f"releasing the lease of run {self.run_id!r}"):
                 await self._drop_lease()
             raise
         if self.status not in ("pending", "running"):
@@ -104,7 +103,7 @@ class _Remote(_Executing[OutputT]):
             ex = self._execution(None, frozenset(), None)
             return await run_job(ex, unit, job)
         finally:
-            with anyio.CancelScope(shield=True):
+            with shielded(f"releasing the lease of run {self.run_id!r}"):
                 await lease.drop()
 
     async def run_claimed_job(

@@ -6,8 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
+from procflow._backends.deadline import shielded
 from procflow.context import RequestContext
 from procflow.errors import RunNotFoundError, RunStateError
 from procflow.records import StepResult
@@ -175,7 +174,7 @@ class Run(_Remote[OutputT]):
                     f"run '{self.run_id}' was never started; call start()",
                     workflow_id=self.workflow.id, run_id=self.run_id)
         except BaseException:
-            with anyio.CancelScope(shield=True):
+            with shielded(f"releasing the lease of run {self.run_id!r}"):
                 await self._drop_lease()
             raise
         if request_context is not None:

@@ -39,7 +39,12 @@ from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
 from procflow._backends import AsyncResource, lease_ttl
-from procflow._backends.redis import RedisConnection, escape_key
+from procflow._backends.redis import (
+    CONNECT_TIMEOUT,
+    OPERATION_TIMEOUT,
+    RedisConnection,
+    escape_key,
+)
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage.codec import (
@@ -203,6 +208,10 @@ class RedisStorage(AsyncResource):
         prefix: Namespace of every key this storage writes.
         client: A ``redis.asyncio.Redis`` to use instead of connecting to ``url``; it is
             not closed by ``aclose()``.
+        timeout: Seconds each command waits for the server's reply (``None``: no
+            limit); a command past it raises ``StorageError``. Applies to a client made
+            from ``url``; a given ``client`` keeps its own ``socket_timeout``.
+        connect_timeout: Seconds to wait for a connection (a client made from ``url``).
 
     Example:
         ```python
@@ -212,9 +221,12 @@ class RedisStorage(AsyncResource):
     """
 
     def __init__(self, url: str = "redis://127.0.0.1:6379", *, prefix: str = "procflow",
-                 client: aioredis.Redis | None = None) -> None:
+                 client: aioredis.Redis | None = None,
+                 timeout: float | None = OPERATION_TIMEOUT,
+                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
         self._prefix = prefix
-        self._redis = RedisConnection(url, client=client, name="Redis storage")
+        self._redis = RedisConnection(url, client=client, name="Redis storage",
+                                      connect_timeout=connect_timeout, timeout=timeout)
         self._client = self._redis.client
         self._claim_job = self._client.register_script(_CLAIM_JOB)
         self._renew_job = self._client.register_script(_RENEW_JOB)
