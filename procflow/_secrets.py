@@ -542,8 +542,22 @@ def find_secrets(text: str) -> Iterator[SecretSpan]:
 _MIN_SECRET: Final = 8  # no rule finds a secret in a shorter text ("pwd=abcd" is 8)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(text: str) -> str:
+    """``text`` with its lone surrogates as ``\\udcff`` escapes: what is written to disk
+    (a trace, a stored error message) is always valid UTF-8."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def mask_text(text: str, literals: Iterable[str] = ()) -> str:
-    """``text`` with every secret (and every given literal) replaced by ``MASK``."""
+    """``text`` with every secret (and every given literal) replaced by ``MASK``, and
+    any lone surrogate (``"\\udcff"``, which UTF-8 cannot encode) escaped."""
+    if not text.isascii():
+        text = _escape_surrogates(text)
     for literal in literals:
         if literal:
             text = text.replace(literal, MASK)

@@ -20,6 +20,7 @@ from procflow.errors import (
 )
 from procflow.records import RunStatus, TraceRecord, Tripwire
 from procflow.runtime._run_state import RunBase, _as_context, _find_unit
+from procflow.runtime._storable import refuse_unstorable
 from procflow.runtime.defaults import resolve_storage
 from procflow.runtime.distributed import Parked
 from procflow.runtime.events import WorkflowEvent
@@ -147,6 +148,8 @@ class _Executing(RunBase[OutputT]):
             resume_data = unit.resume_check.check(
                 resume_data, what="resume data", workflow_id=self.workflow.id, step_id=path,
                 run_id=self.run_id)
+        refuse_unstorable(resume_data, storage=self.storage, root="resume_data",
+                          workflow_id=self.workflow.id, run_id=self.run_id, step_id=path)
         return path, resume_data
 
     def _resolve_target(self, step: Any) -> str:
