@@ -39,20 +39,47 @@ def _answers(port: int) -> bool:
 
 @dataclass
 class PrivateRedis:
-    """A ``redis-server`` of the test's own."""
+    """A ``redis-server`` of the test's own, persisting every write (``appendfsync
+    always``) so that a killed server restarts with its data."""
 
-    process: subprocess.Popen[bytes]
+    binary: str
+    directory: str
     port: int
+    process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}"
 
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", "always", "--dir", self.directory],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + _START_TIMEOUT
+        while not _answers(self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"a private redis-server on port {self.port} did not start")
+            time.sleep(0.05)
+
     def freeze(self) -> None:
+        assert self.process is not None
         os.kill(self.process.pid, signal.SIGSTOP)
 
     def thaw(self) -> None:
+        assert self.process is not None
         os.kill(self.process.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.thaw()
+            self.process.kill()
+            self.process.wait()
 
 
 @pytest.fixture
@@ -64,21 +91,9 @@ def private_redis() -> Iterator[PrivateRedis]:
             pytest.fail("redis-server is required (PROCFLOW_REQUIRE_REDIS=1)")
         pytest.skip("redis-server is not installed")
     with tempfile.TemporaryDirectory(prefix="procflow-chaos-") as directory:
-        port = _free_port()
-        process = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", directory],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        server = PrivateRedis(process, port)
+        server = PrivateRedis(binary, directory, _free_port())
         try:
-            deadline = time.monotonic() + _START_TIMEOUT
-            while not _answers(port):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"a private redis-server on port {port} did not start")
-                time.sleep(0.05)
+            server.start()
             yield server
         finally:
-            if process.poll() is None:
-                server.thaw()
-                process.kill()
-            process.wait()
+            server.stop()
