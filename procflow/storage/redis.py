@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -787,12 +788,13 @@ class RedisStorage(AsyncResource):
                     document_key: Callable[[_K], str]) -> AsyncGenerator[tuple[_K, Any]]:
         """``(key, document)`` for the members of the ``index`` zset, highest score first,
         read in batches; a document missing (deleted since the index was read, or a
-        trace written without its header) is skipped."""
+        trace written without its header) is skipped, and so is a damaged member (it
+        names no run; logged): the other runs stay listed."""
         start = 0
         while True:
             with self._redis.translate(operation):
                 members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
-                keys = [member_key(member) for member in members]
+                keys = _readable(members, member_key)
                 documents = (await self._client.mget([document_key(k) for k in keys])
                              if keys else [])
             for key, document in zip(keys, documents, strict=True):
@@ -827,6 +829,17 @@ class RedisStorage(AsyncResource):
         raise SnapshotCorruptedError(
             f"Redis storage at {self._redis.display}: the trace index {index!r} holds a member "
             f"that is not a run id: {member!r}")
+
+
+def _readable(members: list[Any], member_key: Callable[[object], _K]) -> list[_K]:
+    """The keys of the index ``members``, a damaged member left out (logged)."""
+    keys: list[_K] = []
+    for member in members:
+        try:
+            keys.append(member_key(member))
+        except SnapshotCorruptedError as exc:
+            logging.getLogger("procflow").warning("%s; it is not listed", exc)
+    return keys
 
 
 def _head_workflow(head: object) -> str | None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Final, final
 
 from procflow._backends import AsyncResource
-from procflow._backends.sqlite import SQLiteFile, raw_text, transaction
+from procflow._backends.sqlite import BUSY_TIMEOUT, SQLiteFile, raw_text, transaction
 from procflow.errors import SnapshotCorruptedError
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage._sql import lease_request, run_rows, trace_row
@@ -144,6 +144,9 @@ class SQLiteStorage(AsyncResource):
 
     Args:
         path: The database file (e.g. ``".procflow/procflow.db"``).
+        timeout: Seconds an operation waits for another connection's lock (SQLite's
+            busy timeout, then retries until the same deadline) before it fails with
+            ``StorageError``.
 
     Example:
         ```python
@@ -153,9 +156,10 @@ class SQLiteStorage(AsyncResource):
         ```
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = BUSY_TIMEOUT) -> None:
         self._file = SQLiteFile(path, schema=_SCHEMA, name="SQLite storage",
-                                reopen="create a new SQLiteStorage to use the file again")
+                                reopen="create a new SQLiteStorage to use the file again",
+                                busy_timeout=timeout)
 
     @property
     def path(self) -> Path:

@@ -271,9 +271,13 @@ class Workflow(Generic[InputT, OutputT]):
                 caller may be untraced) instead of a trace of its own.
 
         Raises:
-            ValueError: ``ephemeral=True`` together with a ``storage``.
+            ValueError: ``ephemeral=True`` together with a ``storage``, or a ``run_id``
+                that is not valid Unicode text (a lone surrogate: no storage keeps it).
         """
         global _Run
+        if run_id is not None and not run_id.isascii() and _lone_surrogate(run_id):
+            raise ValueError(f"run id {run_id!r} is not valid Unicode text (it holds a lone "
+                             "surrogate, which no storage can keep); choose another id")
         run_class = _Run
         if run_class is None:  # imported once, not per call: runs are made on hot paths
             from procflow.runtime.run import Run
@@ -299,14 +303,11 @@ class Workflow(Generic[InputT, OutputT]):
         if not isinstance(run_id, str):
             raise TypeError(f"get_run() takes the run id as a str, not "
                             f"{type(run_id).__name__} ({run_id!r})")
-        if not run_id.isascii():
-            try:
-                run_id.encode()
-            except UnicodeEncodeError:
-                raise RunNotFoundError(
-                    f"workflow '{self.id}' has no stored run {run_id!r}: the id is not "
-                    "valid Unicode text (a lone surrogate), so no run can have it",
-                    workflow_id=self.id, run_id=run_id) from None
+        if not run_id.isascii() and _lone_surrogate(run_id):
+            raise RunNotFoundError(
+                f"workflow '{self.id}' has no stored run {run_id!r}: the id is not valid "
+                "Unicode text (a lone surrogate), so no run can have it",
+                workflow_id=self.id, run_id=run_id)
         return await Run.load(self, run_id, storage=storage)
 
     async def list_runs(self, *, status: str | None = None, storage: Storage | None = None,
@@ -504,3 +505,12 @@ def _flag(value: object, method: str, workflow_id: str) -> bool:
             f"workflow '{workflow_id}': {method}(distribute=...) takes True or False, got "
             f"{value!r}", workflow_id=workflow_id)
     return value
+
+
+def _lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (UTF-8 cannot encode it)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False

@@ -166,3 +166,27 @@ async def test_get_run_of_a_bad_id_raises_the_same_on_redis(redis_url: str,
             await wf.get_run("a\udcffb")
         with pytest.raises(TypeError, match="str, not int"):
             await wf.get_run(5)  # type: ignore[arg-type]
+
+
+async def test_redis_listing_survives_a_damaged_header_and_index_member(
+        redis_url: str, redis_prefix: str) -> None:
+    import redis.asyncio as aioredis
+
+    from procflow.storage import RedisStorage
+
+    async with RedisStorage(redis_url, prefix=redis_prefix) as storage:
+        wf = _workflow(storage)
+        for i in range(3):
+            await wf.create_run(f"run{i}").start()
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            await client.set(f"{redis_prefix}:run:wf:run1", b'{"v":\xff}')
+            await client.zadd(f"{redis_prefix}:runs", {b"\xff not a member": 1e18})
+        finally:
+            await client.aclose()
+
+        listed = {r.run_id: r.status for r in await storage.list_runs()}
+        with pytest.raises(SnapshotCorruptedError):
+            await wf.get_run("run1")
+
+    assert listed == {"run0": "success", "run1": "corrupted", "run2": "success"}
