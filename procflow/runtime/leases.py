@@ -255,5 +255,5 @@ class Heartbeat:
 
         with shielded("stopping a lease heartbeat"):
             await asyncio.wait((task,))
-        if not task.cancelled() and task.exception() is not None:
+        if task.done() and not task.cancelled() and task.exception() is not None:
             _log.warning("a lease heartbeat failed", exc_info=task.exception())
