@@ -221,6 +221,8 @@ class StepResult:
         resume_data: The data the step was last resumed with.
         iterations: Loop iterations completed (for a ``dowhile``/``dountil`` body).
         partial: For a suspended ``foreach``: outputs of the items that finished, by index.
+        lost: Attempts begun in a process that stopped before they ended (a worker lost
+            mid-step): the trace notes "attempt N after worker loss".
         encoded: The stored form a persistent backend's codec made of it (a cache, set
             when the step ends so the value is checked and encoded once).
     """
@@ -235,6 +237,7 @@ class StepResult:
     resume_data: Any = None
     iterations: int = 0
     partial: dict[int, Any] | None = None
+    lost: int = 0
     encoded: Any = field(default=None, init=False, repr=False, compare=False)
 
 

@@ -60,7 +60,7 @@ def parallel_node(steps: Sequence[Unit], distribute: bool = False) -> Node:
             outputs = await _contained(
                 ex, "parallel", "parallel", scope,
                 lambda sub: fan_out(ex, ex.distributor, steps, [data] * len(steps), paths,
-                                    paths, scope.prefix + "parallel"),
+                                    paths, scope.prefix + "parallel", sub.span),
                 branches=len(steps), distributed=True)
             return {s.id: o for s, o in zip(steps, outputs, strict=True)}
         return await _contained(ex, "parallel", "parallel", scope,
@@ -337,7 +337,7 @@ def foreach_node(unit: Unit, concurrency: int, distribute: bool = False) -> Node
                 result = await _contained(
                     ex, "foreach", unit.id, scope,
                     lambda sub: fan_out(ex, ex.distributor, [unit] * len(data), data,
-                                        [path] * len(data), paths, path),
+                                        [path] * len(data), paths, path, sub.span),
                     items=len(data), distributed=True)
             except Failed as item_failed:
                 await ex.record(path, StepResult("failed", error=item_failed.error,

@@ -12,8 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
+from procflow._backends.deadline import shielded
 from procflow.context import RequestContext
 from procflow.errors import (
     RunNotFoundError,
@@ -22,6 +21,7 @@ from procflow.errors import (
     StepValidationError,
 )
 from procflow.records import RunSnapshot, StepResult
+from procflow.runtime._storable import refuse_unstorable
 from procflow.runtime.distributed import Job, JobExecution
 from procflow.runtime.distributed import run_claimed_job as _run_claimed_job
 from procflow.runtime.distributed import run_job as _run_job
@@ -196,6 +196,8 @@ def resume_request(run: Run[Any], what: str, step: Any, resume_data: Any,
         resume_data = unit.resume_check.check(
             resume_data, what="resume data", workflow_id=wf.id, step_id=path,
             run_id=run.run_id)
+    refuse_unstorable(resume_data, storage=run.storage, root="resume_data",
+                      workflow_id=wf.id, run_id=run.run_id, step_id=path)
     return path, resume_data
 
 
@@ -216,7 +218,7 @@ async def restart(run: Run[Any], request_context: Any) -> WorkflowResult[Any]:
             return data.result
         _check_restartable(run)
     except BaseException:
-        with anyio.CancelScope(shield=True):
+        with shielded(f"releasing the lease of run {run.run_id!r}"):
             await run._drop_lease()
         raise
     if request_context is not None:
@@ -344,7 +346,7 @@ async def run_submitted(run: Run[Any], step: str | None,
         if run._data.status == "running" and not run._trace.spans:  # continued: extend its trace
             run._trace.spans = await earlier_spans(run.storage, run.run_id)
     except BaseException:
-        with anyio.CancelScope(shield=True):
+        with shielded(f"releasing the lease of run {run.run_id!r}"):
             await run._drop_lease()
         raise
     if run._data.status not in ("pending", "running"):
@@ -367,7 +369,7 @@ async def run_job(run: Run[Any], job: Job) -> StepResult:
         await reload(run)
         return await _run_job(execution(run, None, frozenset(), None), unit, job)
     finally:
-        with anyio.CancelScope(shield=True):
+        with shielded(f"releasing the lease of run {run.run_id!r}"):
             await lease.drop()
 
 

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import anyio
 
+from procflow._backends.deadline import shielded
 from procflow.errors import StepValidationError, StorageError, TripwireError
 from procflow.records import RunStatus, Tripwire
 from procflow.runtime.distributed import Parked
@@ -110,7 +111,7 @@ class RunExecution:
                 outcome = CANCELED
             return await self.finish(outcome)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
+            with shielded(f"storing canceled run {self.ex.run_id!r}"):
                 if lease is None or not lease.lost:
                     await self.finish(CANCELED)
             raise
@@ -168,7 +169,7 @@ async def _write_failure(ex: Execution, error: BaseException) -> None:
     states: tuple[dict[str, Any] | None, ...] = (None, {})
     for state in states:
         try:
-            with anyio.CancelScope(shield=True):
+            with shielded(f"storing failed run {ex.run_id!r}"):
                 await ex.flush("failed", error=error, state=state)
             return
         except Exception:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
+from procflow._backends.deadline import shielded
 from procflow.runtime.leases import RunLease, lease_owner_id, parked_owner
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class LeaseKeeper:
             if not lease.renews:  # a process-local storage's release never waits
                 await lease.drop()
             else:
-                with anyio.CancelScope(shield=True):
+                with shielded(f"releasing the lease of run {self.run_id!r}"):
                     if parked is not None:
                         await lease.hand_over(parked_owner(parked))
                     else:

@@ -190,7 +190,7 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
         ended = _now()
         if keep:
             result = StepResult("success", out, None, started, ended, lost + attempt + 1,
-                                None, resume_data, iteration)
+                                None, resume_data, iteration, lost=lost)
             if ex.encodes:  # refused here, as this step's failure, if unstorable
                 try:
                     ex.encode(path, result)

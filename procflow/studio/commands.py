@@ -96,11 +96,30 @@ def parse_input(value: str, *, json_only: bool) -> Any:
 
 def _read(value: str, option: str) -> tuple[str, str]:
     if not value.startswith("@"):
-        return value, ""
+        return _utf8(value, option), ""
     path = Path(value[1:])
     if not path.is_file():
         raise UsageError(f"no such file: {path} (from {option} {value})")
-    return path.read_text(encoding="utf-8"), f" in {path}"
+    try:
+        return path.read_text(encoding="utf-8"), f" in {path}"
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{option} file {path} is not UTF-8 text (byte "
+                         f"0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+
+
+def _utf8(text: str, option: str) -> str:
+    """An argument as given, refused if its bytes were not UTF-8 (Python decodes such
+    bytes of the command line to lone surrogates, which no storage can keep)."""
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as exc:
+            code = ord(text[exc.start])
+            what = (f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF
+                    else f"lone surrogate U+{code:04X}")
+            raise UsageError(f"{option} is not UTF-8 text ({what} at character "
+                             f"{exc.start})") from None
+    return text
 
 
 async def run_command(args: argparse.Namespace, console: Console) -> int:

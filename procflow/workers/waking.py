@@ -108,6 +108,6 @@ class _WakingConsumer(_RedisConsumer):
                 proxy = super().__next__()  # type: ignore[no-untyped-call]
                 return proxy
             self.broker.client.blpop([self.wake], timeout=self.timeout / 1000)
-        except redis.ConnectionError as exc:
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
         return None
