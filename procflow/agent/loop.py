@@ -412,82 +412,47 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     The stream processors see every chunk, the model's "finish" too (the caller gets
     one "finish" at the end of the whole call, so a processed "finish" is not passed
     on); a stream that ends without one gets one, so windows and batches are always
-    flushed. The hot path of a step (one pass per streamed chunk), so the work per
-    chunk is inlined here rather than spread over helpers.
+    flushed. The hot path of a step (one pass per streamed chunk): each chunk takes the
+    pipeline's one loop (``StreamPipeline.process``), and what it lets through is handled
+    here, inline.
     """
     pipe = deps.pipe = deps.outputs.output_stream(state.messages)
     process = None if pipe.empty else pipe.process
-    plain = pipe.plain
     emit = deps.emit if deps.streaming else None
     raw: list[Chunk] = []
     texts: list[str] = []  # the step's text pieces (joined at the end)
     started = time.time()
-    finished = False
+    finished = process is None  # no processor: no finish of our own to send through
+    last = False
     stream: Any = _replay(cached) if cached is not None else model.stream(request)
-
-    async def deliver(outs: Sequence[Chunk]) -> bool:
-        """Emit what the processors let through; ``True`` once they tripped. (The
-        per-chunk loop below does the same inline: no coroutine per chunk.)"""
-        for out in outs:
-            if isinstance(out, TextDelta):
-                texts.append(out.text)
-            elif isinstance(out, TripwireChunk) and pipe.tripwire is not None:
-                raw.append(out)  # process_llm_response sees the step was tripped
-                await deps.trip(state, pipe.tripwire)
-                return True
-            elif isinstance(out, ToolCallChunk):
-                record.tool_calls.append({"tool_call_id": out.tool_call_id,
-                                          "tool_name": out.tool_name, "args": dict(out.args)})
-            elif isinstance(out, Finish):
-                continue
-            if emit is not None:
-                await emit(out)
-        return False
-
+    next_chunk = aiter(stream).__anext__
     try:
-        async for chunk in stream:
-            raw.append(chunk)
-            if isinstance(chunk, TextDelta):
-                pass
-            elif isinstance(chunk, Finish):
-                record.finish_reason = chunk.finish_reason
-                record.usage = state.add_usage(chunk.usage)
-                if process is None:
-                    continue
-                finished = True
-            elif isinstance(chunk, ErrorChunk):
-                error = chunk.error
-                raise error if isinstance(error, APICallError) else APICallError(str(error))
-            if process is None:
-                outs: Sequence[Chunk] = (chunk,)
-            elif plain is None or isinstance(chunk, DataChunk) or pipe.tripwire is not None:
-                outs = await process(chunk)
-            else:  # ``pipe.process``, inlined: no coroutine per chunk
-                part = chunk
-                for p, fn, is_async, args, append in plain:
-                    args.part = part
-                    append(part)
-                    try:
-                        got = fn(args)
-                        if is_async:
-                            got = await got
-                    except Exception as exc:
-                        outs = [pipe.failed(p, exc)]
-                        break
-                    if got is part:
-                        continue
-                    if got is None:
-                        outs = ()
-                        break
-                    if isinstance(got, Chunk) and not isinstance(got, DataChunk):
-                        part = got
-                        continue
-                    outs = await pipe.after(args, p, got)
+        while True:
+            try:
+                chunk = await next_chunk()
+            except StopAsyncIteration:
+                if finished or pipe.tripwire is not None:
                     break
-                else:
-                    outs = (part,)
+                # The stream ended without a "finish": one goes through the stages so
+                # that each releases what it holds (the finish itself is dropped below).
+                finished = last = True
+                chunk = Finish(None)
+            else:
+                raw.append(chunk)
+                if isinstance(chunk, TextDelta):
+                    pass
+                elif isinstance(chunk, Finish):
+                    record.finish_reason = chunk.finish_reason
+                    record.usage = state.add_usage(chunk.usage)
+                    if process is None:
+                        continue
+                    finished = True
+                elif isinstance(chunk, ErrorChunk):
+                    error = chunk.error
+                    raise error if isinstance(error, APICallError) else APICallError(str(error))
+            outs: Sequence[Chunk] = (chunk,) if process is None else await process(chunk)
             for out in outs:
-                if isinstance(out, TextDelta):  # as in ``deliver``
+                if isinstance(out, TextDelta):
                     texts.append(out.text)
                 elif isinstance(out, TripwireChunk) and pipe.tripwire is not None:
                     raw.append(out)  # process_llm_response sees the step was tripped
@@ -501,9 +466,8 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
                     continue
                 if emit is not None:
                     await emit(out)
-        if (process is not None and not finished and pipe.tripwire is None
-                and await deliver(await pipe.finish())):
-            return raw
+            if last:
+                break
     finally:
         close = getattr(stream, "aclose", None)
         if close is not None:
