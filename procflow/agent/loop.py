@@ -25,7 +25,6 @@ import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -59,12 +58,12 @@ from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
 from procflow.tools import Tool, ToolContext, ToolSuspended
-from procflow.workflows.plan import StepEntry
+from procflow.workflows.plan import Entry, StepEntry
 from procflow.workflows.workflow import Workflow, create_workflow
 
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
-    from procflow.runtime.execution import Execution, Scope
+    from procflow.runtime.execution import Execution, Node, Scope
 
 __all__ = ["LOOP_STEPS", "AgentLoop", "ProcessorStage", "build_loop", "deps_of", "live_deps"]
 
@@ -164,7 +163,19 @@ async def _output_result(deps: AgentDeps, state: AgentState) -> None:
         await deps.trip(state, trip)
 
 
-class ProcessorStage(Workflow):
+class _RunAsOne(Workflow):
+    """A workflow drawn as its plan (processors, tools) but run as one node, ``run``."""
+
+    def __init__(self, id: str, description: str, run: Node) -> None:
+        super().__init__(id=id, description=description, trace_io=False)
+        self._run = run
+
+    def compile(self) -> Sequence[Node]:
+        self.compiled = compiled = [self._run]
+        return compiled
+
+
+class ProcessorStage(_RunAsOne):
     """A stage of the loop: drawn as its processors, run as one pass of the call's runner.
 
     Its entries are the agent's processors for the stage (``processor:<id>`` steps,
@@ -175,12 +186,6 @@ class ProcessorStage(Workflow):
 
     def __init__(self, id: str, description: str, agent: Agent, run: StageFn | None,
                  units: Sequence[Any]) -> None:
-        super().__init__(id=id, description=description, trace_io=False)
-        self.kind_label = "stage"
-        for unit in units:
-            self.then(unit)
-        self.commit()
-
         async def node(ex: Execution, data: Any, scope: Scope) -> Any:
             state = data if type(data) is AgentState else as_state(data)
             deps = live_deps.get(ex.run_id)
@@ -196,7 +201,11 @@ class ProcessorStage(Workflow):
                 await run(deps, state)
             return state
 
-        self.compiled = [node]  # the drawn processors run through the runner's fast path
+        # the drawn processors run through the runner's fast path
+        super().__init__(id, description, node)
+        for unit in units:
+            self.then(unit)
+        self.commit()
 
 
 class _StageContext:
@@ -553,17 +562,15 @@ def _tool_calls(agent: Agent) -> Step | Workflow:
     tools = _tool_nodes(agent)
     if not tools:
         return runner
-    stage = create_workflow(id="tool-calls", description="the step's tool calls, "
-                            "concurrently", trace_io=False)
-    stage = (stage.then(tools[0]) if len(tools) == 1 else stage.parallel(tools)).commit()
 
     async def node(ex: Execution, data: Any, scope: Scope) -> Any:
         from procflow.runtime.executor import run_unit
 
         return await run_unit(ex, runner, data, scope, path=scope.prefix + "run")
 
-    stage.compiled = [node]  # drawn as its tools; run as one step over the calls
-    return stage
+    # drawn as its tools; run as one step over the calls
+    stage = _RunAsOne("tool-calls", "the step's tool calls, concurrently", node)
+    return (stage.then(tools[0]) if len(tools) == 1 else stage.parallel(tools)).commit()
 
 
 MAX_DRAWN_TOOLS = 6
@@ -825,14 +832,11 @@ class AgentLoop:
         """Every step id of the loop, nested ones included, in plan order."""
         out: list[str] = []
 
-        def walk(wf: Any) -> None:
+        def walk(wf: Workflow) -> None:
             for entry in wf.entries:
                 for unit in entry.units():
-                    if isinstance(unit, ProcessorStage):
-                        out.append(unit.id)
-                        continue
                     out.append(unit.id)
-                    if hasattr(unit, "entries") and unit.id != "tool-calls":
+                    if isinstance(unit, Workflow) and not isinstance(unit, _RunAsOne):
                         walk(unit)
         walk(self.workflow)
         return out
@@ -847,12 +851,10 @@ class AgentLoop:
 
     def replace(self, id: str, step: Any) -> AgentLoop:
         """Run ``step`` instead of the step ``id``."""
-        def put(entries: list[Any], i: int) -> None:
-            old = entries[i]
-            if not isinstance(old, StepEntry):
-                entries[i] = _replaced(old, id, step)
-            else:
-                entries[i] = _entry(step)
+        new = _entry(step).step
+
+        def put(entries: list[Entry], i: int) -> None:
+            entries[i] = entries[i].with_unit(id, new)
         return self._edit(id, put)
 
     def remove(self, id: str) -> AgentLoop:
@@ -860,24 +862,28 @@ class AgentLoop:
         return self._edit(id, lambda entries, i: entries.pop(i))
 
     def _edit(self, id: str, change: Callable[[list[Any], int], Any]) -> AgentLoop:
-        found = _locate(self.workflow, id)
-        if found is None:
+        """Apply ``change`` to the entries of the workflow holding step ``id``: that
+        workflow and each one around it are rebuilt (``Workflow.with_entries``), so no
+        committed workflow is changed."""
+        path = _locate(self.workflow, id)
+        if path is None:
             raise WorkflowDefinitionError(
                 f"agent loop '{self.workflow.id}' has no step '{id}'; its steps: "
                 f"{self.step_ids()}", workflow_id=self.workflow.id, step_id=id)
-        wf, i = found
+        wf, i = path[-1]
         entries = list(wf.entries)
         change(entries, i)
-        wf.entries = entries
-        wf.committed = False
-        wf.compiled = None
-        wf._graph = None
-        if not wf.entries:
+        if not entries:
             raise WorkflowDefinitionError(
                 f"agent loop: removing '{id}' leaves '{wf.id}' empty; replace it instead",
                 workflow_id=wf.id, step_id=id)
-        if wf is not self.workflow:
-            wf.commit()
+        new = wf.with_entries(entries)
+        for outer, j in reversed(path[:-1]):
+            inner = new.commit()
+            entries = list(outer.entries)
+            entries[j] = entries[j].with_unit(inner.id, inner)
+            new = outer.with_entries(entries)
+        self.workflow = new
         return self
 
 
@@ -889,29 +895,16 @@ def _entry(step: Any) -> StepEntry:
         f"{type(step).__name__} {step!r}")
 
 
-def _replaced(entry: Any, id: str, step: Any) -> Any:
-    new = _entry(step).step
-    for name in ("step",):
-        if getattr(entry, name, None) is not None and entry.step.id == id:
-            return dc_replace(entry, step=new)
-    branches = getattr(entry, "branches", None)
-    if branches is not None:
-        return dc_replace(entry, branches=tuple((c, new if u.id == id else u)
-                                                for c, u in branches))
-    raise WorkflowDefinitionError(f"agent loop: step '{id}' cannot be replaced")
-
-
-def _locate(wf: Any, id: str) -> tuple[Any, int] | None:
-    """The (nested) workflow whose entries hold step ``id``, and the entry's index."""
+def _locate(wf: Workflow, id: str) -> list[tuple[Workflow, int]] | None:
+    """The workflows from ``wf`` down to the one whose entries hold step ``id``, each
+    with the index of the entry that leads on (the last: the entry holding the step)."""
     for i, entry in enumerate(wf.entries):
         units = entry.units()
         if any(u.id == id for u in units):
-            return wf, i
+            return [(wf, i)]
         for unit in units:
-            if hasattr(unit, "entries") and not isinstance(unit, ProcessorStage) \
-                    and unit.id != "tool-calls":
+            if isinstance(unit, Workflow) and not isinstance(unit, _RunAsOne):
                 found = _locate(unit, id)
                 if found is not None:
-                    return found
+                    return [(wf, i), *found]
     return None
-

@@ -4,7 +4,7 @@ Every consumer of a plan goes through the ``Entry`` methods, so a new kind of en
 is one new subclass here:
 
 - ``compile()``: the runtime node it runs as (``procflow.runtime.nodes``);
-- ``units()``: the steps (or nested workflows) it runs;
+- ``units()``: the steps (or nested workflows) it runs, ``with_unit()`` one swapped;
 - ``ids()``: the ids it claims, for the duplicate check;
 - ``output_shape()``: what it outputs, checking what its steps take (``commit()``);
 - ``layout()``: how it is drawn, as one of three shapes (``UnitLayout``,
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
@@ -118,6 +118,10 @@ class Entry(ABC):
         """The steps (and nested workflows) the entry runs; none by default."""
         return ()
 
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        """This entry with ``unit`` in place of its step ``id`` (itself when it has none)."""
+        return self
+
     @abstractmethod
     def ids(self) -> list[tuple[str, str]]:
         """``(id, builder call)`` for every id the entry claims in its workflow."""
@@ -146,6 +150,9 @@ class StepEntry(Entry):
 
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)
+
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, step=unit) if self.step.id == id else self
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.step.id, "then()")]
@@ -188,6 +195,9 @@ class ParallelEntry(_Lanes):
     def units(self) -> tuple[StepLike, ...]:
         return self.steps
 
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, steps=tuple(unit if s.id == id else s for s in self.steps))
+
     def layout(self) -> Layout:
         return LanesLayout("parallel", tuple((None, s) for s in self.steps))
 
@@ -205,6 +215,10 @@ class BranchEntry(_Lanes):
 
     def units(self) -> tuple[StepLike, ...]:
         return tuple(s for _, s in self.branches)
+
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, branches=tuple((c, unit if s.id == id else s)
+                                            for c, s in self.branches))
 
     def layout(self) -> Layout:
         labels = self.labels or (None,) * len(self.branches)
@@ -276,6 +290,9 @@ class ForeachEntry(Entry):
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)
 
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, step=unit) if self.step.id == id else self
+
     def ids(self) -> list[tuple[str, str]]:
         return [(self.step.id, "foreach()")]
 
@@ -303,6 +320,9 @@ class LoopEntry(Entry):
 
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)
+
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, step=unit) if self.step.id == id else self
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.step.id, f"{self.mode}()")]
