@@ -1,7 +1,8 @@
 """Plan nodes: the async callables a workflow's plan entries compile to, once per workflow.
 
-Each builder entry (``procflow.workflows.plan``) compiles itself by calling one of
-the factories here; the runtime only ever sees the resulting ``Node`` callables.
+Each builder entry (``procflow.workflows.plan``) reads itself into ``RUNTIME``, whose
+methods are the factories here; the runtime only ever sees the resulting ``Node``
+callables.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from procflow.runtime.tracing import Tracer
 _now = time.time
 
 __all__ = [
+    "RUNTIME",
     "Condition",
+    "RuntimeReader",
     "branch_node",
     "foreach_node",
     "loop_node",
@@ -554,3 +557,22 @@ def _sleep(entry_id: str, delay: Callable[[StepContext], Awaitable[float]]) -> N
             await ex.event("step-result", path, {"output": data})
         return data
     return sleep
+
+
+class RuntimeReader:
+    """The plan as the runtime reads it (``procflow.workflows.plan.Reader``): each
+    builder call as the ``Node`` that runs it."""
+
+    then = staticmethod(then_node)
+    parallel = staticmethod(parallel_node)
+    branch = staticmethod(branch_node)
+    when = staticmethod(when_node)
+    map = staticmethod(map_node)
+    foreach = staticmethod(foreach_node)
+    loop = staticmethod(loop_node)
+    sleep = staticmethod(sleep_node)
+    sleep_until = staticmethod(sleep_until_node)
+
+
+RUNTIME = RuntimeReader()
+"""The runtime's reader of plans: ``entry.compile()`` is ``entry.read(RUNTIME)``."""

@@ -3,7 +3,13 @@
 Every consumer of a plan goes through the ``Entry`` methods, so a new kind of entry
 is one new subclass here:
 
-- ``compile()``: the runtime node it runs as (``procflow.runtime.nodes``);
+- ``read(reader)``: what it means, as calls of a ``Reader`` (``then``, ``parallel``,
+  ``branch``, ``map``, ...). The plan has two readers, so one meaning: the runtime's
+  (``procflow.runtime.nodes.RUNTIME``: ``compile()`` is ``read(RUNTIME)``, the node
+  a run calls) and the output stream's (``procflow.processors._compile``: a processor
+  workflow as in-process stream stages). An entry made of existing calls runs on
+  both unchanged; a new kind of call is one new ``Reader`` method, which mypy makes
+  each reader define;
 - ``units()``: the steps (or nested workflows) it runs, ``with_unit()`` one swapped;
 - ``ids()``: the ids it claims, for the duplicate check;
 - ``output_shape()``: what it outputs, checking what its steps take (``commit()``);
@@ -17,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 from procflow.runtime import nodes
 from procflow.runtime.nodes import Condition
@@ -40,6 +46,8 @@ __all__ = [
     "MapEntry",
     "NodeLayout",
     "ParallelEntry",
+    "ReadT",
+    "Reader",
     "SleepEntry",
     "SleepUntilEntry",
     "StepEntry",
@@ -105,14 +113,50 @@ class NodeLayout:
 Layout: TypeAlias = UnitLayout | LanesLayout | NodeLayout
 
 
+ReadT = TypeVar("ReadT")
+ReadT_co = TypeVar("ReadT_co", covariant=True)
+
+
+class Reader(Protocol[ReadT_co]):
+    """What each builder call means to one interpreter of plans: one method a call.
+
+    ``procflow.runtime.nodes.RUNTIME`` makes the ``Node`` a run calls; the output
+    stream's reader (``procflow.processors._compile``) makes stream stages, and refuses
+    what cannot run per chunk.
+    """
+
+    def then(self, unit: StepLike, /) -> ReadT_co: ...
+
+    def parallel(self, steps: tuple[StepLike, ...], distribute: bool, /) -> ReadT_co: ...
+
+    def branch(self, branches: tuple[tuple[Condition, StepLike], ...], /) -> ReadT_co: ...
+
+    def when(self, condition: Condition, unit: StepLike, /) -> ReadT_co: ...
+
+    def map(self, id: str, fn: Callable[[Any], Any], /) -> ReadT_co: ...
+
+    def foreach(self, unit: StepLike, concurrency: int, distribute: bool, /) -> ReadT_co: ...
+
+    def loop(self, unit: StepLike, condition: Condition, mode: Literal["dowhile", "dountil"],
+             max_iterations: int | None, /) -> ReadT_co: ...
+
+    def sleep(self, id: str, seconds: float | Callable[[Any], Any], /) -> ReadT_co: ...
+
+    def sleep_until(self, id: str, until: datetime | Callable[[Any], Any], /) -> ReadT_co: ...
+
+
 class Entry(ABC):
     """One builder call in a workflow's plan (see the module docstring)."""
 
     __slots__ = ()
 
     @abstractmethod
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        """What the entry means, as ``reader`` reads it (the one definition of it)."""
+
     def compile(self) -> Node:
         """The runtime node that runs this entry."""
+        return self.read(nodes.RUNTIME)
 
     def units(self) -> tuple[StepLike, ...]:
         """The steps (and nested workflows) the entry runs; none by default."""
@@ -145,8 +189,8 @@ class StepEntry(Entry):
 
     step: StepLike
 
-    def compile(self) -> Node:
-        return nodes.then_node(self.step)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.then(self.step)
 
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)
@@ -189,8 +233,8 @@ class ParallelEntry(_Lanes):
     steps: tuple[StepLike, ...]
     distribute: bool = False
 
-    def compile(self) -> Node:
-        return nodes.parallel_node(self.steps, self.distribute)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.parallel(self.steps, self.distribute)
 
     def units(self) -> tuple[StepLike, ...]:
         return self.steps
@@ -210,8 +254,8 @@ class BranchEntry(_Lanes):
     branches: tuple[tuple[Condition, StepLike], ...]
     labels: tuple[str | None, ...] = ()
 
-    def compile(self) -> Node:
-        return nodes.branch_node(self.branches)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.branch(self.branches)
 
     def units(self) -> tuple[StepLike, ...]:
         return tuple(s for _, s in self.branches)
@@ -235,9 +279,9 @@ class WhenEntry(BranchEntry):
 
     method: ClassVar[str] = "when()"
 
-    def compile(self) -> Node:
+    def read(self, reader: Reader[ReadT]) -> ReadT:
         ((condition, step),) = self.branches
-        return nodes.when_node(condition, step)
+        return reader.when(condition, step)
 
     def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
         ((_, step),) = self.branches
@@ -263,8 +307,8 @@ class MapEntry(Entry):
     id: str
     fn: Callable[[Any], Any]
 
-    def compile(self) -> Node:
-        return nodes.map_node(self.id, self.fn)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.map(self.id, self.fn)
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.id, "map()")]
@@ -284,8 +328,8 @@ class ForeachEntry(Entry):
     concurrency: int
     distribute: bool = False
 
-    def compile(self) -> Node:
-        return nodes.foreach_node(self.step, self.concurrency, self.distribute)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.foreach(self.step, self.concurrency, self.distribute)
 
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)
@@ -315,8 +359,8 @@ class LoopEntry(Entry):
     max_iterations: int | None
     label: str | None = None
 
-    def compile(self) -> Node:
-        return nodes.loop_node(self.step, self.condition, self.mode, self.max_iterations)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.loop(self.step, self.condition, self.mode, self.max_iterations)
 
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)
@@ -349,8 +393,8 @@ class SleepEntry(Entry):
     id: str
     seconds: float | Callable[[Any], Any]
 
-    def compile(self) -> Node:
-        return nodes.sleep_node(self.id, self.seconds)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.sleep(self.id, self.seconds)
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.id, "sleep()")]
@@ -371,8 +415,8 @@ class SleepUntilEntry(Entry):
     id: str
     until: datetime | Callable[[Any], Any]
 
-    def compile(self) -> Node:
-        return nodes.sleep_until_node(self.id, self.until)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.sleep_until(self.id, self.until)
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.id, "sleep()")]
