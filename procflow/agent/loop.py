@@ -188,13 +188,9 @@ class ProcessorStage(_RunAsOne):
                  units: Sequence[Any]) -> None:
         async def node(ex: Execution, data: Any, scope: Scope) -> Any:
             state = data if type(data) is AgentState else as_state(data)
-            deps = live_deps.get(ex.run_id)
-            if deps is None:
-                deps = live_deps[ex.run_id] = agent.default_deps()
+            deps = deps_of(ex, agent)
             deps.state = state
-            context = deps.ctx  # ``_bind``, inline: a stage runs several times a step
-            context.tracer = ex.tracer
-            context.span = scope.span
+            _bind(deps, ex.tracer, scope.span)
             if run is None:  # the model call: it reports its usage as a step does
                 await _call_model(_StageContext(ex, scope.span), deps, state)
             else:

@@ -258,23 +258,10 @@ def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
         return await _together(ex, chosen, data, scope)
 
     async def branch(ex: Execution, data: Any, scope: Scope) -> Any:
-        tracer = ex.tracer
-        if tracer is None or count == 1:
+        if ex.tracer is None or count == 1:
             return await choose(ex, data, scope)
-        # ``_contained``, inlined: a branch runs several times per agent step
-        span = tracer.open("branch", "branch", scope.span, scope.prefix + "branch", _now())
-        span.attributes = {"branches": count}
-        sub = Scope(scope.wf, scope.prefix, scope.init_data, scope.state, None, span)
-        try:
-            out = await choose(ex, data, sub)
-        except BaseException as exc:
-            close_span(span, exc)
-            raise
-        finally:
-            scope.state = sub.state
-        span.end = _now()
-        span.status = "success"
-        return out
+        return await _contained(ex, "branch", "branch", scope,
+                                lambda sub: choose(ex, data, sub), branches=count)
     return branch
 
 
