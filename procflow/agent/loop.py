@@ -234,13 +234,18 @@ def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequenc
     """The stage as a ``ProcessorStage`` when it has processors to draw, else one step."""
     if units:
         return ProcessorStage(id, description, agent, run, units)
+    return _loop_step(id, description, agent, lambda ctx, deps, state: run(deps, state))
 
+
+def _loop_step(id: str, description: str, agent: Agent,
+               run: Callable[[StepContext, AgentDeps, AgentState], Awaitable[None]]) -> Step:
+    """A step of the loop that runs ``run`` on the call's deps and the loop's state."""
     async def execute(ctx: StepContext) -> AgentState:
         state = as_state(ctx.input_data)
         deps = deps_of(ctx, agent)
         deps.state = state
         _bind(deps, ctx.tracer, ctx.span)
-        await run(deps, state)
+        await run(ctx, deps, state)
         return state
 
     return _step(id, execute, description)
@@ -314,16 +319,8 @@ def _llm_call(agent: Agent) -> Step | Workflow:
     if units:
         return ProcessorStage("llm-call", "the model call through the stream processors",
                               agent, None, units)
-
-    async def llm_call(ctx: StepContext) -> AgentState:
-        state = as_state(ctx.input_data)
-        deps = deps_of(ctx, agent)
-        deps.state = state
-        _bind(deps, ctx.tracer, ctx.span)
-        await _call_model(ctx, deps, state)
-        return state
-
-    return _step("llm-call", llm_call, "the model call through the stream processors")
+    return _loop_step("llm-call", "the model call through the stream processors", agent,
+                      _call_model)
 
 
 async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
@@ -545,16 +542,8 @@ def _record_response(state: AgentState, record: StepRecord) -> None:
 # -- tool calls -----------------------------------------------------------------------
 
 def _tool_calls(agent: Agent) -> Step | Workflow:
-    async def tool_calls(ctx: StepContext) -> AgentState:
-        state = as_state(ctx.input_data)
-        deps = deps_of(ctx, agent)
-        deps.state = state
-        _bind(deps, ctx.tracer, ctx.span)
-        await _run_tools(ctx, deps, state)
-        return state
-
-    runner = _step("tool-calls", tool_calls, "the step's tool calls, concurrently "
-                   "(suspends for approval)")
+    runner = _loop_step("tool-calls", "the step's tool calls, concurrently (suspends for "
+                        "approval)", agent, _run_tools)
     tools = _tool_nodes(agent)
     if not tools:
         return runner
