@@ -177,7 +177,7 @@ class StreamPipeline:
         the stages so that each releases what it holds (the caller drops the finish)."""
         return await self.process(Finish(None))
 
-    async def process(self, part: Chunk, stages: list[Stage] | None = None, start: int = 0,
+    async def process(self, part: Chunk, stages: list[Stage] | None = None,
                       released: bool = False) -> list[Chunk]:
         """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.
 
@@ -185,9 +185,9 @@ class StreamPipeline:
 
         Args:
             part: The chunk.
-            stages: The stages to run it through (a fork's lane), else the pipeline's.
-            start: The first stage to run.
-            released: ``part`` is text the window of ``stages[start]`` just let go.
+            stages: The stages to run it through (a fork's lane, the stages after one),
+                else the pipeline's.
+            released: ``part`` is text the window of the first stage just let go.
 
         Raises:
             ProcessorError: A hook raised something other than a TripWire, or returned
@@ -195,10 +195,8 @@ class StreamPipeline:
         """
         if self.tripwire is not None:
             return []
-        if stages is None:
-            stages = self._stages
         is_data = isinstance(part, DataChunk)
-        for stage in stages if start == 0 else stages[start:]:
+        for stage in self._stages if stages is None else stages:
             p, fn, is_async, data_parts, args, append, window = stage
             if window is not None:
                 if released:
@@ -213,11 +211,11 @@ class StreamPipeline:
                     # Text held back leaves before anything that follows it.
                     got = window.take(p, args, flush=True)
                     assert got is not None
-                    i = _index(stages, stage)
-                    head = await self.process(got, stages, i, True)
+                    rest = self._from(stages, stage)
+                    head = await self.process(got, rest, True)
                     if self.tripwire is not None:
                         return head
-                    return head + await self.process(part, stages, i)
+                    return head + await self.process(part, rest)
             if is_data and not data_parts:
                 continue
             args.part = part
@@ -240,19 +238,24 @@ class StreamPipeline:
                 part = out
                 is_data = isinstance(part, DataChunk)
                 continue
-            return await self._released(stages, _index(stages, stage), p, out)
+            return await self._released(self._from(stages, stage)[1:], p, out)
         return [part]
 
-    async def _released(self, stages: list[Stage], i: int, p: Processor,
-                        out: Any) -> list[Chunk]:
-        """Stage ``i`` (processor ``p``) returned ``out``, neither its chunk, ``None`` nor
-        one chunk: a list of chunks goes on through the stages after it."""
+    def _from(self, stages: list[Stage] | None, stage: Stage) -> list[Stage]:
+        """``stage`` and the stages after it (of ``stages``, else the pipeline's); found
+        by identity, off the hot path."""
+        lane = self._stages if stages is None else stages
+        return lane[next(i for i, s in enumerate(lane) if s is stage):]
+
+    async def _released(self, later: list[Stage], p: Processor, out: Any) -> list[Chunk]:
+        """A stage (processor ``p``) returned ``out``, neither its chunk, ``None`` nor one
+        chunk: a list of chunks goes on through the ``later`` stages."""
         if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
             if self.tripwire is not None:  # a fork's lane tripped: its tripwire chunk
                 return out
             emitted: list[Chunk] = []
             for item in out:
-                emitted += await self.process(item, stages, i + 1)
+                emitted += await self.process(item, later)
                 if self.tripwire is not None:
                     break
             return emitted
@@ -267,7 +270,3 @@ class StreamPipeline:
         self.tripwire = trip
         return Chunk.tripwire(trip.reason, trip.processor_id, trip.retry, trip.metadata)
 
-
-def _index(stages: list[Stage], stage: Stage) -> int:
-    """Where ``stage`` is in ``stages`` (by identity: looked up only off the hot path)."""
-    return next(i for i, s in enumerate(stages) if s is stage)
