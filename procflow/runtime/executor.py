@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import time
 import traceback
 from collections.abc import Coroutine
@@ -25,7 +26,7 @@ from procflow.errors import (
     TripWire,
     WorkflowRunError,
 )
-from procflow.records import Span, StepResult
+from procflow.records import Span, StepResult, span_id
 from procflow.runtime.execution import (
     Execution,
     Failed,
@@ -65,8 +66,9 @@ def run_unit(ex: Execution, unit: Unit, data: Any, scope: Scope, *,
         Failed: The unit failed (its result is recorded).
         Suspended: The unit (or a step inside it) suspended.
     """
-    if path is None:
-        path = scope.path(unit.id)
+    if path is None:  # ``Scope.path``, inlined: this runs for every step
+        prefix = scope.prefix
+        path = sys.intern(prefix + unit.id) if prefix else unit.id
     if unit.is_workflow:
         return _run_nested(ex, unit, data, scope, path, replay, keep, iteration)
     return _run_step(ex, unit, data, scope, path, replay, keep, iteration)
@@ -132,8 +134,14 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
     timeout = step.timeout if step.timeout is not None else wf.timeout
     started = _now()
     tracer = ex.tracer
-    span = None if tracer is None else tracer.open(
-        step.id, step.span_kind, scope.span, path, started, data if step.trace_io else None)
+    span = None
+    if tracer is not None:  # Tracer.open, inlined (its documented fast path)
+        spans = tracer.spans
+        parent = scope.span
+        span = Span(span_id(len(spans) + 1), None if parent is None else parent.span_id, step.id,
+                    step.span_kind, path, started, None, "running",
+                    data if step.trace_io else None)
+        spans.append(span)
     if lost and span is not None:
         span.set(attempt=lost + 1, note=f"attempt {lost + 1} after worker loss")
     marked = ex.mark_started and keep
@@ -194,8 +202,10 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
         if span is not None:
             close_span(span, exc, attempt)
         raise
-    if span is not None:
-        Tracer.ok(span, out if step.trace_io else None, ended)
+    if span is not None:  # Tracer.ok, inlined: this runs for every traced step
+        span.end = ended
+        span.status = "success"
+        span.output = out if step.trace_io else None
         if attempt:
             span.set(attempts=attempt + 1)
     if keep:
@@ -336,7 +346,10 @@ async def _run_nested(ex: Execution, wf: PlanUnit, data: Any, scope: Scope, path
     scope.state = inner.state
     ended = _now()
     if span is not None:
-        Tracer.ok(span, out if wf.trace_io else None, ended)
+        span.end = ended
+        span.status = "success"
+        if wf.trace_io and out is not None:
+            span.output = out
     if wf.output is not None:
         try:
             out = wf.output.check(out, what="output", workflow_id=scope.wf.id, step_id=path,

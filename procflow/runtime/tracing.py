@@ -95,10 +95,9 @@ class Tracer:
         return self.open(name, kind, parent, path, _now(), input)
 
     @staticmethod
-    def ok(span: Span, output: Any, end: float | None = None) -> None:
-        """Close a span successfully (the hot path: no keyword handling); ``end``
-        defaults to now."""
-        span.end = time.time() if end is None else end
+    def ok(span: Span, output: Any) -> None:
+        """Close a span successfully (the hot path: no keyword handling)."""
+        span.end = time.time()
         span.status = "success"
         span.output = output
 
