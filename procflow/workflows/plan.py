@@ -386,8 +386,21 @@ class LoopEntry(Entry):
                           {"loop": self.mode, "max_iterations": self.max_iterations})
 
 
+class _Wait(Entry):
+    """A wait: an ``id`` of its own, the data passing through."""
+
+    __slots__ = ()
+    id: str
+
+    def ids(self) -> list[tuple[str, str]]:
+        return [(self.id, "sleep()")]
+
+    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
+        return shape  # the data passes through
+
+
 @dataclass(frozen=True, slots=True)
-class SleepEntry(Entry):
+class SleepEntry(_Wait):
     """``.sleep(seconds)``: wait, passing the data through."""
 
     id: str
@@ -396,12 +409,6 @@ class SleepEntry(Entry):
     def read(self, reader: Reader[ReadT]) -> ReadT:
         return reader.sleep(self.id, self.seconds)
 
-    def ids(self) -> list[tuple[str, str]]:
-        return [(self.id, "sleep()")]
-
-    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
-        return shape  # the data passes through
-
     def layout(self) -> Layout:
         seconds = self.seconds
         amount = f"{seconds:g} s" if isinstance(seconds, int | float) else _computed(seconds)
@@ -409,7 +416,7 @@ class SleepEntry(Entry):
 
 
 @dataclass(frozen=True, slots=True)
-class SleepUntilEntry(Entry):
+class SleepUntilEntry(_Wait):
     """``.sleep_until(when)``: wait until a moment, passing the data through."""
 
     id: str
@@ -417,12 +424,6 @@ class SleepUntilEntry(Entry):
 
     def read(self, reader: Reader[ReadT]) -> ReadT:
         return reader.sleep_until(self.id, self.until)
-
-    def ids(self) -> list[tuple[str, str]]:
-        return [(self.id, "sleep()")]
-
-    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
-        return shape  # the data passes through
 
     def layout(self) -> Layout:
         until = self.until
