@@ -132,14 +132,15 @@ class ForkStage(CompositeStage):
         self._lanes = [pipe.stages_of(lane.nodes) for lane in node.lanes]
         self._conditions = [lane.condition for lane in node.lanes]
         self.process_data_parts = node.merge is not None or node.kind == "branch" or any(
-            s[3] for lane in self._lanes for s in lane)
+            data_parts for lane in self._lanes for _, _, _, data_parts, _, _, _ in lane)
         self._base = ""
         """Original text given to the lanes and not emitted yet."""
         self._outs = ["" for _ in node.lanes]
         """Each lane's text out, not emitted yet."""
         self._consumed = [0 for _ in node.lanes]
         """How much of ``_base`` each lane's ``_outs`` stands for."""
-        self._windows = [lane[0][6] if len(lane) == 1 else None for lane in self._lanes]
+        self._windows = [lane[0][6] if len(lane) == 1 else None  # a lone stage's window
+                         for lane in self._lanes]
 
     def stages(self) -> list[Stage]:
         return [s for lane in self._lanes for s in flat(lane)]
