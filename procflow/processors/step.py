@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validat
 
 from procflow.errors import ProcessorError, WorkflowDefinitionError
 from procflow.messages import Chunk, Message, MessageList
-from procflow.processors._call import run_hook
 from procflow.processors._hooks import PHASES, TABLE, HookCall
 from procflow.processors._stream import StreamPipeline
 from procflow.processors.args import ProcessorContext, ProcessorViolation
@@ -123,7 +122,9 @@ async def run_envelope(p: Processor, env: ProcessorStepSchema,
         call = HookCall(ml)
         for name in hook.env_in:
             setattr(call, name, getattr(env, name))
-        await run_hook(hook, p, call, ctx)
+        from procflow.processors._runner import ProcessorRunner
+
+        await ProcessorRunner([p], context=ctx, validate=False).run(hook, call)
         update = {f: getattr(call, f) for f in hook.env_out}
         update |= {"message_list": ml, "messages": hook.messages(ml),
                    "system_messages": ml.system(), "base": start}

@@ -1,7 +1,8 @@
 """Plan nodes: the async callables a workflow's plan entries compile to, once per workflow.
 
-Each builder entry (``procflow.workflows.plan``) compiles itself by calling one of
-the factories here; the runtime only ever sees the resulting ``Node`` callables.
+Each builder entry (``procflow.workflows.plan``) reads itself into ``RUNTIME``, whose
+methods are the factories here; the runtime only ever sees the resulting ``Node``
+callables.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from procflow.runtime.tracing import Tracer
 _now = time.time
 
 __all__ = [
+    "RUNTIME",
     "Condition",
+    "RuntimeReader",
     "branch_node",
     "foreach_node",
     "loop_node",
@@ -255,23 +258,10 @@ def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
         return await _together(ex, chosen, data, scope)
 
     async def branch(ex: Execution, data: Any, scope: Scope) -> Any:
-        tracer = ex.tracer
-        if tracer is None or count == 1:
+        if ex.tracer is None or count == 1:
             return await choose(ex, data, scope)
-        # ``_contained``, inlined: a branch runs several times per agent step
-        span = tracer.open("branch", "branch", scope.span, scope.prefix + "branch", _now())
-        span.attributes = {"branches": count}
-        sub = Scope(scope.wf, scope.prefix, scope.init_data, scope.state, None, span)
-        try:
-            out = await choose(ex, data, sub)
-        except BaseException as exc:
-            close_span(span, exc)
-            raise
-        finally:
-            scope.state = sub.state
-        span.end = _now()
-        span.status = "success"
-        return out
+        return await _contained(ex, "branch", "branch", scope,
+                                lambda sub: choose(ex, data, sub), branches=count)
     return branch
 
 
@@ -554,3 +544,22 @@ def _sleep(entry_id: str, delay: Callable[[StepContext], Awaitable[float]]) -> N
             await ex.event("step-result", path, {"output": data})
         return data
     return sleep
+
+
+class RuntimeReader:
+    """The plan as the runtime reads it (``procflow.workflows.plan.Reader``): each
+    builder call as the ``Node`` that runs it."""
+
+    then = staticmethod(then_node)
+    parallel = staticmethod(parallel_node)
+    branch = staticmethod(branch_node)
+    when = staticmethod(when_node)
+    map = staticmethod(map_node)
+    foreach = staticmethod(foreach_node)
+    loop = staticmethod(loop_node)
+    sleep = staticmethod(sleep_node)
+    sleep_until = staticmethod(sleep_until_node)
+
+
+RUNTIME = RuntimeReader()
+"""The runtime's reader of plans: ``entry.compile()`` is ``entry.read(RUNTIME)``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -342,6 +343,29 @@ class Workflow(Generic[InputT, OutputT]):
                 if unit.id == step_id:
                     return unit
         return None
+
+    def with_entries(self, entries: Iterable[Entry]) -> Self:
+        """A new, uncommitted workflow with this one's id and settings and the plan
+        ``entries``: how a plan is rewired (an entry inserted, swapped with
+        ``Entry.with_unit``, removed) without changing this workflow, committed or not.
+
+        Raises:
+            WorkflowDefinitionError: An item of ``entries`` is not a plan entry.
+        """
+        new = copy.copy(self)
+        new.entries = []
+        new.committed = False
+        new.compiled = None
+        new._graph = None
+        new.metadata = dict(self.metadata)
+        for entry in entries:
+            if not isinstance(entry, Entry):
+                raise WorkflowDefinitionError(
+                    f"workflow '{self.id}': with_entries() takes plan entries "
+                    f"(procflow.workflows.plan), got {type(entry).__name__}",
+                    workflow_id=self.id)
+            new._add(entry)
+        return new
 
     def compile(self) -> Sequence[Node]:
         """The plan as runtime nodes (compiled once; the runtime calls this on first run)."""

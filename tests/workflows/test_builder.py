@@ -202,3 +202,23 @@ def test_graph_shape() -> None:
     assert g.nodes["e"]["loop"] == "dountil"
     assert list(g.predecessors(END)) == ["e"]
     assert "subgraph" in g.nodes["inner"]
+
+
+def test_with_entries_rebuilds_a_plan_and_leaves_the_original_as_it_was() -> None:
+    from procflow.workflows.plan import StepEntry
+
+    a = create_step(id="a", execute=lambda ctx: ctx.input_data)
+    b = create_step(id="b", execute=lambda ctx: ctx.input_data)
+    wf = create_workflow(id="w", retries=2).then(a).commit()
+    graph = wf.graph
+    new = wf.with_entries([*wf.entries, StepEntry(b)])
+    assert not new.committed and new.retries == 2 and new.step_ids() == ["a", "b"]
+    assert wf.committed and wf.step_ids() == ["a"] and wf.graph is graph
+    swapped = new.with_entries(e.with_unit("a", b.clone(id="c")) for e in new.entries)
+    assert swapped.commit().step_ids() == ["c", "b"]
+
+
+def test_with_entries_takes_only_plan_entries() -> None:
+    wf = create_workflow(id="w").then(create_step(id="a", execute=lambda ctx: 1))
+    with pytest.raises(WorkflowDefinitionError, match="plan entries"):
+        wf.with_entries(["a"])  # type: ignore[list-item]
