@@ -19,6 +19,7 @@ from procflow.evals.dataset import Case, Dataset
 from procflow.evals.experiment import load_report
 from procflow.evals.guards import NoInjection, NoPII
 from procflow.evals.judge import LLMJudge
+from procflow.evals.online import score_runs
 from procflow.evals.report import CaseResult, EvaluationReport, Failure, ScoreChange, compare
 from procflow.evals.scorers import (
     Contains,
@@ -57,5 +58,6 @@ __all__ = [
     "ToolCalled",
     "compare",
     "load_report",
+    "score_runs",
     "scorer",
 ]

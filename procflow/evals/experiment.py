@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from procflow.steps.context import StepContext
     from procflow.storage.base import Storage
 
-__all__ = ["CASE_STEP", "WORKFLOW_PREFIX", "load_report", "run_experiment"]
+__all__ = ["CASE_STEP", "WORKFLOW_PREFIX", "Outcome", "StoredOutcomes", "load_report",
+           "run_experiment"]
 
 WORKFLOW_PREFIX: Final = "eval:"
 """An experiment is a run of the workflow ``eval:<dataset id>``."""
@@ -44,7 +45,9 @@ CASE_STEP: Final = "case"
 
 
 @dataclass(frozen=True, slots=True)
-class _Outcome:
+class Outcome:
+    """What a target gave for one case, as the scorers see it."""
+
     output: Any
     text: str
     usage: Usage | None = None
@@ -52,7 +55,15 @@ class _Outcome:
     run_id: str | None = None
 
 
-Caller = Callable[[Any, str], Awaitable[_Outcome]]
+Caller = Callable[["Case[Any, Any]", str], Awaitable[Outcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredOutcomes:
+    """A target that "runs" a case by reading what a stored run gave (``score_runs``):
+    case name -> the stored run's outcome."""
+
+    outcomes: dict[str, Outcome]
 
 
 class _TargetFailedError(Exception):
@@ -62,37 +73,45 @@ class _TargetFailedError(Exception):
 def _caller(target: Any, storage: Storage | None) -> Caller:
     from procflow.agent.agent import Agent
 
+    if isinstance(target, StoredOutcomes):
+        stored = target.outcomes
+
+        async def read_stored(case: Case[Any, Any], run_id: str) -> Outcome:
+            return stored[case.name or ""]
+
+        return read_stored
     if isinstance(target, Workflow):
         wf = target
 
-        async def run_workflow(value: Any, run_id: str) -> _Outcome:
-            result = await wf.create_run(run_id, storage=storage).start(input_data=value)
+        async def run_workflow(case: Case[Any, Any], run_id: str) -> Outcome:
+            result = await wf.create_run(run_id, storage=storage).start(input_data=case.input)
             if result.status != "success":
                 raise _TargetFailedError(f"workflow run {run_id} ended {result.status}: "
                                          f"{result.error or result.tripwire}")
-            return _Outcome(result.result, _text(result.result), result.usage, run_id=run_id)
+            return Outcome(result.result, _text(result.result), result.usage, run_id=run_id)
 
         return run_workflow
     if isinstance(target, Agent):
         agent = target
 
-        async def run_agent(value: Any, run_id: str) -> _Outcome:
-            out = await agent.generate(value, run_id=run_id)
+        async def run_agent(case: Case[Any, Any], run_id: str) -> Outcome:
+            out = await agent.generate(case.input, run_id=run_id)
             output = out.output if out.output is not None else out.text
-            return _Outcome(output, out.text, out.usage, tuple(out.tool_calls), out.run_id)
+            return Outcome(output, out.text, out.usage, tuple(out.tool_calls), out.run_id)
 
         return run_agent
     if callable(target):
         fn = target
 
-        async def run_function(value: Any, run_id: str) -> _Outcome:
+        async def run_function(case: Case[Any, Any], run_id: str) -> Outcome:
+            value = case.input
             if inspect.iscoroutinefunction(fn):
                 output = await fn(value)
             else:
                 output = await anyio.to_thread.run_sync(fn, value)
                 if inspect.isawaitable(output):
                     output = await output
-            return _Outcome(output, _text(output))
+            return Outcome(output, _text(output))
 
         return run_function
     raise TypeError(f"evaluate() takes an Agent, a committed Workflow or a function of the "
@@ -185,7 +204,7 @@ async def _score_case(case: Case[Any, Any], item: dict[str, Any], call: Caller,
             "expected": to_jsonable_python(case.expected, fallback=repr)}
     started = time.perf_counter()
     try:
-        outcome = await call(case.input, case_run)
+        outcome = await call(case, case_run)
     except Exception as exc:
         message = " ".join(str(exc).split()) or "(no message)"
         return CaseResult(**base, error=f"{type(exc).__name__}: {message}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +19,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from procflow.evals import Dataset, EvaluationReport, compare, load_report
+from procflow.evals import (
+    Dataset,
+    EvaluationReport,
+    Scorer,
+    compare,
+    load_report,
+    score_runs,
+)
 from procflow.storage.locate import get_default_storage, set_default_storage
 from procflow.studio.commands import UsageError
 from procflow.studio.output import dump, output_mode
+from procflow.studio.prune import age_argument
 from procflow.studio.store import NoStoreError, Store, find_store, resolve_run_id
 from procflow.studio.targets import TargetError, is_agent, load_attribute, module_name_for
 from procflow.workflows.workflow import Workflow
@@ -36,6 +45,7 @@ _EPILOG = """examples:
   procflow eval ev.py:capitals --target ev.py:agent --fail-under Contains=1 --json
   procflow eval ev.py:capitals --target ev.py:agent --run-id ID   (continue a stopped one)
   procflow eval --compare RUN_A RUN_B
+  procflow eval --runs --agent support --since 1d --sample 0.1 --scorers checks.py:scorers
 experiments are runs of the workflow eval:<dataset>: procflow runs --workflow eval:capitals"""
 
 
@@ -65,7 +75,29 @@ def add_eval_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Argum
     parser.add_argument("--compare", metavar="RUN_ID", nargs=2,
                         help="list the per-case score changes from one experiment to another")
     parser.add_argument("--no-live", action="store_true", help="no live progress line")
+    runs = parser.add_argument_group("scoring stored agent runs (instead of a DATASET)")
+    runs.add_argument("--runs", action="store_true",
+                      help="score stored agent runs (success or tripwire) with --scorers, as "
+                      "an experiment eval:runs-<agent> whose cases are the runs")
+    runs.add_argument("--scorers", metavar="FILE:name",
+                      help="a Scorer, or a list of them, in a Python file or module")
+    runs.add_argument("--agent", metavar="ID", help="only runs of this agent")
+    runs.add_argument("--since", metavar="AGE", type=age_argument,
+                      help="only runs updated in the last AGE (30d, 12h, 90m, 45s)")
+    runs.add_argument("--sample", metavar="X", type=_share, default=1.0,
+                      help="score this share of the runs, 0..1 (stable per run id)")
+    runs.add_argument("--limit", metavar="N", type=int, help="at most N runs, newest first")
     return parser
+
+
+def _share(value: str) -> float:
+    try:
+        share = float(value)
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        raise argparse.ArgumentTypeError(f"a share between 0 and 1, got {value!r}")
+    return share
 
 
 def parse_threshold(value: str) -> tuple[str | None, float]:
@@ -87,17 +119,32 @@ async def eval_command(args: argparse.Namespace, console: Console) -> int:
         if args.dataset is not None or args.target is not None:
             raise UsageError("--compare takes two run ids, not a dataset or --target")
         return await _compare(args, console)
-    if args.dataset is None or args.target is None:
-        raise UsageError("give a DATASET and a --target (or --compare RUN_A RUN_B)")
-    target = _load_target(args.target)
-    dataset = _load_dataset(args.dataset, args.target)
+    if args.runs:
+        if args.dataset is not None or args.target is not None:
+            raise UsageError("--runs scores stored runs: give --scorers, not a dataset or "
+                             "--target")
+        if args.scorers is None:
+            raise UsageError("--runs needs --scorers FILE:name")
+        return await _run_and_print(args, console, _load_scorers(args.scorers), None, None)
+    dataset_spec: str | None = args.dataset
+    target_spec: str | None = args.target
+    if dataset_spec is None or target_spec is None:
+        raise UsageError("give a DATASET and a --target (or --compare RUN_A RUN_B, or --runs)")
+    target = _load_target(target_spec)
+    dataset = _load_dataset(dataset_spec, target_spec)
+    return await _run_and_print(args, console, dataset.scorers, dataset, target)
+
+
+async def _run_and_print(args: argparse.Namespace, console: Console,
+                         scorers: Sequence[Scorer], dataset: Dataset[Any, Any] | None,
+                         target: Any) -> int:
     thresholds: dict[str | None, float] = dict(args.fail_under)
-    unknown = [n for n in thresholds if n is not None and n not in
-               {s.name for s in dataset.scorers}]
+    unknown = [n for n in thresholds if n is not None and n not in {s.name for s in scorers}]
     if unknown:
-        raise UsageError(f"--fail-under names no scorer of dataset {dataset.id!r}: "
+        where = f"dataset {dataset.id!r}" if dataset is not None else "--scorers"
+        raise UsageError(f"--fail-under names no scorer of {where}: "
                          f"{', '.join(unknown)}; its scorers are "
-                         f"{', '.join(s.name for s in dataset.scorers) or 'none'}")
+                         f"{', '.join(s.name for s in scorers) or 'none'}")
     own = target.storage if isinstance(target, Workflow) or is_agent(target) else None
     store = find_store(args.db, create=True, own=own)
     previous = get_default_storage()
@@ -105,41 +152,66 @@ async def eval_command(args: argparse.Namespace, console: Console) -> int:
     run_id = args.run_id or uuid.uuid4().hex
     done = False
     try:
-        report = await _evaluate(args, console, dataset, target, store, run_id)
+        report = await _evaluate(args, console, dataset, target, store, run_id, scorers)
         done = True
     finally:
         set_default_storage(previous)
         if store.owned:
             await store.storage.aclose()
         if not done:
+            again = (f"{args.dataset} --target {args.target}" if dataset is not None
+                     else f"--runs --scorers {args.scorers} ...")
             print(f"procflow: experiment {run_id} stopped; continue it with: procflow eval "
-                  f"{args.dataset} --target {args.target} --run-id {run_id}", file=sys.stderr)
+                  f"{again} --run-id {run_id}", file=sys.stderr)
     below = report.below(thresholds)
     _print_report(args, console, report, thresholds, below)
     return 1 if below else 0
 
 
-async def _evaluate(args: argparse.Namespace, console: Console, dataset: Dataset[Any, Any],
-                    target: Any, store: Store, run_id: str) -> EvaluationReport:
-    total = len(dataset.cases) * max(1, args.repeat)
+async def _evaluate(args: argparse.Namespace, console: Console,
+                    dataset: Dataset[Any, Any] | None, target: Any, store: Store,
+                    run_id: str, scorers: Sequence[Scorer]) -> EvaluationReport:
+    def run(on_case: Callable[[CaseResult], Any] | None) -> Awaitable[EvaluationReport]:
+        if dataset is None:
+            return score_runs(scorers, agent=args.agent, since=args.since,
+                              sample=args.sample, limit=args.limit, storage=store.storage,
+                              concurrency=args.concurrency, run_id=run_id, on_case=on_case)
+        return dataset.evaluate(target, concurrency=args.concurrency, repeat=args.repeat,
+                                run_id=run_id, storage=store.storage, on_case=on_case)
+
     if output_mode(args, console) != "tty" or args.no_live:
-        return await dataset.evaluate(target, concurrency=args.concurrency,
-                                      repeat=args.repeat, run_id=run_id,
-                                      storage=store.storage)
+        return await run(None)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    total = len(dataset.cases) * max(1, args.repeat) if dataset is not None else None
+    name = f"eval:{dataset.id}" if dataset is not None else "eval: stored runs"
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[last]}"), console=console,
                   transient=True) as progress:
-        task = progress.add_task(f"eval:{dataset.id}", total=total, last="")
+        task = progress.add_task(name, total=total, last="")
 
         def advance(case: CaseResult) -> None:
             shown = " ".join(f"{k}={_number(v)}" for k, v in case.scores.items())
             progress.update(task, advance=1, last=f"{case.label}: {shown}")
 
-        return await dataset.evaluate(target, concurrency=args.concurrency,
-                                      repeat=args.repeat, run_id=run_id,
-                                      storage=store.storage, on_case=advance)
+        return await run(advance)
+
+
+def _load_scorers(spec: str) -> list[Scorer]:
+    found = load_attribute(spec, defines=_scorer_names)
+    scorers = [found] if isinstance(found, Scorer) else found
+    if not isinstance(scorers, list | tuple) or not scorers \
+            or not all(isinstance(s, Scorer) for s in scorers):
+        raise TargetError(f"--scorers {spec} is {_a(type(found).__name__)}; name a Scorer or "
+                          "a non-empty list of them")
+    return list(scorers)
+
+
+def _scorer_names(module: Any) -> str:
+    found = [k for k, v in vars(module).items() if not k.startswith("_") and (
+        isinstance(v, Scorer) or (isinstance(v, list | tuple) and v
+                                  and all(isinstance(s, Scorer) for s in v)))]
+    return f"it defines: {', '.join(found)}" if found else "it defines no Scorer"
 
 
 def _load_target(spec: str) -> Any:

@@ -140,3 +140,21 @@ def test_compare_lists_the_case_whose_score_dropped_first(project: Path) -> None
                                "--json").stdout)
     assert [(c["case"], c["regression"]) for c in data["changes"]] == [("n4", True),
                                                                       ("n1", False)]
+
+
+def test_stored_agent_runs_are_scored_from_the_command_line(project: Path) -> None:
+    (project / "checks.py").write_text(
+        "from procflow.evals import Contains, NoPII\nscorers = [Contains('Paris'), NoPII()]\n")
+    for question in ("Capital of France?", "Capital of Peru?"):
+        assert procflow(project, "run", "ev.py:agent", "--input", question).returncode == 0
+    result = procflow(project, "eval", "--runs", "--agent", "geo", "--since", "1h",
+                      "--scorers", "checks.py:scorers", "--fail-under", "Contains=0.9",
+                      "--json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["workflow_id"], report["averages"]) == (
+        "eval:runs-geo", {"Contains": 0.5, "NoPII": 1.0})
+    assert sorted(c["input"] for c in report["cases"]) == ["Capital of France?",
+                                                           "Capital of Peru?"]
+    missing = procflow(project, "eval", "--runs", "--scorers", "checks.py:nope")
+    assert missing.returncode == 2 and "it defines: scorers" in missing.stderr
