@@ -49,5 +49,5 @@ def test_sampling_is_stable_and_about_the_share() -> None:
 
 async def test_nothing_to_score_says_what_was_asked(tmp_path: Path) -> None:
     async with SQLiteStorage(str(tmp_path / "runs.db")) as storage:
-        with pytest.raises(ValueError, match="no stored agent run to score .agent nobody"):
+        with pytest.raises(ValueError, match=r"no stored agent run to score \(agent nobody\)"):
             await score_runs([NoPII()], agent="nobody", storage=storage)
