@@ -146,23 +146,26 @@ async def _run_and_print(args: argparse.Namespace, console: Console,
                          f"{', '.join(unknown)}; its scorers are "
                          f"{', '.join(s.name for s in scorers) or 'none'}")
     own = target.storage if isinstance(target, Workflow) or is_agent(target) else None
-    store = find_store(args.db, create=True, own=own)
+    try:  # scoring stored runs needs a store that has them
+        store = find_store(args.db, create=dataset is not None, own=own)
+    except NoStoreError as exc:
+        raise UsageError(str(exc)) from exc
     previous = get_default_storage()
     set_default_storage(store.storage)  # where agent and workflow case runs go
     run_id = args.run_id or uuid.uuid4().hex
-    done = False
     try:
         report = await _evaluate(args, console, dataset, target, store, run_id, scorers)
-        done = True
-    finally:
-        set_default_storage(previous)
-        if store.owned:
-            await store.storage.aclose()
-        if not done:
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # Ctrl-C, a cancellation: say how to go on
             again = (f"{args.dataset} --target {args.target}" if dataset is not None
                      else f"--runs --scorers {args.scorers} ...")
             print(f"procflow: experiment {run_id} stopped; continue it with: procflow eval "
                   f"{again} --run-id {run_id}", file=sys.stderr)
+        raise
+    finally:
+        set_default_storage(previous)
+        if store.owned:
+            await store.storage.aclose()
     below = report.below(thresholds)
     _print_report(args, console, report, thresholds, below)
     return 1 if below else 0
