@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from procflow.errors import RunNotFoundError
 from procflow.evals import (
     Dataset,
     EvaluationReport,
@@ -191,13 +192,24 @@ async def _evaluate(args: argparse.Namespace, console: Console,
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[last]}"), console=console,
                   transient=True) as progress:
-        task = progress.add_task(name, total=total, last="")
+        task = progress.add_task(name, total=total, completed=await _finished(args, store),
+                                 last="")
 
         def advance(case: CaseResult) -> None:
             shown = " ".join(f"{k}={_number(v)}" for k, v in case.scores.items())
             progress.update(task, advance=1, last=f"{case.label}: {shown}")
 
         return await run(advance)
+
+
+async def _finished(args: argparse.Namespace, store: Store) -> int:
+    """The cases a continued experiment (``--run-id``) had already finished."""
+    if args.run_id is None:
+        return 0
+    try:
+        return len((await load_report(args.run_id, storage=store.storage)).cases)
+    except RunNotFoundError:
+        return 0
 
 
 def _load_scorers(spec: str) -> list[Scorer]:
