@@ -145,11 +145,12 @@ async def run_experiment(dataset: Dataset[Any, Any], target: Any, *, concurrency
                              f"got {value!r}")
     names = [s.name for s in dataset.scorers]
     data: dict[str, Any] = {"dataset": dataset.id, "scorers": names,
-                                            "cases_digest": _digest(dataset),
+                            "cases_digest": _digest(dataset),
                             "items": _items(dataset, repeat)}
     restarted = False
     wf = _experiment_workflow(dataset, _caller(target, storage), concurrency=concurrency,
-                              storage=storage, suffix=lambda: restarted, on_case=on_case)
+                              storage=storage, restarted=lambda: restarted,
+                              on_case=on_case)
     if run_id is None:
         run = wf.create_run(storage=storage)
         result = await run.start(input_data=data)
@@ -172,7 +173,7 @@ async def run_experiment(dataset: Dataset[Any, Any], target: Any, *, concurrency
 
 
 def _experiment_workflow(dataset: Dataset[Any, Any], call: Caller, *, concurrency: int,
-                         storage: Storage | None, suffix: Callable[[], bool],
+                         storage: Storage | None, restarted: Callable[[], bool],
                          on_case: Callable[[CaseResult], Any] | None) -> Workflow[Any, Any]:
     scorers = list(dataset.scorers)
 
@@ -181,7 +182,7 @@ def _experiment_workflow(dataset: Dataset[Any, Any], call: Caller, *, concurrenc
         case = dataset.cases[item["index"]]
         # a case run restarted after a crash gets a new id: its first try may be stored
         case_run = f"{ctx.run_id}.{item['index']}.{item['repeat']}"
-        if suffix():
+        if restarted():
             case_run += f"~{uuid.uuid4().hex[:6]}"
         result = await _score_case(case, item, call, case_run, scorers)
         if on_case is not None:
