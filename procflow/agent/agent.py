@@ -67,7 +67,7 @@ from procflow.workflows.workflow import Workflow
 LoopFn = Callable[[AgentLoop], AgentLoop]
 _T = TypeVar("_T")
 
-__all__ = ["Agent", "AgentStepResume", "ProcessorArray"]
+__all__ = ["Agent", "AgentStepResume", "ProcessorArray", "stored_output"]
 
 
 class AgentStepResume(BaseModel):
@@ -808,6 +808,17 @@ def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
         response=AgentResponse(messages=response, ui_messages=ui), run_id=run_id,
         suspended=suspended, output=None if check is None or suspended or trip is not None
         else _answer(check, text))
+
+
+def stored_output(result: Any, run_id: str) -> FullOutput[Any]:
+    """The ``FullOutput`` of a finished stored agent run, rebuilt from its snapshot's
+    ``result`` (the loop's final state): text, usage, tool calls, tripwire, messages.
+    ``output`` is ``None`` (the structured type is the agent's, not the run's).
+
+    Raises:
+        TypeError: ``result`` is not an agent loop's state.
+    """
+    return _full_output(as_state(result), run_id, [], None)
 
 
 def _answer(check: OutputCheck, text: str) -> Any:

@@ -1,5 +1,5 @@
-"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace``, ``prune`` and
-``worker``.
+"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace``, ``prune``,
+``worker`` and ``eval``.
 
 Every error ends the command with one line on stderr, "procflow: error: ...", and
 exit status 2 (bad usage, target or input) or 1 (a run that failed, a runtime error);
@@ -29,6 +29,7 @@ from procflow.errors import (
 )
 from procflow.storage.locate import PROJECT_DB
 from procflow.studio.commands import UsageError, run_command
+from procflow.studio.evals import add_eval_parser, eval_command
 from procflow.studio.prune import age_argument
 from procflow.studio.targets import TargetError
 from procflow.studio.worker import add_worker_parser, worker_main
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="list what would be deleted, delete nothing")
 
     add_worker_parser(sub)
+    add_eval_parser(sub, common)
 
     trace = sub.add_parser("trace", parents=[common], help="show a run's trace",
                            description="Show a run's span tree, or compare two runs.")
@@ -206,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return worker_main(args)
         console = make_console(no_color=args.no_color, plain=args.plain or args.json)
         _quiet_runtime_log()
+        if args.command == "eval":
+            return anyio.run(eval_command, args, console)
         return anyio.run(run_command, args, console)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
