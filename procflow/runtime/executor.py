@@ -244,6 +244,11 @@ def close_span(span: Span, exc: BaseException, attempt: int = 0) -> None:
         Tracer.end(span, "failed", error=exc.error, attempts=attempt + 1,
                    traceback=_traceback(exc.error))
     elif isinstance(exc, Exception):
+        from procflow.runtime.distributed import Parked  # (that module imports this one)
+
+        if isinstance(exc, Parked):  # the work goes on elsewhere: ``settle_parked``
+            Tracer.end(span, "running", parked=True)
+            return
         Tracer.end(span, "failed", error=exc, attempts=attempt + 1, traceback=_traceback(exc))
     else:
         Tracer.end(span, "canceled")
