@@ -224,6 +224,8 @@ async def test_processor_spans_hang_under_their_own_step_in_an_agent(
     stored = [Row(s["span_id"], s["parent_id"], s["name"], s["kind"]) for s in record.spans]
     for rows in (stored, otel_rows(exporter)):
         by_id = {row.id: row for row in rows}
+        # run where its processors act (input), not as no-op spans in each model step
+        assert [row.name for row in rows].count("guard") == 1
         hooks = [row for row in rows if row.name.startswith("input processor: ")]
         assert len(hooks) == len(pauses) + nested
         for row in hooks:
