@@ -100,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", metavar="ID", help="the id of the new run (default: random)")
     run.add_argument("--no-live", action="store_true",
                      help="no live view; print the final view at the end")
-    run.add_argument("--depth", type=int, default=1, metavar="N",
-                     help="nested-workflow levels to expand (default 1)")
+    run.add_argument("--depth", type=int, default=None, metavar="N",
+                     help="nested-workflow levels to expand (default 1, and every level "
+                     "holding a processor or tool you configured)")
 
     runs = sub.add_parser("runs", parents=[common], help="list stored runs",
                           description="List stored runs, newest first.")

@@ -133,7 +133,8 @@ class _Drawing:
         self.acting: frozenset[str] | None = None  # the hooks of the stage drawn
 
     def top(self, wf: Workflow) -> RenderableType:
-        header = Text.assemble((f"workflow {wf.id}", "bold"))
+        # one line, never cut or wrapped (past the width, a terminal wraps it)
+        header = Text.assemble((f"workflow {wf.id}", "bold"), no_wrap=True, overflow="ignore")
         if wf.description:
             header.append(f"  {wf.description}", style="dim")
         return Group(header, _ARROW, *self.body(wf, "", 0))
