@@ -170,7 +170,8 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
     try:
         mode = output_mode(args, console)
         live = LiveRun(console, live=mode == "tty" and not args.no_live,
-                       depth=None if args.depth is None else max(0, args.depth), quiet=mode == "json")
+                       depth=None if args.depth is None else max(0, args.depth),
+                       quiet=mode == "json")
         _active[:] = [live]
         if not isinstance(target, Workflow):
             return await _run_agent(args, console, store, target, live)
