@@ -474,8 +474,13 @@ async def _trace(args: argparse.Namespace, console: Console, store: Store) -> in
         other = await storage.load_trace(other_id)
         if other is None:
             raise RunNotFoundError(f"run '{other_id}' in {where} has no trace", run_id=other_id)
+        if args.timeline:
+            raise UsageError("--diff and --timeline cannot be used together")
         if mode == "json":
             print(dump({"a": trace_document(trace), "b": trace_document(other)}))
+        elif args.format == "svg":
+            print(to_svg(TraceDiff(trace, other), width=drawing_width(),
+                         title=f"procflow trace {run_id} --diff {other_id}"))
         else:
             console.print(TraceDiff(trace, other))
         return 0

@@ -231,3 +231,19 @@ async def test_processor_spans_hang_under_their_own_step_in_an_agent(
         for row in hooks:
             pid = row.name.removeprefix("input processor: ")
             assert by_id[row.parent].name == f"processor:{pid}"
+
+
+async def test_three_awaiting_guards_each_hang_under_their_own_step() -> None:
+    guard = (create_workflow(id="guard", input_schema=ProcessorStepSchema,
+                             output_schema=ProcessorStepSchema)
+             .parallel([create_step(Slow(pid, 0.01)) for pid in ("a", "b", "c")])
+             .map(procflow.processors.merge_processor_results).commit())
+    storage = InMemoryStorage()
+    agent = Agent(id="support", model=ScriptedModel(["ok"]), input_processors=[guard],
+                  storage=storage)
+    record = await storage.load_trace((await agent.generate("hi")).run_id)
+    assert record is not None
+    by_id = {s["span_id"]: s for s in record.spans}
+    parents = {s["name"]: by_id[s["parent_id"]]["name"] for s in record.spans
+               if s["name"].startswith("input processor: ")}
+    assert parents == {f"input processor: {p}": f"processor:{p}" for p in ("a", "b", "c")}

@@ -107,3 +107,8 @@ def test_a_step_piped_is_plain_lines_nothing_cut(project: Path) -> None:
     assert fields["kind"] == "processor"
     assert json.loads(fields["input"])["phase"] == "input"
     assert "╭" not in out and "│" not in out
+
+
+def test_a_diff_is_a_picture_too(project: Path) -> None:
+    svg = ok(procflow(project, "trace", "g1", "--diff", "g1", "--format", "svg"))
+    ET.fromstring(svg)
