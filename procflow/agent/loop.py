@@ -53,7 +53,7 @@ from procflow.models.resolve import resolve_model
 from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
-from procflow.processors.step import is_processor_workflow
+from procflow.processors.step import is_processor_workflow, processor_workflow_hooks
 from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
@@ -284,10 +284,18 @@ def _units(agent: Agent, items: Any, hook: str, *also: str, workflows: bool = Tr
                                       "processor_id": item.id})
                 node.kind = "processor"
                 units.append(node)
-        elif workflows and is_processor_workflow(item) and item.id not in seen:
+        elif (workflows and is_processor_workflow(item) and item.id not in seen
+              and _acts_in(item, wanted)):
             seen.add(item.id)
             units.append(item)
     return units
+
+
+def _acts_in(wf: Any, wanted: set[str]) -> bool:
+    """Whether a processor workflow has work in a stage (else it is neither drawn nor
+    run there)."""
+    hooks = processor_workflow_hooks(wf)
+    return hooks is None or bool(hooks & wanted)
 
 
 def _model_call_units(agent: Agent) -> list[Any]:
