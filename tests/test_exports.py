@@ -32,7 +32,7 @@ DESIGN = {
     # which builds on it, so procflow.processors may not re-export them.
     "procflow.memory": ["Memory", "SemanticRecallOptions", "WorkingMemoryOptions",
                         "MessageHistory", "SemanticRecall", "WorkingMemory"],
-    "procflow.models": ["ScriptedModel", "ToolCall", "LanguageModel"],
+    "procflow.models": ["ScriptedModel", "ToolCall", "LanguageModel", "FallbackModel"],
 }
 
 

@@ -157,7 +157,8 @@ def _record_json(record: StepRecord) -> dict[str, Any]:
     return {"step_number": record.step_number, "text": record.text,
             "tool_calls": record.tool_calls, "tool_results": record.tool_results,
             "finish_reason": record.finish_reason, "usage": record.usage,
-            "from_cache": record.from_cache}
+            "from_cache": record.from_cache, "model": record.model,
+            "fallbacks": record.fallbacks}
 
 
 def as_state(value: Any) -> AgentState:
@@ -185,7 +186,9 @@ def _from_json(data: Mapping[str, Any]) -> AgentState:
                         tool_calls=list(s.get("tool_calls") or []),
                         tool_results=list(s.get("tool_results") or []),
                         finish_reason=s.get("finish_reason"), usage=dict(s.get("usage") or {}),
-                        from_cache=bool(s.get("from_cache"))) for s in data.get("steps") or []]
+                        from_cache=bool(s.get("from_cache")), model=s.get("model"),
+                        fallbacks=list(s.get("fallbacks") or []))
+             for s in data.get("steps") or []]
     error = data.get("error")
     return AgentState(
         messages=ml, steps=steps, step_number=int(data.get("step_number") or 0),

@@ -12,11 +12,13 @@ from procflow._lazy import lazy_exports
 from procflow.models.base import (
     CallRetry,
     LanguageModel,
+    ModelFallback,
     ModelRequest,
     OutputSchema,
     ToolSpec,
     complete_text,
 )
+from procflow.models.fallback import FallbackModel, is_outage
 from procflow.models.resolve import resolve_model
 from procflow.models.scripted import ScriptedModel, ToolCall
 
@@ -27,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = [
     "AnthropicModel",
     "CallRetry",
+    "FallbackModel",
     "LanguageModel",
+    "ModelFallback",
     "ModelRequest",
     "OpenAIChatModel",
     "OutputSchema",
@@ -35,6 +39,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "complete_text",
+    "is_outage",
     "resolve_model",
 ]
 

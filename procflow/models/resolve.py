@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from procflow.models.base import LanguageModel
 
 __all__ = ["PROVIDERS", "resolve_model"]
@@ -10,13 +12,14 @@ PROVIDERS: tuple[str, ...] = ("anthropic", "openai")
 """The providers a model string may name."""
 
 
-def resolve_model(model: str | LanguageModel) -> LanguageModel:
+def resolve_model(model: str | LanguageModel | Sequence[str | LanguageModel]) -> LanguageModel:
     """The model named by ``model``.
 
     Args:
         model: ``"openai/<model-id>"`` (``OpenAIChatModel``), ``"anthropic/<model-id>"``
-            (``AnthropicModel``), or an object implementing ``LanguageModel``, returned
-            as is. Keys and base URLs come from the environment at call time.
+            (``AnthropicModel``), an object implementing ``LanguageModel``, returned
+            as is, or a list of them: a ``FallbackModel`` asking them in order. Keys
+            and base URLs come from the environment at call time.
 
     Raises:
         ValueError: The string names no known provider or no model id, or the object
@@ -38,6 +41,15 @@ def resolve_model(model: str | LanguageModel) -> LanguageModel:
             return AnthropicModel(model_id)
         raise ValueError(f"unknown model provider {provider!r} in {model!r}; known providers: "
                          f"{', '.join(PROVIDERS)} (or pass a LanguageModel object)")
+    if isinstance(model, list | tuple):
+        from procflow.models.fallback import FallbackModel
+
+        if len(model) == 1:
+            return resolve_model(model[0])
+        if not model:
+            raise ValueError("an empty list of models; give one model or several to fall "
+                             "back on, e.g. ['openai/gpt-4o', 'anthropic/claude-sonnet-4-5']")
+        return FallbackModel(*model)
     if callable(getattr(model, "stream", None)) and hasattr(model, "model_id"):
         return model  # the LanguageModel protocol, checked without typing's slow isinstance
     raise ValueError(f"expected a 'provider/model-id' string or a LanguageModel, got "
