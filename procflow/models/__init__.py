@@ -1,6 +1,6 @@
 """Language models: the ``LanguageModel`` protocol and its implementations.
 
-``OpenAIChatModel`` and ``AnthropicModel`` are imported on first use, so importing
+``OpenAIChatModel``, ``AnthropicModel`` and ``GoogleModel`` are imported on first use, so importing
 this package does not import httpx.
 """
 
@@ -24,12 +24,14 @@ from procflow.models.scripted import ScriptedModel, ToolCall
 
 if TYPE_CHECKING:
     from procflow.models.anthropic import AnthropicModel
+    from procflow.models.google import GoogleModel
     from procflow.models.openai import OpenAIChatModel
 
 __all__ = [
     "AnthropicModel",
     "CallRetry",
     "FallbackModel",
+    "GoogleModel",
     "LanguageModel",
     "ModelFallback",
     "ModelRequest",
@@ -45,5 +47,6 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     "AnthropicModel": ".anthropic",
+    "GoogleModel": ".google",
     "OpenAIChatModel": ".openai",
 })
