@@ -49,7 +49,7 @@ class StepRecord:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
     from_cache: bool = False
     model: str | None = None
     fallbacks: list[dict[str, Any]] = field(default_factory=list)

@@ -60,7 +60,7 @@ class AgentState:
                  "pending_calls", "retrying", "step_number", "steps", "tripwire", "usage")
 
     def __init__(self, messages: MessageList, *, steps: list[StepRecord] | None = None,
-                 step_number: int = 0, usage: dict[str, int] | None = None,
+                 step_number: int = 0, usage: dict[str, Any] | None = None,
                  finish_reason: str | None = None,
                  pending_calls: list[dict[str, Any]] | None = None,
                  tripwire: dict[str, Any] | None = None, error: BaseException | None = None,
@@ -68,7 +68,7 @@ class AgentState:
         self.messages = messages
         self.steps: list[StepRecord] = steps if steps is not None else []
         self.step_number = step_number
-        self.usage: dict[str, int] = usage if usage else {
+        self.usage: dict[str, Any] = usage if usage else {
             "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         self.finish_reason = finish_reason
         self.pending_calls: list[dict[str, Any]] = pending_calls or []
@@ -97,18 +97,19 @@ class AgentState:
         """Where the loop is, for processor hooks."""
         return StepInfo(self.step_number, list(self.steps))
 
-    def add_usage(self, usage: Usage | Mapping[str, Any] | None) -> dict[str, int]:
-        """Add one call's usage to the total; returns it normalised."""
+    def add_usage(self, usage: Usage | Mapping[str, Any] | None) -> dict[str, Any]:
+        """Add one call's usage to the total; returns it normalised (the token counts,
+        and ``cost`` when the model priced the call)."""
+        got: dict[str, Any]
         if isinstance(usage, Usage):
-            got = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-                   "total_tokens": usage.total_tokens}
+            got = usage.to_dict()
         else:
             got = {k: int((usage or {}).get(k) or 0)
                    for k in ("input_tokens", "output_tokens", "total_tokens")}
         if not got["total_tokens"]:
             got["total_tokens"] = got["input_tokens"] + got["output_tokens"]
         for key, value in got.items():
-            self.usage[key] += value
+            self.usage[key] = self.usage.get(key, 0) + value
         return got
 
     def feedback(self, trip: TripWire) -> None:

@@ -275,6 +275,7 @@ class _StreamState(StreamDecoder):
     """The tool whose input is the answer (structured output): streamed as text."""
     stop_reason: str | None = None
     input_tokens: int = 0
+    cached_input_tokens: int = 0
     output_tokens: int = 0
     blocks: dict[int, _Block] = field(default_factory=dict)
     answered: bool = False
@@ -304,6 +305,7 @@ class _StreamState(StreamDecoder):
         if "input_tokens" in usage:
             self.input_tokens = sum(int(usage.get(name) or 0) for name in (
                 "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+            self.cached_input_tokens = int(usage.get("cache_read_input_tokens") or 0)
         if "output_tokens" in usage:
             self.output_tokens = int(usage.get("output_tokens") or 0)
 
@@ -366,7 +368,8 @@ class _StreamState(StreamDecoder):
             raise APICallError("anthropic closed the stream before the answer finished "
                                "(no message_stop)", is_retryable=True)
         usage = Usage(self.input_tokens, self.output_tokens,
-                      self.input_tokens + self.output_tokens)
+                      self.input_tokens + self.output_tokens,
+                      cached_input_tokens=self.cached_input_tokens)
         reason = _STOP_REASONS.get(self.stop_reason or "", "other")
         if reason == "tool-calls" and self.answered and not self.called:
             reason = "stop"  # the only tool called was the answer

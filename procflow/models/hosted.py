@@ -13,6 +13,7 @@ call may have an overall deadline; an answer larger than a cap is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -27,7 +28,7 @@ import anyio
 import httpx
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk
+from procflow.messages import Chunk, Finish
 from procflow.models.base import CallRetry, ModelRequest
 from procflow.models.hosts import Host
 from procflow.models.http import (
@@ -37,6 +38,7 @@ from procflow.models.http import (
     secret_header_values,
     shared_client,
 )
+from procflow.models.prices import priced
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_MAX_RETRIES",
            "DEFAULT_MAX_RETRY_WAIT", "HostedModel", "StreamDecoder"]
@@ -214,7 +216,8 @@ class HostedModel(ABC):
 
         A retryable failure before the answer's first byte is retried (``max_retries``
         times, each recorded in ``request.retries`` and logged on ``procflow.models``);
-        one after it never is.
+        one after it never is. The "finish" chunk's usage carries the call's cost when
+        the model's price is known (``procflow.models.prices``).
 
         Raises:
             APICallError: The key is missing, the provider rejected the call or sent
@@ -238,6 +241,9 @@ class HostedModel(ABC):
                                                   progress, deadline)) as chunks:
                     async for chunk in chunks:
                         yielded = True
+                        if isinstance(chunk, Finish) and chunk.usage is not None:
+                            chunk = dataclasses.replace(chunk, usage=priced(
+                                chunk.usage, f"{self.provider}/{self._model_id}"))
                         yield chunk
                 return
             except APICallError as err:

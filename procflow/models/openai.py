@@ -293,6 +293,12 @@ class _StreamState(StreamDecoder):
         given = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         total = int(usage.get("total_tokens") or sum(given))
         self.usage = {"input_tokens": given[0], "output_tokens": given[1], "total_tokens": total}
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, Mapping) and details.get("cached_tokens"):
+            self.usage["cached_input_tokens"] = int(details["cached_tokens"])
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, Mapping) and details.get("reasoning_tokens"):
+            self.usage["reasoning_tokens"] = int(details["reasoning_tokens"])
 
     def _take_fragment(self, fragment: Mapping[str, Any]) -> None:
         index = fragment.get("index")

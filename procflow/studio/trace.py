@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from procflow.studio.graph import _STATUS, format_duration
+from procflow.studio.output import format_cost
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -103,7 +104,10 @@ def _notes(attributes: dict[str, Any]) -> list[str]:
                      else f"failed: {failed}")
     usage = attributes.get("usage")
     if isinstance(usage, dict) and ("input_tokens" in usage or "output_tokens" in usage):
-        notes.append(f"in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)} tok")
+        note = f"in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)} tok"
+        cost = usage.get("cost")
+        notes.append(f"{note} · {format_cost(cost)}" if isinstance(cost, int | float)
+                     else note)
     for key, one, many in (("chunks", "chunk", "chunks"), ("items", "item", "items"),
                            ("iterations", "iteration", "iterations")):
         count = attributes.get(key)

@@ -3,7 +3,7 @@ their times, parents and GenAI attributes; nothing happens when not instrumented
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -16,7 +16,10 @@ from opentelemetry.trace import StatusCode
 
 import procflow
 from procflow import Agent, create_step, create_workflow, tool
+from procflow.errors import APICallError
+from procflow.messages import Chunk, Finish, TextDelta
 from procflow.models import ScriptedModel, ToolCall
+from procflow.records import Usage
 from procflow.runtime.tracing import finished_trace_hooks
 from procflow.storage.memory import InMemoryStorage
 
@@ -116,3 +119,26 @@ async def test_an_exporter_failure_never_fails_the_run(caplog: pytest.LogCapture
         finished_trace_hooks.remove(broken)
     assert result.status == "success"
     assert "trace hook" in caplog.text
+
+
+class PricedModel:
+    """A model whose calls report a cost, as hosted models do."""
+
+    provider = "acme"
+    model_id = "m1"
+
+    async def stream(self, request: object) -> AsyncIterator[Chunk]:
+        yield TextDelta("cheap")
+        yield Finish("stop", Usage(10, 2, 12, cached_input_tokens=4, cost=0.003))
+
+
+async def test_a_fallback_call_names_the_answering_model_and_its_cost(
+        exporter: InMemorySpanExporter) -> None:
+    down = ScriptedModel([APICallError("down", status_code=503)], model_id="down")
+    await Agent(id="otel-fallback", model=[down, PricedModel()]).generate("hi")
+    [chat] = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    attributes = chat.attributes or {}
+    assert attributes["gen_ai.response.model"] == "m1"
+    assert attributes["gen_ai.usage.input_tokens"] == 10
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 4
+    assert attributes["procflow.usage.cost"] == 0.003
