@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, final
@@ -38,6 +39,8 @@ _PROVIDER: Final = "anthropic"
 _RESERVED = frozenset({"model", "messages", "stream", "system", "tools", "tool_choice"})
 _STOP_REASONS: Final = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
                         "tool_use": "tool-calls", "refusal": "content-filter"}
+_PREFILL_ERROR = re.compile(r"prefill|final message must be a user message|must end with a "
+                            r"user message", re.IGNORECASE)
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error",
                                       "timeout_error"})
 
@@ -111,6 +114,17 @@ class AnthropicModel(HostedModel):
     def _decoder(self, secrets: list[str], request: ModelRequest) -> _StreamState:
         schema = request.output_schema
         return _StreamState(secrets, output_tool=None if schema is None else schema.name)
+
+    def _repair(self, payload: dict[str, Any], err: APICallError) -> dict[str, Any] | None:
+        """Models that refuse an answer prefilled by a final assistant message ("does
+        not support assistant message prefill") get a hidden user turn asking them to
+        continue, as ``PrefillErrorHandler`` adds (on by default, here)."""
+        messages = payload.get("messages") or []
+        if err.status_code != 400 or not _PREFILL_ERROR.search(str(err)) or not messages \
+                or messages[-1].get("role") != "assistant":
+            return None
+        return {**payload, "messages": [*messages, {"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>continue</system-reminder>"}]}]}
 
 
 # -- request ------------------------------------------------------------------------

@@ -53,6 +53,7 @@ DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """The largest answer accepted (32 MiB)."""
 DEFAULT_MAX_RETRY_WAIT = 60.0
 """The longest ``Retry-After`` honoured; a provider asking for more fails the call."""
+_MAX_REPAIRS = 2  # requests adjusted for provider quirks, per call
 _BACKOFF_BASE = 0.5
 _BACKOFF_MAX = 8.0
 
@@ -233,6 +234,7 @@ class HostedModel(ABC):
         deadline = (math.inf if self._deadline is None
                     else anyio.current_time() + self._deadline)
         attempt = 0
+        repairs = 0
         while True:
             progress = StreamProgress()
             yielded = False
@@ -247,6 +249,16 @@ class HostedModel(ABC):
                         yield chunk
                 return
             except APICallError as err:
+                fixed = None if yielded or progress.body_bytes or repairs >= _MAX_REPAIRS \
+                    else self._repair(payload, err)
+                if fixed is not None:  # a provider quirk, named by its error: resend
+                    repairs, payload = repairs + 1, fixed
+                    request.retries.append(CallRetry(len(request.retries) + 1, 0.0,
+                                                     f"{err} (request adjusted)",
+                                                     err.status_code))
+                    logger.info("%s/%s: resending the request adjusted after: %s",
+                                self.provider, self._model_id, err)
+                    continue
                 delay = None if yielded or progress.body_bytes else self._retry_delay(
                     attempt, err, deadline)
                 if delay is None:
@@ -257,6 +269,11 @@ class HostedModel(ABC):
                 logger.info("%s/%s: retry %d of %d in %.2fs after: %s", self.provider,
                             self._model_id, attempt, self._max_retries, delay, err)
             await anyio.sleep(delay)
+
+    def _repair(self, payload: dict[str, Any], err: APICallError) -> dict[str, Any] | None:
+        """The payload adjusted for a provider quirk ``err`` names (its own error text),
+        to send once more; ``None`` (the default) when the error is no known quirk."""
+        return None
 
     def _retry_delay(self, attempt: int, err: APICallError, deadline: float) -> float | None:
         """Seconds to wait before retrying after ``err``, or ``None`` for no retry."""

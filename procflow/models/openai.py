@@ -118,6 +118,23 @@ class OpenAIChatModel(HostedModel):
     def _decoder(self, secrets: list[str], request: ModelRequest) -> _StreamState:
         return _StreamState(secrets, provider=self._host.name)
 
+    def _repair(self, payload: dict[str, Any], err: APICallError) -> dict[str, Any] | None:
+        """Reasoning models (also under names the ``max_tokens`` rule cannot know, through
+        a proxy or another host) refuse ``max_tokens`` and a non-default ``temperature``;
+        their error says so: resend with ``max_completion_tokens``, without
+        ``temperature``."""
+        if err.status_code != 400:
+            return None
+        text = str(err)
+        if "max_completion_tokens" in text and "max_tokens" in payload:
+            fixed = dict(payload)
+            fixed["max_completion_tokens"] = fixed.pop("max_tokens")
+            return fixed
+        if "'temperature'" in text and "temperature" in payload and (
+                "Unsupported" in text or "not support" in text):
+            return {k: v for k, v in payload.items() if k != "temperature"}
+        return None
+
 
 # -- request ------------------------------------------------------------------------
 
