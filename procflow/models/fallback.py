@@ -9,12 +9,13 @@ its errors are the call's errors.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeAlias, final
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk, ErrorChunk
+from procflow.messages import Chunk, ErrorChunk, Finish
 from procflow.models.base import LanguageModel, ModelFallback, ModelRequest, model_name
 
 __all__ = ["FallbackModel", "FallbackOn", "is_outage"]
@@ -64,6 +65,10 @@ class FallbackModel:
 
     Each model keeps its own retries: a provider's 429 or 5xx is retried by its model
     (``max_retries``) before the next model is asked.
+
+    The answer's "finish" chunk names its model (``metadata["model"]``), so a
+    ``ResponseCache`` keeps it under the model that gave it and reads each model's
+    entry in order.
 
     Args:
         primary: The model asked first (a ``LanguageModel`` or "provider/model-id").
@@ -131,6 +136,9 @@ class FallbackModel:
                                    else APICallError(str(error)))
                         started = True
                         request.answered_by = model_name(model)
+                    if isinstance(chunk, Finish):  # the answer says whose it is
+                        chunk = dataclasses.replace(chunk, metadata={
+                            **(chunk.metadata or {}), "model": model_name(model)})
                     yield chunk
                 return
             except Exception as exc:

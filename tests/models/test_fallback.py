@@ -180,3 +180,22 @@ def test_the_step_records_keep_the_fallbacks_in_stored_state() -> None:
                                                         fallbacks=[failed])])
     [step] = as_state(json.loads(json.dumps(state.to_json()))).steps
     assert step.model == "scripted/s" and step.fallbacks == [failed]
+
+
+async def test_the_response_cache_keeps_an_answer_under_the_model_that_gave_it() -> None:
+    from procflow.cache import InMemoryServerCache
+    from procflow.processors import ResponseCache
+
+    cache = InMemoryServerCache()
+    down = ScriptedModel([APICallError("down", status_code=503)], model_id="down")
+    backup = ScriptedModel(["backup answer"], model_id="backup")
+    agent = Agent(id="a", model=[down, backup], input_processors=[ResponseCache(cache)])
+    first = await agent.generate("hi")
+    assert first.text == "backup answer" and not first.steps[0].from_cache
+    again = await agent.generate("hi")  # no turn left in either model: from the cache
+    assert again.text == "backup answer" and again.steps[0].from_cache
+    for model_id in ("down", "backup"):
+        alone = Agent(id="a", model=ScriptedModel(["fresh"], model_id=model_id),
+                      input_processors=[ResponseCache(cache)])
+        out = await alone.generate("hi")
+        assert out.steps[0].from_cache is (model_id == "backup")
