@@ -58,11 +58,12 @@ class ModelPrice:
     output: float
     cached_input: float | None = None
 
-    def __post_init__(self) -> None:
-        _amount(self.input, "an input price")
-        _amount(self.output, "an output price")
+    def __post_init__(self) -> None:  # prices are floats, whatever number was given
+        object.__setattr__(self, "input", _amount(self.input, "an input price"))
+        object.__setattr__(self, "output", _amount(self.output, "an output price"))
         if self.cached_input is not None:
-            _amount(self.cached_input, "a cached input price")
+            object.__setattr__(self, "cached_input",
+                               _amount(self.cached_input, "a cached input price"))
 
     def cost(self, usage: Usage | Mapping[str, Any]) -> float:
         """The cost of ``usage`` (``input_tokens``, ``output_tokens``, optionally
