@@ -1,7 +1,8 @@
 """Language models: the ``LanguageModel`` protocol and its implementations.
 
-``OpenAIChatModel``, ``AnthropicModel`` and ``GoogleModel`` are imported on first use, so importing
-this package does not import httpx.
+The HTTP-backed models (``OpenAIChatModel``, ``OpenAIResponsesModel``,
+``AnthropicModel``, ``GoogleModel``) are imported on first use, so importing this
+package does not import httpx.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from procflow.models.anthropic import AnthropicModel
     from procflow.models.google import GoogleModel
     from procflow.models.openai import OpenAIChatModel
+    from procflow.models.openai_responses import OpenAIResponsesModel
 
 __all__ = [
     "AnthropicModel",
@@ -36,6 +38,7 @@ __all__ = [
     "ModelFallback",
     "ModelRequest",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "OutputSchema",
     "ScriptedModel",
     "ToolCall",
@@ -49,4 +52,5 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     "AnthropicModel": ".anthropic",
     "GoogleModel": ".google",
     "OpenAIChatModel": ".openai",
+    "OpenAIResponsesModel": ".openai_responses",
 })
