@@ -199,3 +199,25 @@ async def test_the_response_cache_keeps_an_answer_under_the_model_that_gave_it()
                       input_processors=[ResponseCache(cache)])
         out = await alone.generate("hi")
         assert out.steps[0].from_cache is (model_id == "backup")
+
+
+@tool(requires_approval=True)
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+async def test_a_resumed_run_keeps_the_fallbacks_of_its_first_part(tmp_path: Any) -> None:
+    from procflow.storage import SQLiteStorage
+
+    storage = SQLiteStorage(str(tmp_path / "runs.db"))
+    down = ScriptedModel([APICallError("down", status_code=503)] * 2, model_id="down")
+    backup = ScriptedModel([[ToolCall("refund", {"order_id": "A-1"}, id="c1")], "refunded"],
+                           model_id="backup")
+    agent = Agent(id="a", model=[down, backup], tools=[refund], storage=storage)
+    out = await agent.generate("refund A-1")
+    assert out.finish_reason == "suspended"
+    done = await agent.resume(out.run_id, approve=["c1"])
+    assert done.text == "refunded" and done.response.model == "scripted/backup"
+    assert [f.model for f in done.response.fallbacks] == ["scripted/down"] * 2
+    await storage.aclose()
