@@ -25,11 +25,22 @@ import re
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from itertools import pairwise
-from re import _constants as sre  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
-from typing import Any, Final
+from typing import Final
 
 from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
+from procflow.textscan.syntax import (
+    At,
+    Branch,
+    Char,
+    CharClass,
+    Group,
+    Look,
+    Node,
+    Range,
+    Repeat,
+    Seq,
+    parse,
+)
 
 __all__ = ["AnchoredScan", "JointScan", "literal_prefixes"]
 
@@ -74,16 +85,17 @@ class _TooBroad(Exception):
 _State = tuple[str, bool]  # (prefix so far, complete)
 
 
-def _class_chars(items: Any) -> set[str]:
+def _class_chars(node: CharClass) -> set[str]:
+    if node.negate:
+        raise _TooBroad
     out: set[str] = set()
-    for op, av in items:
-        if op is sre.LITERAL:
-            out.add(chr(av))
-        elif op is sre.RANGE:
-            lo, hi = av
-            if hi - lo > _MAX_CLASS:
+    for item in node.items:
+        if isinstance(item, Char):
+            out.add(chr(item.code))
+        elif isinstance(item, Range):
+            if item.hi - item.lo > _MAX_CLASS:
                 raise _TooBroad
-            out.update(chr(c) for c in range(lo, hi + 1))
+            out.update(chr(c) for c in range(item.lo, item.hi + 1))
         else:
             raise _TooBroad
     if len(out) > _MAX_CLASS:
@@ -109,45 +121,44 @@ def _close(states: set[_State]) -> set[_State]:
     return {(prefix, True) for prefix, _ in states}
 
 
-def _sequence(items: Any, states: set[_State], edged: bool) -> set[_State]:
-    for op, av in items:
+def _sequence(items: Seq, states: set[_State], edged: bool) -> set[_State]:
+    for node in items:
         if all(done for _, done in states):
             return states
-        states = _item(op, av, states, edged)
+        states = _item(node, states, edged)
         if len(states) > _MAX_STATES:
             raise _TooBroad
     return states
 
 
-def _item(op: Any, av: Any, states: set[_State], edged: bool) -> set[_State]:
-    if op is sre.LITERAL:
-        return _extend(states, [chr(av)], edged)
-    if op is sre.IN:
-        try:
-            return _extend(states, _class_chars(av), edged)
-        except _TooBroad:
-            return _close(states)
-    if op is sre.BRANCH:
-        out: set[_State] = set()
-        for alternative in av[1]:
-            out |= _sequence(alternative, states, edged)
-        return out
-    if op is sre.SUBPATTERN:
-        _, add_flags, _, sub = av
-        return _close(states) if add_flags & re.IGNORECASE else _sequence(sub, states, edged)
-    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
-        lo, hi, sub = av
-        out = set(states) if lo == 0 else set()
-        current = states
-        for n in range(1, min(hi, _K + 1) + 1):
-            current = _sequence(sub, current, edged)
-            if n >= lo:
-                out |= current
-            if all(done for _, done in current):
-                break
-        return out if lo <= _K + 1 else _close(current)
-    if op in (sre.AT, sre.ASSERT, sre.ASSERT_NOT):
-        return states  # zero width: skipping it only widens the anchor set
+def _item(node: Node, states: set[_State], edged: bool) -> set[_State]:
+    match node:
+        case Char(code):
+            return _extend(states, [chr(code)], edged)
+        case CharClass():
+            try:
+                return _extend(states, _class_chars(node), edged)
+            except _TooBroad:
+                return _close(states)
+        case Branch(alternatives):
+            out: set[_State] = set()
+            for alternative in alternatives:
+                out |= _sequence(alternative, states, edged)
+            return out
+        case Group(add_flags=add_flags, body=body):
+            return _close(states) if add_flags & re.IGNORECASE else _sequence(body, states, edged)
+        case Repeat(lo, hi, _, body):
+            out = set(states) if lo == 0 else set()
+            current = states
+            for n in range(1, (_K + 1 if hi is None else min(hi, _K + 1)) + 1):
+                current = _sequence(body, current, edged)
+                if n >= lo:
+                    out |= current
+                if all(done for _, done in current):
+                    break
+            return out if lo <= _K + 1 else _close(current)
+        case At() | Look():
+            return states  # zero width: skipping it only widens the anchor set
     return _close(states)
 
 
@@ -159,9 +170,8 @@ def literal_prefixes(pattern: re.Pattern[str], *, edged: bool = False
     if pattern.flags & re.IGNORECASE:
         return None
     try:
-        states = _sequence(sre_parse.parse(pattern.pattern, pattern.flags), {("", False)},
-                           edged)
-    except (_TooBroad, RecursionError):
+        states = _sequence(parse(pattern), {("", False)}, edged)
+    except (_TooBroad, RecursionError, ValueError):
         return None
     prefixes = frozenset(prefix for prefix, _ in states)
     if not prefixes or "" in prefixes:

@@ -24,9 +24,27 @@ import importlib
 import re
 from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import lru_cache
-from re import _constants as sre  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
+
+from procflow.textscan.syntax import (
+    AnyChar,
+    At,
+    Atomic,
+    Backref,
+    Branch,
+    Category,
+    Char,
+    CharClass,
+    ClassItem,
+    Group,
+    Look,
+    Node,
+    NotChar,
+    Range,
+    Repeat,
+    Seq,
+    parse,
+)
 
 __all__ = ["GroupStarts", "Prefilter", "load_re2", "proxy", "re2_form", "word_finder"]
 
@@ -60,9 +78,9 @@ def load_re2() -> Any:
 
 
 _CATEGORY_TESTS = {
-    sre.CATEGORY_DIGIT: re.compile(r"\d"), sre.CATEGORY_NOT_DIGIT: re.compile(r"\D"),
-    sre.CATEGORY_SPACE: re.compile(r"\s"), sre.CATEGORY_NOT_SPACE: re.compile(r"\S"),
-    sre.CATEGORY_WORD: re.compile(r"\w"), sre.CATEGORY_NOT_WORD: re.compile(r"\W"),
+    "digit": re.compile(r"\d"), "not_digit": re.compile(r"\D"),
+    "space": re.compile(r"\s"), "not_space": re.compile(r"\S"),
+    "word": re.compile(r"\w"), "not_word": re.compile(r"\W"),
 }
 
 
@@ -71,35 +89,27 @@ _CATEGORY_MEMBERS = {category: frozenset(c for c in range(128) if test.match(chr
 
 
 @lru_cache(maxsize=4096)
-def _class_of(items: tuple[tuple[Any, Any], ...], ignore_case: bool) -> str:
+def _class_of(items: tuple[ClassItem, ...], negate: bool, ignore_case: bool) -> str:
     """The RE2 class of a character class of the parse tree (see ``_members``)."""
-    return _class(_members(items, ignore_case))
+    return _class(_members(items, negate, ignore_case))
 
 
-def _members(items: Any, ignore_case: bool) -> set[int]:
+def _members(items: tuple[ClassItem, ...], negate: bool, ignore_case: bool) -> set[int]:
     """The bytes of the proxy text (see ``proxy``) a character class of the parse tree
     may accept: its ASCII members with Python's meaning of each category (``str``
     patterns), and 0x80, standing for every other character, when it accepts any."""
-    negate = False
     members: set[int] = set()
     other = False
-    for op, av in items:
-        if op is sre.NEGATE:
-            negate = True
-        elif op is sre.LITERAL:
-            members.add(av)
-            other = other or av >= 128
-        elif op is sre.RANGE:
-            members.update(range(av[0], min(av[1], 127) + 1))
-            other = other or av[1] >= 128
-        elif op is sre.CATEGORY:
-            category = _CATEGORY_MEMBERS.get(av)
-            if category is None:
-                raise _Unsupported(str(av))
-            members.update(category)
+    for item in items:
+        if isinstance(item, Char):
+            members.add(item.code)
+            other = other or item.code >= 128
+        elif isinstance(item, Range):
+            members.update(range(item.lo, min(item.hi, 127) + 1))
+            other = other or item.hi >= 128
+        elif isinstance(item, Category):
+            members.update(_CATEGORY_MEMBERS[item.name])
             other = True  # each category holds non-ASCII characters
-        else:
-            raise _Unsupported(str(op))
     if ignore_case and any(c < 128 and chr(c).isalpha() for c in members):
         members |= {ord(chr(c).swapcase()) for c in members if c < 128 and chr(c).isalpha()}
         other = True  # "k" matches the Kelvin sign, "s" the long s
@@ -123,16 +133,15 @@ def _class(members: set[int]) -> str:
     return f"[{body}]"
 
 
-def _edge(op: Any, av: Any, direction: int, flags: int) -> set[int] | None:
-    """The class of a word-edge look-around (``(?<![a-z0-9])``, ``(?![a-z0-9])``)."""
-    if (flags & re.IGNORECASE or op is not sre.ASSERT_NOT or av[0] != direction
-            or len(av[1]) != 1):
-        return None
-    inner_op, inner_av = av[1][0]
-    if inner_op is not sre.IN:
-        return None
-    members = _members(inner_av, False)
-    return members if members == set(_EDGE_CHARS) else None
+def _edge(node: Node, behind: bool, flags: int) -> bool:
+    """Whether ``node`` is a word-edge look-around (``(?<![a-z0-9])`` with ``behind``,
+    else ``(?![a-z0-9])``)."""
+    if (flags & re.IGNORECASE or not isinstance(node, Look) or not node.negate
+            or node.behind != behind or len(node.body) != 1):
+        return False
+    inner = node.body[0]
+    return (isinstance(inner, CharClass)
+            and _members(inner.items, inner.negate, False) == set(_EDGE_CHARS))
 
 
 class _Writer:
@@ -142,71 +151,68 @@ class _Writer:
         self.multiline = bool(flags & re.MULTILINE)
         self.groups: dict[int, str] = {}
 
-    def sequence(self, items: Any) -> str:
-        return "".join(self.item(op, av) for op, av in items)
+    def sequence(self, items: Seq) -> str:
+        return "".join(self.item(node) for node in items)
 
-    def item(self, op: Any, av: Any) -> str:
-        if op is sre.LITERAL:
-            return _class_of(((op, av),), self.ignore_case)
-        if op is sre.NOT_LITERAL:
-            return _class_of(((sre.NEGATE, None), (sre.LITERAL, av)), self.ignore_case)
-        if op is sre.IN:
-            return _class_of(tuple((o, tuple(a) if isinstance(a, list) else a) for o, a in av),
-                             self.ignore_case)
-        if op is sre.CATEGORY:
-            return _class_of(((op, av),), False)
-        if op is sre.ANY:
-            return "(?s:.)" if self.dotall else "[^\\n]"
-        if op is sre.BRANCH:
-            return "(?:" + "|".join(self.sequence(alt) for alt in av[1]) + ")"
-        if op is sre.SUBPATTERN:
-            _, add_flags, del_flags, sub = av
-            saved = (self.ignore_case, self.dotall)
-            if add_flags & re.IGNORECASE or del_flags & re.IGNORECASE:
-                self.ignore_case = bool(add_flags & re.IGNORECASE)
-            if add_flags & re.DOTALL or del_flags & re.DOTALL:
-                self.dotall = bool(add_flags & re.DOTALL)
-            try:
-                body = "(?:" + self.sequence(sub) + ")"
-            finally:
-                self.ignore_case, self.dotall = saved
-            if av[0] is not None:
-                self.groups[av[0]] = body
-            return body
-        if op is sre.ATOMIC_GROUP:
-            return "(?:" + self.sequence(av) + ")"
-        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
-            lo, hi, sub = av
-            if hi > _EXACT_REPEAT:
-                # an upper bound makes a DFA state per count still open: loosened to
-                # "lo or more" (lo at most 32), it matches more texts, and the set
-                # stays small
-                lo, hi = min(lo, 32), -1
-            upper = "" if hi < 0 else str(hi)
-            return f"(?:{self.sequence(sub)}){{{lo},{upper}}}"
-        if op is sre.AT:
-            return self.at(av)
-        if op in (sre.ASSERT, sre.ASSERT_NOT):
-            return ""  # dropped: the RE2 form matches at least where the pattern does
-        if op is sre.GROUPREF and av in self.groups:
-            # what the group matched, read as anything the group could match
-            return self.groups[av]
-        raise _Unsupported(str(op))  # conditionals, references to an open group
+    def item(self, node: Node) -> str:
+        match node:
+            case Char():
+                return _class_of((node,), False, self.ignore_case)
+            case NotChar(code):
+                return _class_of((Char(code),), True, self.ignore_case)
+            case CharClass(items, negate):
+                return _class_of(items, negate, self.ignore_case)
+            case AnyChar():
+                return "(?s:.)" if self.dotall else "[^\\n]"
+            case Branch(alternatives):
+                return "(?:" + "|".join(self.sequence(alt) for alt in alternatives) + ")"
+            case Group():
+                return self.group(node)
+            case Atomic(body):
+                return "(?:" + self.sequence(body) + ")"
+            case Repeat(lo, hi, _, body):
+                if hi is None or hi > _EXACT_REPEAT:
+                    # an upper bound makes a DFA state per count still open: loosened to
+                    # "lo or more" (lo at most 32), it matches more texts, and the set
+                    # stays small
+                    lo, hi = min(lo, 32), None
+                upper = "" if hi is None else str(hi)
+                return f"(?:{self.sequence(body)}){{{lo},{upper}}}"
+            case At(where):
+                return self.at(where)
+            case Look():
+                return ""  # dropped: the RE2 form matches at least where the pattern does
+            case Backref(group) if group in self.groups:
+                # what the group matched, read as anything the group could match
+                return self.groups[group]
+        raise _Unsupported(type(node).__name__)  # conditionals, references to an open group
 
-    def at(self, av: Any) -> str:
-        if av is sre.AT_BEGINNING:
+    def group(self, node: Group) -> str:
+        saved = (self.ignore_case, self.dotall)
+        if node.add_flags & re.IGNORECASE or node.del_flags & re.IGNORECASE:
+            self.ignore_case = bool(node.add_flags & re.IGNORECASE)
+        if node.add_flags & re.DOTALL or node.del_flags & re.DOTALL:
+            self.dotall = bool(node.add_flags & re.DOTALL)
+        try:
+            body = "(?:" + self.sequence(node.body) + ")"
+        finally:
+            self.ignore_case, self.dotall = saved
+        if node.index is not None:
+            self.groups[node.index] = body
+        return body
+
+    def at(self, where: str) -> str:
+        if where == "start":
             return "(?m:^)" if self.multiline else r"\A"
-        if av is sre.AT_BEGINNING_STRING:
+        if where == "start_string":
             return r"\A"
-        if av is sre.AT_END:
+        if where == "end":
             return "(?m:$)"  # before any newline: a superset of ``$`` without MULTILINE
-        if av is sre.AT_END_STRING:
+        if where == "end_string":
             return r"\z"
-        if av is sre.AT_BOUNDARY:
-            return ""  # dropped: Python's \b knows letters beyond ASCII, RE2's does not
-        if av is sre.AT_NON_BOUNDARY:
-            return ""
-        raise _Unsupported(str(av))
+        # boundary, non_boundary: dropped (Python's \b knows letters beyond ASCII,
+        # RE2's does not)
+        return ""
 
 
 def re2_form(pattern: re.Pattern[str], *, consume_edges: bool) -> str | None:
@@ -224,17 +230,17 @@ def re2_form(pattern: re.Pattern[str], *, consume_edges: bool) -> str | None:
 def _forms(pattern: re.Pattern[str]) -> tuple[str, str] | None:
     """``re2_form`` of ``pattern`` with and without consuming its leading edge."""
     try:
-        items = list(sre_parse.parse(pattern.pattern, pattern.flags))
+        items = parse(pattern)
         writer = _Writer(pattern.flags)
         head = tail = ""
-        if items and _edge(items[0][0], items[0][1], -1, pattern.flags) is not None:
+        if items and _edge(items[0], True, pattern.flags):
             items = items[1:]
             head = r"(?:\A|[^a-z0-9])"
-        if items and _edge(items[-1][0], items[-1][1], 1, pattern.flags) is not None:
+        if items and _edge(items[-1], False, pattern.flags):
             items = items[:-1]
             tail = r"(?:[^a-z0-9]|\z)"
         body = writer.sequence(items) + tail
-    except (_Unsupported, RecursionError):
+    except (_Unsupported, RecursionError, ValueError):
         return None
     return head + body, body
 
