@@ -36,7 +36,7 @@ import random
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -121,7 +121,7 @@ def _fuzzed(rng: random.Random, attacks: list[str], hosts: list[str]) -> Iterato
 class Guards:
     """The guards whose verdicts are pinned, built for one engine."""
 
-    def __init__(self, engine: str) -> None:
+    def __init__(self, engine: Literal["re2", "re"]) -> None:
         from procflow.processors.builtin import (
             ModerationProcessor,
             PIIDetector,
@@ -130,48 +130,23 @@ class Guards:
         )
         from procflow.processors.builtin.pii.detector import ALL_PII_TYPES
 
-        self.engine = engine
-        with _engine(engine):
-            self.pii = PIIDetector(detection_types=ALL_PII_TYPES)
-            self.injection = PromptInjectionDetector()
-            self.exhaustive = PromptInjectionDetector(exhaustive=True)
-            self.moderation = ModerationProcessor()
-            self.regex = RegexFilterProcessor(rules=_USER_RULES,
-                                              presets=["pii", "secrets", "urls"])
+        self.pii = PIIDetector(detection_types=ALL_PII_TYPES, engine=engine)
+        self.injection = PromptInjectionDetector(engine=engine)
+        self.exhaustive = PromptInjectionDetector(exhaustive=True, engine=engine)
+        self.moderation = ModerationProcessor(engine=engine)
+        self.regex = RegexFilterProcessor(rules=_USER_RULES, presets=["pii", "secrets", "urls"],
+                                          engine=engine)
 
     async def verdicts(self, text: str) -> dict[str, Any]:
         """Every guard's verdict on ``text``, as plain JSON values."""
-        with _engine(self.engine):
-            pii = [[d.type, d.start, d.end, d.view] for d in await self.pii.detect(text)]
-            injection = _result(await self.injection.detect(text))
-            injection["evidence"] = _evidence(await self.exhaustive.detect(text))
-            flagged = await self.moderation.detect(text)
-            moderation = {**_result(flagged), "evidence": _evidence(flagged)}
-            redacted, counts = self.regex.redact(text)
+        pii = [[d.type, d.start, d.end, d.view] for d in await self.pii.detect(text)]
+        injection = _result(await self.injection.detect(text))
+        injection["evidence"] = _evidence(await self.exhaustive.detect(text))
+        flagged = await self.moderation.detect(text)
+        moderation = {**_result(flagged), "evidence": _evidence(flagged)}
+        redacted, counts = self.regex.redact(text)
         regex = {"counts": counts, "redacted": hashlib.sha1(redacted.encode()).hexdigest()[:12]}
         return {"pii": pii, "injection": injection, "moderation": moderation, "regex": regex}
-
-
-class _engine:
-    """Select the engine (the guards read a module flag today)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __enter__(self) -> None:
-        from procflow.processors.builtin import _anchors
-        from procflow.processors.builtin.regex import filter as regex_filter
-
-        self._saved = (_anchors.USE_RE2, regex_filter._load_re2)
-        if self.name == "re":
-            _anchors.USE_RE2 = False
-            regex_filter._load_re2 = lambda: None  # type: ignore[assignment]
-
-    def __exit__(self, *exc: object) -> None:
-        from procflow.processors.builtin import _anchors
-        from procflow.processors.builtin.regex import filter as regex_filter
-
-        _anchors.USE_RE2, regex_filter._load_re2 = self._saved  # type: ignore[assignment]
 
 
 def _result(result: Any) -> dict[str, Any]:

@@ -267,8 +267,8 @@ def test_a_joint_set_out_of_memory_leaves_its_candidates_to_each(
     # candidates go on alone from that start
     table, prefilter = _fresh_table()
     for group in prefilter.groups:
-        ahead, anchor, _, sentinel = group._compile()
-        group._compiled = (ahead, anchor, lambda data: [], sentinel)
+        ahead, _, sentinel = group._compile()
+        group._compiled = (ahead, lambda data: [], sentinel)
     monkeypatch.setattr(_anchors, "_JOINT_MIN", 1)
     calls = _counting(monkeypatch)
     text = _dense(12_000)
@@ -530,7 +530,7 @@ def test_context_patterns_are_ruled_out_only_where_they_do_not_occur(
     # a window cut anywhere, mid-word included, as the rules' context windows are
     window = text[cut_left:len(text) - cut_right]
     for pattern in _NEAR_PATTERNS:
-        assert injection_scan._near(pattern, window) == (pattern.search(window) is not None)
+        assert injection_scan._near(pattern, window, "re2") == (pattern.search(window) is not None)
 
 
 def test_context_patterns_on_the_corpora() -> None:
@@ -539,7 +539,7 @@ def test_context_patterns_on_the_corpora() -> None:
             for start in range(0, len(view.text), 97):
                 window = view.text[start:start + 400]
                 for pattern in _NEAR_PATTERNS:
-                    assert injection_scan._near(pattern, window) == (
+                    assert injection_scan._near(pattern, window, "re2") == (
                         pattern.search(window) is not None), pattern.pattern[:40]
 
 

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from procflow.processors import PromptInjectionDetector
+from procflow.processors.builtin._prefilter import DEFAULT_ENGINE, Engine
 from procflow.processors.builtin.injection.scan import RuleScan, scan, scan_async, scan_steps
 
 CORPUS = Path(__file__).parent / "data" / "injection_corpus.jsonl"
@@ -34,10 +35,10 @@ def _texts() -> list[str]:
         return [row["text"] for row in map(json.loads, fh)]
 
 
-def _agrees(text: str, stop_at: float) -> None:
+def _agrees(text: str, stop_at: float, engine: Engine = DEFAULT_ENGINE) -> None:
     """``scan(text, stop_at=...)`` against the full scan."""
-    full = scan(text)
-    quick = scan(text, stop_at=stop_at)
+    full = scan(text, engine=engine)
+    quick = scan(text, stop_at=stop_at, engine=engine)
     assert (quick.score >= stop_at) is (full.score >= stop_at), (text, stop_at)
     if quick.complete:
         assert quick == full
@@ -61,14 +62,10 @@ def test_a_settled_scan_gives_the_full_scans_verdict_on_the_corpus(stop_at: floa
 
 
 @pytest.mark.parametrize("stop_at", [0.5, 0.7, 0.85])
-def test_a_settled_scan_gives_the_full_scans_verdict_without_re2(
-        monkeypatch: pytest.MonkeyPatch, stop_at: float) -> None:
-    # without ``google-re2`` the tables run on ``re`` alone (no joint steps, no probe)
-    from procflow.processors.builtin import _anchors
-
-    monkeypatch.setattr(_anchors, "USE_RE2", False)
+def test_a_settled_scan_gives_the_full_scans_verdict_without_re2(stop_at: float) -> None:
+    # on engine "re" the tables run on ``re`` alone (no joint steps, no probe)
     for text in _texts():
-        _agrees(text, stop_at)
+        _agrees(text, stop_at, "re")
 
 
 @settings(max_examples=300, deadline=None)

@@ -27,7 +27,13 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from itertools import pairwise
 from typing import Final
 
-from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
+from procflow.processors.builtin._prefilter import (
+    DEFAULT_ENGINE,
+    Engine,
+    Prefilter,
+    load_re2,
+    proxy,
+)
 from procflow.textscan.syntax import (
     At,
     Branch,
@@ -47,10 +53,6 @@ __all__ = ["AnchoredScan", "JointScan", "literal_prefixes"]
 OnMatch = Callable[[int, re.Match[str]], bool]
 """Shown a match (its pattern's index in the table, the match) as it is found; ``True``
 stops the search (see ``AnchoredScan.matches_steps``)."""
-
-USE_RE2 = True
-"""Whether tables use their RE2 prefilter (built when ``google-re2`` is installed);
-``benchmarks/guards.py --no-re2`` turns it off to measure the plain scan."""
 
 _K = 3
 _MAX_STATES = 4_000
@@ -238,17 +240,18 @@ class AnchoredScan:
 
     @property
     def prefiltered(self) -> bool:
-        """Whether ``matches`` reads texts with the RE2 prefilter (``google-re2`` is
-        installed, the table has a prefilter and ``USE_RE2`` is on); ``verify`` needs
-        the prefilter."""
-        return self._prefilter is not None and USE_RE2
+        """Whether the table has an RE2 prefilter (``google-re2`` is installed and RE2
+        took its patterns): ``matches`` on engine ``"re2"`` reads texts with it;
+        ``verify`` needs it."""
+        return self._prefilter is not None
 
-    def matches(self, text: str, data: bytes | None = None,
-                ) -> list[tuple[int, re.Match[str]]]:
+    def matches(self, text: str, data: bytes | None = None, *,
+                engine: Engine = DEFAULT_ENGINE) -> list[tuple[int, re.Match[str]]]:
         """``(pattern index, match)`` for every non-empty match, ordered by pattern
         index, then position: what ``finditer`` of each pattern in turn would give.
-        ``data``: ``proxy(text)``, when the caller has it."""
-        if self._prefilter is not None and USE_RE2:
+        ``data``: ``proxy(text)``, when the caller has it; ``engine``: ``"re"`` leaves
+        the prefilter aside."""
+        if self._prefilter is not None and engine == "re2":
             if data is None:
                 data = proxy(text)
             candidates = self._prefilter.candidates(data)
@@ -258,7 +261,7 @@ class AnchoredScan:
 
     def matches_steps(self, text: str, found: list[tuple[int, re.Match[str]]],
                       data: bytes | None = None, *, on_match: OnMatch | None = None,
-                      ) -> Iterator[None]:
+                      engine: Engine = DEFAULT_ENGINE) -> Iterator[None]:
         """``matches``, a step at a time: adds them to ``found`` and, with the RE2
         prefilter, yields after each of its sets read a text longer than
         ``_SETS_IN_STEPS`` and after each pattern it tried (one pass of its searcher
@@ -270,7 +273,7 @@ class AnchoredScan:
         than the table's, before they reach ``found``; when it returns ``True`` the
         steps end there, with ``found`` incomplete (a caller that has what it needs)."""
         prefilter = self._prefilter
-        if prefilter is not None and USE_RE2:
+        if prefilter is not None and engine == "re2":
             if data is None:
                 data = proxy(text)
             if len(data) > _SETS_IN_STEPS:
@@ -489,7 +492,7 @@ class JointScan:
     """Several tables read over the same text: one RE2 prefilter of all their patterns
     answers, in one pass over the text, which patterns of each table can match it
     (each table then ``verify``-es its own). Without ``google-re2``, when a table has
-    no prefilter of its own or when ``USE_RE2`` is off, ``candidates`` answers
+    no prefilter of its own or on engine ``"re"``, ``candidates`` answers
     ``None`` and the caller uses ``AnchoredScan.matches``.
 
     Args:
@@ -518,12 +521,14 @@ class JointScan:
         except ValueError:
             return
 
-    def candidates(self, text: str) -> tuple[bytes, list[list[int]]] | None:
+    def candidates(self, text: str, *, engine: Engine = DEFAULT_ENGINE,
+                   ) -> tuple[bytes, list[list[int]]] | None:
         """``(proxy(text), candidates of each table)``: the indexes in each table
         (ascending) of at least every pattern that can match ``text``; ``None`` when
-        the prefilter is not there or could not answer."""
+        the prefilter is not there, is left aside (``engine="re"``) or could not
+        answer."""
         prefilter = self._prefilter
-        if prefilter is None or not USE_RE2:
+        if prefilter is None or engine != "re2":
             return None
         data = proxy(text)
         found = prefilter.candidates(data)

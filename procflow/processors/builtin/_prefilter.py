@@ -24,7 +24,7 @@ import importlib
 import re
 from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final, Literal
 
 from procflow.textscan.syntax import (
     AnyChar,
@@ -46,7 +46,8 @@ from procflow.textscan.syntax import (
     parse,
 )
 
-__all__ = ["GroupStarts", "Prefilter", "load_re2", "proxy", "re2_form", "word_finder"]
+__all__ = ["DEFAULT_ENGINE", "Engine", "GroupStarts", "Prefilter", "check_engine", "load_re2",
+           "proxy", "re2_form", "word_finder"]
 
 # RE2 memory budgets (program and DFA cache): below ~32 MB the sets' DFAs thrash on
 # long texts, and the set of a whole table (short texts only) wants more
@@ -75,6 +76,35 @@ def load_re2() -> Any:
         return importlib.import_module("re2")
     except ImportError:
         return None
+
+
+Engine = Literal["re2", "re"]
+"""Which engine a guard's scans run on: ``"re2"`` reads each text first with RE2 sets
+(``google-re2``) to tell which rules can match and where, then confirms with ``re``;
+``"re"`` runs the rules' anchor passes with ``re`` alone. The verdicts are the same."""
+
+DEFAULT_ENGINE: Final[Engine] = "re2" if load_re2() is not None else "re"
+"""``"re2"`` when ``google-re2`` can be imported, else ``"re"``."""
+
+
+def check_engine(engine: object, owner: str) -> Engine:
+    """``engine`` checked (``None``: ``DEFAULT_ENGINE``).
+
+    Raises:
+        ValueError: Not ``"re2"``, ``"re"`` or ``None``, or ``"re2"`` without
+            ``google-re2`` installed.
+    """
+    if engine is None:
+        return DEFAULT_ENGINE
+    if engine == "re":
+        return "re"
+    if engine == "re2":
+        if load_re2() is None:
+            raise ValueError(f"{owner}: engine='re2' needs the google-re2 package "
+                             "(pip install 'procflow[re2]'); or pass engine='re'")
+        return "re2"
+    raise ValueError(f"{owner}: engine must be 're2', 're' or None (the default: re2 when "
+                     f"installed), got {engine!r}")
 
 
 _CATEGORY_TESTS = {
@@ -312,14 +342,13 @@ class Prefilter:
                 member, start = forms
                 members.append((index, member.encode("ascii")))
                 bodies[index] = start
-                self._searchers.append(_searcher(re2, re2.compile(start.encode("ascii"),
-                                                                  small))
-                                       if searchers else None)
+                self._searchers.append(
+                    _searcher(re2.compile(start.encode("ascii"), small)) if searchers else None)
             # each set: (its Match, its patterns' table indexes, its sentinel's index)
             chunks = [members[first:first + group] for first in range(0, len(members), group)]
             self._sets = [_set(re2, options, chunk) for chunk in chunks]
             # where the patterns of each set start, found for all of them at once
-            joint = searchers and _exposes_compiled(re2)
+            joint = searchers
             self.groups = tuple(GroupStarts(re2, [(index, bodies[index]) for index, _ in chunk])
                                 for chunk in chunks) if joint else ()
             self.group_of = {index: number for number, chunk in enumerate(chunks)
@@ -397,7 +426,7 @@ class GroupStarts:
         self._re2 = re2
         self._members = tuple(body for _, body in members)
         self.indexes = tuple(index for index, _ in members)
-        self._compiled: tuple[Any, Any, Any, int] | None = None
+        self._compiled: tuple[Any, Any, int] | None = None
         self._failed = False
 
     def ready(self) -> bool:
@@ -410,7 +439,7 @@ class GroupStarts:
                 self._failed = True
         return self._compiled is not None
 
-    def _compile(self) -> tuple[Any, Any, Any, int]:
+    def _compile(self) -> tuple[Any, Any, int]:
         re2 = self._re2
         bodies = self._members
         # leftmost-longest: the same leftmost start as leftmost-first, and a DFA whose
@@ -420,7 +449,7 @@ class GroupStarts:
         longest = _options(re2, _AHEAD_MEM)
         longest.longest_match = True
         either = "|".join(f"(?:{body})" for body in bodies)
-        ahead = re2.compile(f"(?:{either})".encode("ascii"), longest)._regexp.Match
+        ahead = re2.compile(f"(?:{either})".encode("ascii"), longest).search
         # at a start, which forms match from it: the text from there on, where ``^``
         # and ``\A`` hold at its first character (more than at that place of the whole
         # text: a superset, which ``re`` then checks)
@@ -430,37 +459,27 @@ class GroupStarts:
         # the empty pattern matches every anchored text: missing, the set gave up
         sentinel = anchored.Add(b"")
         anchored.Compile()
-        self._compiled = (ahead, re2._Anchor.UNANCHORED, anchored._set.Match, sentinel)
+        self._compiled = (ahead, anchored.Match, sentinel)
         return self._compiled
 
     def next_start(self, data: bytes, pos: int) -> tuple[int, int]:
         """The leftmost start at or after ``pos`` of a match of any member's form in
         the text whose ``proxy`` is ``data``, and that match's end (``(-1, -1)``:
         none). Only once ``ready``."""
-        ahead, anchor, *_ = self._compiled or self._compile()
-        start, end = ahead(anchor, data, pos, len(data))[0]
-        return int(start), int(end)
+        ahead = (self._compiled or self._compile())[0]
+        m = ahead(data, pos)
+        return (-1, -1) if m is None else (int(m.start()), int(m.end()))
 
     def at(self, data: memoryview, start: int) -> list[int] | None:
         """The table indexes of (at least) the members whose form matches from
         ``start`` (``data``: the text's ``proxy``), or ``None`` when the set ran out of
         memory. Only once ``ready``."""
-        _, _, anchored, sentinel = self._compiled or self._compile()
+        _, anchored, sentinel = self._compiled or self._compile()
         found = anchored(data[start:])
-        if sentinel not in found:
+        if not found or sentinel not in found:
             return None
         indexes = self.indexes
         return [indexes[i] for i in found if i != sentinel]
-
-
-@lru_cache(maxsize=1)
-def _exposes_compiled(re2: Any) -> bool:
-    """Whether the ``re2`` wrapper exposes its compiled objects (``GroupStarts`` calls
-    them directly: a memoryview in, no match object out)."""
-    regexp = getattr(re2.compile(b"a"), "_regexp", None)
-    rset = re2.Set.MatchSet(re2.Options())
-    return (hasattr(regexp, "Match") and hasattr(getattr(rset, "_set", None), "Match")
-            and hasattr(getattr(re2, "_Anchor", None), "UNANCHORED"))
 
 
 def _options(re2: Any, max_mem: int) -> Any:
@@ -484,31 +503,18 @@ def _set(re2: Any, options: Any, members: list[tuple[int, bytes]],
     # ran out of memory) and the caller must scan another way
     sentinel = rset.Add(rb"\A")
     rset.Compile()
-    # the compiled set itself when the wrapper exposes it: its ``Match`` takes bytes
-    # and skips a Python frame per call
-    match = getattr(getattr(rset, "_set", None), "Match", None) or rset.Match
-    return match, tuple(index for index, _ in members), sentinel
+    return rset.Match, tuple(index for index, _ in members), sentinel
 
 
-def _searcher(re2: Any, regexp: Any) -> Any:
-    """``(data, pos) -> start of the first match at or after pos, or -1``: on the
-    compiled RE2 object when the wrapper exposes it (no generator and match object
-    per call), else through ``search``."""
-    raw = getattr(regexp, "_regexp", None)
-    anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
-    if raw is not None and anchor is not None and hasattr(raw, "Match"):
-        match = raw.Match
+def _searcher(regexp: Any) -> Callable[[bytes, int], int]:
+    """``(data, pos) -> start of the first match at or after pos, or -1``."""
+    search = regexp.search
 
-        def first(data: bytes, pos: int) -> int:
-            return int(match(anchor, data, pos, len(data))[0][0])
-
-        return first
-
-    def search(data: bytes, pos: int) -> int:
-        m = regexp.search(data, pos)
+    def first(data: bytes, pos: int) -> int:
+        m = search(data, pos)
         return -1 if m is None else int(m.start())
 
-    return search
+    return first
 
 
 def may_start(pattern: re.Pattern[str]) -> Callable[[bytes], int] | None:
@@ -527,7 +533,7 @@ def may_start(pattern: re.Pattern[str]) -> Callable[[bytes], int] | None:
         regexp = re2.compile(form.encode("ascii"), _options(re2, _SEARCHER_MEM))
     except re2.error:
         return None
-    search = _searcher(re2, regexp)
+    search = _searcher(regexp)
 
     def first(data: bytes) -> int:
         return int(search(data, 0))
@@ -561,7 +567,7 @@ def _finder(re2: Any, pattern: bytes, max_mem: int) -> Callable[[bytes], bool] |
         regexp = re2.compile(pattern, _options(re2, max_mem))
     except re2.error:
         return None
-    search = _searcher(re2, regexp)
+    search = _searcher(regexp)
 
     def found(data: bytes) -> bool:
         return bool(search(data, 0) >= 0)

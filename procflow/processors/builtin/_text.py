@@ -30,8 +30,7 @@ from urllib.parse import unquote
 
 import anyio.to_thread
 
-from procflow.processors.builtin import _anchors
-from procflow.processors.builtin._prefilter import proxy, word_finder
+from procflow.processors.builtin._prefilter import DEFAULT_ENGINE, Engine, proxy, word_finder
 
 __all__ = [
     "CONFUSABLES",
@@ -584,14 +583,15 @@ def _typo_finder(vocabulary: frozenset[str]) -> Callable[[bytes], bool] | None:
     return word_finder(_typo_table(vocabulary)) if _typo_table(vocabulary) else None
 
 
-def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
+def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY, *,
+             engine: Engine = DEFAULT_ENGINE) -> View:
     """Read one-typo misspellings of the attack vocabulary as the word ("ignoer",
     "prevoius"); inflections ("ignored", "prompts") are left alone. A table of the
     misspellings is made once; a text none of whose words is in it is not rewritten
-    (with ``google-re2``, one RE2 pass over the text tells; else its words are looked
+    (on engine ``"re2"``, one RE2 pass over the text tells; else its words are looked
     up)."""
     table = _typo_table(vocabulary)
-    finder = _typo_finder(vocabulary) if _anchors.USE_RE2 else None
+    finder = _typo_finder(vocabulary) if engine == "re2" else None
     if (table.keys().isdisjoint(_WORDS.findall(view.text)) if finder is None
             else not finder(proxy(view.text))):
         return View("spelling", view.text, view.starts, view.ends)
@@ -936,7 +936,8 @@ def smuggling_signals(text: str) -> list[str]:
 
 
 def views_for_matching(text: str, *, deep: bool = True,
-                       skip: Callable[[View], Container[str]] | None = None) -> Iterator[View]:
+                       skip: Callable[[View], Container[str]] | None = None,
+                       engine: Engine = DEFAULT_ENGINE) -> Iterator[View]:
     """The base view, then each further view that differs from the ones before it.
 
     Args:
@@ -944,6 +945,7 @@ def views_for_matching(text: str, *, deep: bool = True,
         deep: Also yield the squashed, ROT13 and reversed views.
         skip: Given the base view, the names of the deep views not to make ("squashed",
             "rot13", "reversed"): the caller knows none of its rules can match them.
+        engine: The engine of the spelling view's look-up (``spellfix``).
     """
     base = fold(text)
     yield base
@@ -962,7 +964,7 @@ def views_for_matching(text: str, *, deep: bool = True,
     joined = join_split(base)
     if fresh(joined):
         yield joined
-    spelling = spellfix(joined)
+    spelling = spellfix(joined, engine=engine)
     if fresh(spelling):
         yield spelling
     tokens = _leet_tokens(joined)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from procflow.processors.builtin._anchors import AnchoredScan
+from procflow.processors.builtin._prefilter import DEFAULT_ENGINE, Engine
 from procflow.processors.builtin._text import compile_pattern
 
 __all__ = ["IDIOMS", "RE2_GROUP", "mask_idioms", "masked"]
@@ -111,9 +112,9 @@ IDIOMS: tuple[re.Pattern[str], ...] = tuple(compile_pattern(p) for p in _IDIOM_P
 _SCAN = AnchoredScan(IDIOMS, group=RE2_GROUP)
 
 
-def mask_idioms(text: str) -> str:
+def mask_idioms(text: str, *, engine: Engine = DEFAULT_ENGINE) -> str:
     """``text`` with each benign idiom replaced by spaces (positions are preserved)."""
-    return masked(text, _SCAN.matches(text))
+    return masked(text, _SCAN.matches(text, engine=engine))
 
 
 def masked(text: str, found: list[tuple[int, re.Match[str]]]) -> str:
