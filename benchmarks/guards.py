@@ -30,7 +30,7 @@ reads every text in full, for exact scores and every piece of evidence.)
 (chat turns, attack texts, documents, code) over the set's odd half, read the first time
 (after the even half) and again: where text new to the RE2 sets costs more.
 
-With ``google-re2`` installed (``pip install 'procflow[re2]'``) the rule tables of the
+With ``google-re2`` installed (a core dependency on CPython) the rule tables of the
 injection and moderation guards use an RE2 prefilter; ``--no-re2`` measures them
 without it (the results are the same).
 
@@ -279,7 +279,7 @@ async def main() -> None:
           f"(chat turns, documents, code, attack texts); Python {sys.version.split()[0]}")
     state = ("off (--no-re2)" if re2 is not None and engine == "re" else
              "on (google-re2)" if re2 is not None else
-             "off (google-re2 not installed: pip install 'procflow[re2]')")
+             "off (google-re2 not installed: pip install google-re2)")
     print(f"RE2 prefilter of the rule tables: {state}")
     injection = PromptInjectionDetector(engine=engine)
     moderation = ModerationProcessor(engine=engine)

@@ -11,7 +11,7 @@ result is exactly what ``pattern.finditer`` would give for each pattern (the sam
 matches, non-overlapping per pattern, in the same order); patterns with no usable
 anchor are run in full.
 
-With ``google-re2`` installed (the ``procflow[re2]`` extra) a table first asks its
+With ``google-re2`` installed (a core dependency on CPython) a table first asks its
 RE2 prefilter (``_prefilter.Prefilter``) which patterns can match the text at all, in
 a few linear passes of RE2 sets, and tries only those, only where their RE2 form
 matches; the matches are the same. Where a set leaves many candidates (attack prompts

@@ -14,7 +14,8 @@ where its RE2 form (without the leading edge, so that a match starts where the `
 match would) matches. The matches are those of the ``re`` pattern: RE2 only decides
 where not to look.
 
-Without ``google-re2`` (the ``procflow[re2]`` extra) the caller keeps its own scan.
+Without ``google-re2`` (a core dependency on CPython; not on PyPy) the caller keeps
+its own scan.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class _Unsupported(Exception):
 
 
 def load_re2() -> Any:
-    """The ``re2`` module of ``google-re2`` (the ``procflow[re2]`` extra), or ``None``."""
+    """The ``re2`` module of ``google-re2``, or ``None`` where it is not installed."""
     try:
         return importlib.import_module("re2")
     except ImportError:
@@ -101,7 +102,7 @@ def check_engine(engine: object, owner: str) -> Engine:
     if engine == "re2":
         if load_re2() is None:
             raise ValueError(f"{owner}: engine='re2' needs the google-re2 package "
-                             "(pip install 'procflow[re2]'); or pass engine='re'")
+                             "(pip install google-re2); or pass engine='re'")
         return "re2"
     raise ValueError(f"{owner}: engine must be 're2', 're' or None (the default: re2 when "
                      f"installed), got {engine!r}")

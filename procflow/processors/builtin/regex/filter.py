@@ -199,10 +199,10 @@ class RegexFilterProcessor(Processor):
 
     Args:
         rules: ``RegexRule``s or dicts ``{"name", "pattern", "replacement"?, "flags"?}``.
-            User patterns run on RE2 (``procflow[re2]``, the ``google-re2`` package),
+            User patterns run on RE2 (the ``google-re2`` package, see ``engine``),
             linear in the text whatever the pattern; a pattern using a feature RE2
             lacks (lookaround, backreferences, atomic groups, possessive quantifiers)
-            is a ``ValueError`` naming it. Without RE2 installed they run on ``re``
+            is a ``ValueError`` naming it. On engine ``"re"`` they run on ``re``
             under a time budget (``USER_PATTERN_BUDGET_SECONDS`` per text): a scan over
             budget counts as a match, a redaction over budget raises ``ProcessorError``.
         presets: Ready-made rule sets: "pii" (email, SSN, card number, phone, IPv4),
@@ -290,7 +290,7 @@ class RegexFilterProcessor(Processor):
             except TimeoutError:
                 raise ProcessorError(
                     f"processor '{self.id}': rule {rule.name!r} ran over its time budget "
-                    f"({USER_PATTERN_BUDGET_SECONDS}s); install procflow[re2] to run user "
+                    f"({USER_PATTERN_BUDGET_SECONDS}s); install google-re2 to run user "
                     "patterns in linear time", processor_id=self.id) from None
             if n:
                 found[rule.name] = n
