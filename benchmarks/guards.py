@@ -52,10 +52,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from procflow.processors.builtin._prefilter import Engine, load_re2
 from procflow.processors.builtin.injection import PromptInjectionDetector
 from procflow.processors.builtin.moderation import ModerationProcessor
 from procflow.processors.builtin.pii import ALL_PII_TYPES, PIIDetector
+from procflow.textscan._prefilter import Engine, load_re2
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "processors" / "data"

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from procflow.processors.builtin import _text
-from procflow.processors.builtin._text import Decoded, decode_payloads
+from procflow.textscan import _views as _text
+from procflow.textscan._views import Decoded, decode_payloads
 
 DATA = Path(__file__).parent / "data"
 

@@ -9,9 +9,9 @@ from procflow.processors.builtin import (
     PIIDetector,
     PromptInjectionDetector,
     RegexFilterProcessor,
-    _prefilter,
 )
-from procflow.processors.builtin._prefilter import Prefilter
+from procflow.textscan import _prefilter
+from procflow.textscan._prefilter import Prefilter
 
 GUARDS = [
     pytest.param(PIIDetector, id="pii"),

@@ -19,8 +19,13 @@ from hypothesis import strategies as st
 
 from procflow import _secrets
 from procflow._wordscan import word_matches
-from procflow.processors.builtin import _text
-from procflow.processors.builtin._text import (
+from procflow.processors.builtin.injection import scan as injection_scan
+from procflow.processors.builtin.injection.scan import _embedded, scan
+from procflow.processors.builtin.moderation import lexicon
+from procflow.processors.builtin.pii import checks, rules
+from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD
+from procflow.textscan import _views as _text
+from procflow.textscan._views import (
     View,
     fold,
     join_split,
@@ -29,11 +34,6 @@ from procflow.processors.builtin._text import (
     reverse,
     squash,
 )
-from procflow.processors.builtin.injection import scan as injection_scan
-from procflow.processors.builtin.injection.scan import _embedded, scan
-from procflow.processors.builtin.moderation import lexicon
-from procflow.processors.builtin.pii import checks, rules
-from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD
 
 # the patterns as they were written before (look-behind first)
 _PLAIN = {

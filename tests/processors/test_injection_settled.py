@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from procflow.processors import PromptInjectionDetector
-from procflow.processors.builtin._prefilter import DEFAULT_ENGINE, Engine
 from procflow.processors.builtin.injection.scan import RuleScan, scan, scan_async, scan_steps
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
 
 CORPUS = Path(__file__).parent / "data" / "injection_corpus.jsonl"
 THRESHOLDS = (0.3, 0.5, 0.7, 0.85, 0.95)
@@ -106,7 +106,7 @@ def test_candidates_stepped_through_together_stop_at_the_first_strong_phrase(
     # attack prompts back to back leave many candidates per RE2 set: their starts are
     # found together (``GroupStarts``), in the text's order, and the first strong
     # phrase settles the verdict there, not after every candidate's matches
-    from procflow.processors.builtin import _prefilter
+    from procflow.textscan import _prefilter
 
     pytest.importorskip("re2")
     with CORPUS.open(encoding="utf-8") as fh:

@@ -25,10 +25,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from procflow.processors.builtin import _anchors, _prefilter, _text
-from procflow.processors.builtin._anchors import AnchoredScan
-from procflow.processors.builtin._text import View, fold, join_split, views_for_matching
 from procflow.processors.builtin.moderation import idioms, lexicon
+from procflow.textscan import _anchors, _prefilter
+from procflow.textscan import _views as _text
+from procflow.textscan._anchors import Scanner
+from procflow.textscan._views import View, fold, join_split, views_for_matching
 
 re2 = pytest.importorskip("re2")
 
@@ -47,7 +48,7 @@ _WORDS = st.lists(st.sampled_from(
     max_size=30).map(" ".join)
 
 
-def _plain(table: AnchoredScan) -> AnchoredScan:
+def _plain(table: Scanner) -> Scanner:
     plain = copy.copy(table)
     plain._prefilter = None
     return plain

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from procflow.textscan.syntax import (
+from procflow.textscan._syntax import (
     AnyChar,
     At,
     Backref,

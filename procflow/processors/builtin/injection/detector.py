@@ -43,7 +43,6 @@ from procflow.processors.builtin._judge import (
     parse_verdict,
     violation_detail,
 )
-from procflow.processors.builtin._prefilter import DEFAULT_ENGINE, Engine, check_engine
 from procflow.processors.builtin.injection.rules import CATEGORIES
 from procflow.processors.builtin.injection.scan import (
     Hit,
@@ -53,6 +52,7 @@ from procflow.processors.builtin.injection.scan import (
     scan_async,
     short_steps,
 )
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
 
 __all__ = ["DEFAULT_DETECTION_TYPES", "InjectionStrategy", "PromptInjectionDetector"]
 

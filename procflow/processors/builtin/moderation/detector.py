@@ -58,8 +58,7 @@ from procflow.processors.builtin._judge import (
     parse_verdict,
     violation_detail,
 )
-from procflow.processors.builtin._prefilter import DEFAULT_ENGINE, Engine, check_engine
-from procflow.processors.builtin._text import off_loop
+from procflow.processors.builtin._offloop import off_loop
 from procflow.processors.builtin._window import hold_tail
 from procflow.processors.builtin.moderation.lexicon import (
     MODERATION_CATEGORIES,
@@ -69,6 +68,7 @@ from procflow.processors.builtin.moderation.lexicon import (
     score_text,
     term_spans,
 )
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
 
 __all__ = ["DEFAULT_MODERATION_CATEGORIES", "DEFAULT_REDACTION", "REDACT_HOLD_SPAN",
            "ModerationProcessor", "ModerationStrategy"]
@@ -79,7 +79,7 @@ ModerationStrategy = Literal["block", "warn", "filter", "redact"]
 _STRATEGIES: Final = ("block", "warn", "filter", "redact")
 
 OFF_LOOP_CHARS: Final = 10_000
-"""Texts longer than this are moderated in a worker thread (``_text.off_loop``; 4,000
+"""Texts longer than this are moderated in a worker thread (``_offloop.off_loop``; 4,000
 for the other guards). The lexicon takes ~3 ms at most on 10,000 characters (the
 slowest 10 KB input of ``benchmarks/guards.py``), so a text checked inline holds the
 event loop no longer than that, and shorter texts are spared the ~0.1-0.2 ms of CPU a

@@ -26,8 +26,7 @@ from procflow.processors.args import (
 from procflow.processors.base import Processor
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin._judge import judge_json
-from procflow.processors.builtin._prefilter import DEFAULT_ENGINE, Engine, check_engine
-from procflow.processors.builtin._text import normalise, off_loop
+from procflow.processors.builtin._offloop import off_loop
 from procflow.processors.builtin._window import hold_tail
 from procflow.processors.builtin.pii.dates import MONTHS
 from procflow.processors.builtin.pii.redact import (
@@ -37,6 +36,8 @@ from procflow.processors.builtin.pii.redact import (
     resolve_overlaps,
 )
 from procflow.processors.builtin.pii.rules import find_rule_detections
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
+from procflow.textscan._views import normalise
 
 __all__ = ["ALL_PII_TYPES", "DEFAULT_PII_TYPES", "HOLD_SPAN", "HOLD_SPAN_WIDE", "PIIDetector",
            "PIIStrategy"]

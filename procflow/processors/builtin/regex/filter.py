@@ -24,8 +24,8 @@ from procflow.processors.args import (
     ProcessOutputStreamArgs,
 )
 from procflow.processors.base import Processor
-from procflow.processors.builtin._prefilter import DEFAULT_ENGINE, Engine, check_engine, load_re2
 from procflow.processors.builtin._window import hold_tail
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine, load_re2
 
 __all__ = ["PRESETS", "USER_PATTERN_BUDGET_SECONDS", "RegexFilterProcessor", "RegexRule"]
 

@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from procflow.processors.builtin._prefilter import _options, _set, load_re2, proxy
-from procflow.textscan.syntax import (
+from procflow.textscan._prefilter import _options, _set, load_re2, proxy
+from procflow.textscan._syntax import (
     At,
     Atomic,
     Branch,

@@ -27,7 +27,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, Final, Literal
 
-from procflow.textscan.syntax import (
+from procflow.textscan._syntax import (
     AnyChar,
     At,
     Atomic,

@@ -25,12 +25,10 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate, islice
-from typing import TypeVar, overload
+from typing import overload
 from urllib.parse import unquote
 
-import anyio.to_thread
-
-from procflow.processors.builtin._prefilter import DEFAULT_ENGINE, Engine, proxy, word_finder
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, proxy, word_finder
 
 __all__ = [
     "CONFUSABLES",
@@ -44,7 +42,6 @@ __all__ = [
     "join_split",
     "leet",
     "normalise",
-    "off_loop",
     "reverse",
     "rot13",
     "sentence_bounds",
@@ -54,10 +51,6 @@ __all__ = [
     "views_for_matching",
 ]
 
-_T = TypeVar("_T")
-
-OFF_LOOP_CHARS = 4_000
-"""Texts longer than this are checked in a worker thread (see ``off_loop``)."""
 
 ZERO_WIDTH = frozenset(
     "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u200b\u200c\u200d"
@@ -1210,12 +1203,3 @@ class _Mapped(_RunTable):
         c, d = source[slopes[k] * first + bases[k]], source[slopes[j] * last + bases[j]]
         return (a if a <= b else b, d if d >= c else c)
 
-
-async def off_loop(fn: Callable[..., _T], text: str, *args: object,
-                   limit: int = OFF_LOOP_CHARS) -> _T:
-    """``fn(text, *args)``, in a worker thread when ``text`` is longer than ``limit``
-    characters (where a check takes more than a few milliseconds), so a large input
-    never stalls the event loop; short texts run inline (a thread hop costs more)."""
-    if len(text) <= limit:
-        return fn(text, *args)
-    return await anyio.to_thread.run_sync(fn, text, *args)
