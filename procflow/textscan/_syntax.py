@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 __all__ = [
@@ -227,10 +228,17 @@ def parse(pattern: re.Pattern[str]) -> Seq:
     Raises:
         ValueError: A construct this parser does not know.
     """
-    source = _Source(pattern.pattern)
-    out = _alternation(source, bool(pattern.flags & re.VERBOSE))
+    return _parse(pattern.pattern, pattern.flags)
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str, flags: int) -> Seq:
+    # the engine reads each rule pattern three times (literals, anchors, RE2 form),
+    # and the tree is immutable: parsed once
+    source = _Source(text)
+    out = _alternation(source, bool(flags & re.VERBOSE))
     if source.peek() is not None:
-        raise ValueError(f"unbalanced parenthesis in {pattern.pattern!r}")
+        raise ValueError(f"unbalanced parenthesis in {text!r}")
     return out
 
 
