@@ -1,8 +1,8 @@
 """A parser for Python regular expressions, for reading the guards' rule patterns.
 
-The text engine reads each rule pattern once to learn what a match must contain
-(``literals``), what it can start with (``anchors``) and how to write it for RE2
-(``prefilter``). ``parse`` turns a pattern already compiled by ``re`` into a tree of
+The text engine reads each rule pattern's tree to learn what a match must contain
+(``_literals``), what it can start with (``_anchors``) and how to write it for RE2
+(``_prefilter``). ``parse`` turns a pattern already compiled by ``re`` into a tree of
 frozen nodes: a pattern is a ``Seq`` (a tuple of nodes), and each node is one of
 ``Char``, ``NotChar``, ``CharClass``, ``AnyChar``, ``At``, ``Look``, ``Branch``,
 ``Group``, ``Atomic``, ``Repeat``, ``Backref`` or ``Conditional``.
