@@ -238,6 +238,9 @@ class AgentDeps:
     """One chunk at a time through the pipeline while tools run concurrently (made by
     the first tool chunk: most calls never need it)."""
     output: OutputCheck | None = None
+    handoff: Any = None
+    """The handoff a ``transfer_to_<id>`` tool asked for (``procflow.agent.handoff``):
+    the loop ends after the step's tool calls and the call goes on with its agent."""
 
     def __repr__(self) -> str:
         return f"AgentDeps(agent={self.agent.id!r})"
