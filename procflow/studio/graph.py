@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -20,6 +20,7 @@ from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 
 from procflow.studio.export import short_hooks, steps_count, workflow_of
 from procflow.workflows.plan import (
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
     from procflow.agent.agent import Agent
 
-__all__ = ["GraphView", "NodeState", "NodeStatus", "format_duration"]
+__all__ = ["GraphView", "NodeState", "NodeStatus", "agent_links", "format_duration"]
 
 NodeStatus: TypeAlias = Literal["pending", "running", "success", "failed", "suspended",
                                 "skipped", "canceled"]
@@ -105,11 +106,50 @@ class GraphView:
     def __init__(self, target: Workflow | Agent, *, depth: int = 1,
                  states: Mapping[str, NodeState] | None = None) -> None:
         self.workflow = workflow_of(target)
+        self.target = target
         self.depth = depth
         self.states = states
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield _Drawing(self.depth, self.states).top(self.workflow)
+        if not isinstance(self.target, Workflow) and self.states is None:
+            links = agent_links(self.target)
+            if links is not None:
+                yield Text("")
+                yield links
+
+
+def agent_links(agent: Agent) -> Tree | None:
+    """The agents ``agent`` works with, as a tree: its handoffs ("⇢ handoff", the
+    target's own links under it) and the agents it calls as tools ("◈ tool"); ``None``
+    when it has neither."""
+    def links(of: Any) -> list[tuple[str, Any, str]]:
+        out = []
+        for tool in of.tools.values():
+            target = getattr(tool, "handoff", None)
+            if target is not None:
+                out.append(("⇢ handoff", target, tool.id))
+            elif (sub := getattr(tool, "agent", None)) is not None:
+                out.append(("◈ tool", sub, tool.id))
+        return out
+
+    if not links(agent):
+        return None
+    tree = Tree(Text.assemble(("agents ", "bold"), (f"from {agent.id}", "dim")))
+
+    def grow(node: Tree, of: Any, seen: frozenset[str]) -> None:
+        for how, target, tool_id in links(of):
+            about = target.description or ""
+            label = Text.assemble((f"{how} ", "bold"), (target.id, "cyan"),
+                                  (f"  ({tool_id})", "dim"), (f"  {about}" if about else ""))
+            child = node.add(label)
+            if target.id in seen:
+                child.add(Text("… (drawn above)", style="dim"))
+            else:
+                grow(child, target, seen | {target.id})
+
+    grow(tree, agent, frozenset({agent.id}))
+    return tree
 
 
 class _Drawing:

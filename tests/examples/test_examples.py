@@ -68,3 +68,35 @@ def test_approval_suspends_in_one_process_and_is_approved_in_another(tmp_path: P
     again = approval(tmp_path, "approve", run_id)
     assert again.returncode == 1 and "is not suspended (status 'success')" in again.stderr
     assert ledger.read_text() == "A-1\n"  # the refund ran exactly once
+
+
+def test_triage_hands_off_and_billing_asks_the_research_agent(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "triage.py"),
+                           str(tmp_path / "t.db")], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1] == ("billing: You were charged twice for the Pro plan on 2026-11-02; "
+                        "I refunded €12.00.")
+    assert lines[4].startswith("support: Restart the router")
+    billing_run = lines[2].split()[1]
+    trace = subprocess.run([sys.executable, "-m", "procflow", "--db", str(tmp_path / "t.db"),
+                            "trace", billing_run], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path)
+    assert trace.returncode == 0, trace.stderr
+    # the research agent's run is nested under billing's tool call, its tool under it
+    rows = [row.split("\t")[-2] for row in trace.stdout.splitlines()[1:]]
+    at = rows.index("          tool call: research")
+    assert rows[at + 1] == "            agent:research"
+    assert "                      tool call: list_charges" in rows[at + 1:]
+
+
+def test_the_triage_agent_is_drawn_with_its_handoffs(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "procflow", "graph",
+                           f"{ROOT / 'examples' / 'triage.py'}:triage"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "workflow agent:triage" in done.stdout
+    assert "⇢ handoff billing  (transfer_to_billing)" in done.stdout
+    assert "◈ tool research  (research)" in done.stdout
+    assert "⇢ handoff support  (transfer_to_support)" in done.stdout
