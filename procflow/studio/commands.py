@@ -463,6 +463,22 @@ async def _runs(args: argparse.Namespace, console: Console, store: Store) -> int
                             workflow=args.workflow, status=args.status, limit=args.limit)
 
 
+async def _no_trace(storage: Any, run_id: str, where: str) -> str:
+    """Why a run has no trace: a sub-agent's call (``Agent.as_tool``) records its spans
+    in the calling run's trace; any other run has not finished an execution yet."""
+    from procflow.agent.as_tool import PARENT_RUN_KEY
+
+    for snapshot in await storage.list_runs():
+        if snapshot.run_id == run_id:
+            parent = snapshot.request_context.get(PARENT_RUN_KEY)
+            if isinstance(parent, dict) and parent.get("run_id"):
+                return (f"run '{run_id}' in {where} is a call of agent "
+                        f"'{parent.get('agent_id')}' as a tool: its spans are in the trace "
+                        f"of run '{parent['run_id']}' (procflow trace {parent['run_id']})")
+    return (f"run '{run_id}' in {where} has no trace (a run that has not finished an "
+            "execution yet)")
+
+
 async def _trace(args: argparse.Namespace, console: Console, store: Store) -> int:
     from procflow.studio.diff import TraceDiff
     from procflow.studio.trace import TraceView
@@ -471,8 +487,7 @@ async def _trace(args: argparse.Namespace, console: Console, store: Store) -> in
     run_id = await resolve_run_id(storage, args.run_id, where)
     trace = await storage.load_trace(run_id)
     if trace is None:
-        raise RunNotFoundError(f"run '{run_id}' in {where} has no trace (a run that has "
-                               "not finished an execution yet)", run_id=run_id)
+        raise RunNotFoundError(await _no_trace(storage, run_id, where), run_id=run_id)
     mode = output_mode(args, console)
     if args.diff is not None:
         if args.step is not None:

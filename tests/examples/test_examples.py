@@ -89,6 +89,15 @@ def test_triage_hands_off_and_billing_asks_the_research_agent(tmp_path: Path) ->
     at = rows.index("          tool call: research")
     assert rows[at + 1] == "            agent:research"
     assert "                      tool call: list_charges" in rows[at + 1:]
+    research_run = next(line.split("\t")[0] for line in subprocess.run(
+        [sys.executable, "-m", "procflow", "--db", str(tmp_path / "t.db"), "runs"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path).stdout.splitlines()
+        if "\tagent:research\t" in line)
+    child = subprocess.run([sys.executable, "-m", "procflow", "--db", str(tmp_path / "t.db"),
+                            "trace", research_run], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path)
+    assert child.returncode != 0
+    assert f"its spans are in the trace of run '{billing_run}'" in child.stderr
 
 
 def test_the_triage_agent_is_drawn_with_its_handoffs(tmp_path: Path) -> None:
