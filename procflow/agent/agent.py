@@ -582,11 +582,9 @@ class Agent(Generic[OutputT]):
     async def _resume(self, run_id: str, approve: Sequence[str], deny: Sequence[str],
                       resume_data: Any, options: dict[str, Any], emit: Emit, *,
                       streaming: bool = True) -> FullOutput[Any]:
-        wf_run = await self.workflow.get_run(run_id)
+        # a sub-agent's run (``as_tool``): its spans go to the caller's trace
+        wf_run = await self.workflow.get_run(run_id, parent_span=options.get("parent_span"))
         payload = self._waiting(wf_run, approve, deny)
-        parent = options.get("parent_span")
-        if parent is not None:  # a sub-agent's run: its spans go to the caller's trace
-            wf_run._trace.parent = parent
         deps, _ = self._prepare([], options, emit)
         deps.streaming = streaming
         if streaming:
@@ -824,9 +822,10 @@ def _handing_over(deps: AgentDeps, output: FullOutput[Any]) -> bool:
 async def _then(deps: AgentDeps, output: FullOutput[Any], options: dict[str, Any],
                 emit: Emit, streaming: bool) -> FullOutput[Any]:
     """The call's output, or (a handoff asked for) the output of its target's call."""
-    if not _handing_over(deps, output):
+    pending = deps.handoff
+    if pending is None or not _handing_over(deps, output):
         return output
-    return await hand_over(deps, output, options, emit, streaming)
+    return await hand_over(pending, deps, output, options, emit, streaming)
 
 
 def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from procflow.agent.agent import Agent
     from procflow.agent.output import FullOutput
 
-__all__ = ["PARENT_RUN_KEY", "SubAgentStopped", "agent_tool"]
+__all__ = ["PARENT_RUN_KEY", "AgentTool", "SubAgentStopped", "agent_tool"]
 
 PARENT_RUN_KEY = "procflow__parentRun"
 """Request-context entry of a sub-agent's run: ``{"run_id", "span_id", "tool_call_id",
@@ -35,6 +35,16 @@ PARENT_RUN_KEY = "procflow__parentRun"
 class SubAgentStopped(RuntimeError):
     """A processor of the sub-agent aborted its call: the caller's model gets this as
     the tool's error result (the caller goes on; its own guards decide the rest)."""
+
+
+class AgentTool(Tool):
+    """The tool ``Agent.as_tool()`` makes; ``agent`` is the agent it calls (graphs draw
+    it)."""
+
+    def __init__(self, agent: Agent[Any], id: str, description: str,
+                 execute: Any) -> None:
+        super().__init__(id, description, _Prompt, execute)
+        self.agent = agent
 
 
 class _Prompt(BaseModel):
@@ -79,9 +89,7 @@ def agent_tool(agent: Agent[Any], name: str | None = None,
             out = await agent._call(args.prompt, options, ignore, streaming=False)
         return _answer(agent_id, out, ctx)
 
-    tool = Tool(tool_id, about, _Prompt, execute)
-    tool.agent = agent  # type: ignore[attr-defined]  # graphs draw it as the agent
-    return tool
+    return AgentTool(agent, tool_id, about, execute)
 
 
 def _child_context(ctx: ToolContext, agent_id: str) -> RequestContext:

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from procflow.agent.output import FullOutput
     from procflow.agent.state import AgentDeps, Emit
 
-__all__ = ["HANDOFF_FROM_KEY", "MAX_HANDOFFS", "Handoff", "InputFilter", "handoff",
-           "without_tool_calls"]
+__all__ = ["HANDOFF_FROM_KEY", "MAX_HANDOFFS", "Handoff", "HandoffTool", "InputFilter",
+           "PendingHandoff", "handoff", "without_tool_calls"]
 
 HANDOFF_FROM_KEY = "procflow__handoffFrom"
 """Request-context entry of a run a handoff started: ``{"run_id", "agent_id",
@@ -92,12 +92,31 @@ def without_tool_calls(messages: list[Message]) -> list[Message]:
     return out
 
 
-@dataclass(slots=True)
-class _Pending:
+@dataclass(frozen=True, slots=True)
+class PendingHandoff:
+    """A handoff the model asked for in the current call (``AgentDeps.handoff``).
+
+    Attributes:
+        target: Where the conversation goes.
+        source_id: The agent handing it over.
+        run_id: The id of the target's run, chosen in advance (the span names it).
+        tool_call_id: The ``transfer_to_<id>`` call.
+    """
+
     target: Handoff
     source_id: str
     run_id: str
     tool_call_id: str
+
+
+class HandoffTool(Tool):
+    """A ``transfer_to_<id>`` tool; ``target`` is the agent it hands over to (graphs
+    draw the edge)."""
+
+    def __init__(self, target: Agent[Any], id: str, description: str,
+                 execute: Any) -> None:
+        super().__init__(id, description, _NoArgs, execute)
+        self.target = target
 
 
 class _NoArgs(BaseModel):
@@ -135,7 +154,7 @@ def _tool(source_id: str, target: Handoff) -> Tool:
         if deps.handoff is not None:
             return (f"not transferred: the conversation already goes to agent "
                     f"'{deps.handoff.target.agent.id}'")
-        pending = _Pending(target, source_id, new_secret_id(), ctx.tool_call_id)
+        pending = PendingHandoff(target, source_id, new_secret_id(), ctx.tool_call_id)
         deps.handoff = pending
         parent = ctx.parent_span
         if parent is not None:
@@ -147,15 +166,12 @@ def _tool(source_id: str, target: Handoff) -> Tool:
                                                  "run_id": pending.run_id})
         return f"Transferred to agent {agent.name}; it answers from now on."
 
-    tool = Tool(name, description, _NoArgs, execute)
-    tool.handoff = agent  # type: ignore[attr-defined]  # graphs draw the edge
-    return tool
+    return HandoffTool(agent, name, description, execute)
 
 
-async def hand_over(deps: AgentDeps, output: FullOutput[Any], options: dict[str, Any],
-                    emit: Emit, streaming: bool) -> FullOutput[Any]:
-    """Go on with the target of ``deps.handoff`` on ``output``'s conversation."""
-    pending: _Pending = deps.handoff
+async def hand_over(pending: PendingHandoff, deps: AgentDeps, output: FullOutput[Any],
+                    options: dict[str, Any], emit: Emit, streaming: bool) -> FullOutput[Any]:
+    """Go on with the target of ``pending`` on ``output``'s conversation."""
     target = pending.target
     depth = int(options.get("handoff_depth") or 0) + 1
     if depth > MAX_HANDOFFS:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Literal, TypeAlias, assert_never
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -123,21 +123,23 @@ def agent_links(agent: Agent) -> Tree | None:
     """The agents ``agent`` works with, as a tree: its handoffs ("⇢ handoff", the
     target's own links under it) and the agents it calls as tools ("◈ tool"); ``None``
     when it has neither."""
-    def links(of: Any) -> list[tuple[str, Any, str]]:
-        out = []
+    from procflow.agent.as_tool import AgentTool
+    from procflow.agent.handoff import HandoffTool
+
+    def links(of: Agent) -> list[tuple[str, Agent, str]]:
+        out: list[tuple[str, Agent, str]] = []
         for tool in of.tools.values():
-            target = getattr(tool, "handoff", None)
-            if target is not None:
-                out.append(("⇢ handoff", target, tool.id))
-            elif (sub := getattr(tool, "agent", None)) is not None:
-                out.append(("◈ tool", sub, tool.id))
+            if isinstance(tool, HandoffTool):
+                out.append(("⇢ handoff", tool.target, tool.id))
+            elif isinstance(tool, AgentTool):
+                out.append(("◈ tool", tool.agent, tool.id))
         return out
 
     if not links(agent):
         return None
     tree = Tree(Text.assemble(("agents ", "bold"), (f"from {agent.id}", "dim")))
 
-    def grow(node: Tree, of: Any, seen: frozenset[str]) -> None:
+    def grow(node: Tree, of: Agent, seen: frozenset[str]) -> None:
         for how, target, tool_id in links(of):
             about = target.description or ""
             label = Text.assemble((f"{how} ", "bold"), (target.id, "cyan"),
