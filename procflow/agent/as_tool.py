@@ -5,7 +5,8 @@ Each call is a stored run of the sub-agent (in the sub-agent's storage) whose sp
 recorded under the tool call's span of the calling run, so the caller's trace (``procflow
 trace``, the studio, the OpenTelemetry export) shows it nested. The sub-run's request
 context holds ``PARENT_RUN_KEY`` (the calling run, its span and tool call), kept with it.
-Its tokens add up in the caller's usage. A sub-agent that suspends (a tool waiting for
+Its tokens add up in the caller's usage. The sub-agent's call has no memory thread: it
+neither reads nor writes the caller's conversation. A sub-agent that suspends (a tool waiting for
 approval) suspends the caller at this tool call; resuming the caller with
 ``resume_data={"approve": [...], "deny": [...], "data": ...}`` resumes the sub-agent.
 """
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from procflow.context import RequestContext
+from procflow.context import THREAD_ID_KEY, RequestContext
 from procflow.tools import Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -93,7 +94,10 @@ def agent_tool(agent: Agent[Any], name: str | None = None,
 
 
 def _child_context(ctx: ToolContext, agent_id: str) -> RequestContext:
+    """The caller's request context, less its memory thread (the sub-agent's call is a
+    conversation of its own), plus the link to the caller."""
     rc = RequestContext(ctx.request_context)
+    rc.delete(THREAD_ID_KEY)
     span = ctx.parent_span
     rc.set(PARENT_RUN_KEY, {"run_id": ctx.run_id, "tool_call_id": ctx.tool_call_id,
                             "span_id": None if span is None else span.span.span_id,

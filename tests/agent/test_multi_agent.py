@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from procflow import tool
+from procflow.tools import ToolContext
 from procflow.agent import Agent, handoff
 from procflow.agent.handoff import HANDOFF_FROM_KEY, without_tool_calls
 from procflow.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall
@@ -231,3 +232,49 @@ async def test_handoffs_chain_and_usage_adds_up() -> None:
 def test_a_non_agent_handoff_is_refused() -> None:
     with pytest.raises(TypeError, match="handoffs must be agents"):
         Agent(id="x", model=ScriptedModel(["a"]), handoffs=["billing"])  # type: ignore[list-item]
+
+
+async def test_a_sub_agent_keeps_out_of_the_callers_memory_thread() -> None:
+    from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY
+
+    seen: list[Any] = []
+
+    @tool
+    async def whoami(ctx: ToolContext) -> str:
+        """Who is asking."""
+        seen.append(dict(ctx.request_context))
+        return "ok"
+
+    helper = Agent(id="helper", tools=[whoami], model=ScriptedModel(
+        [[ToolCall("whoami", {})], "done"]))
+    boss = Agent(id="boss", tools=[helper], model=ScriptedModel(
+        [[ToolCall("helper", {"prompt": "who?"})], "fine"]))
+    await boss.generate("hi", memory={"thread": "t-1", "resource": "u-1"})
+    assert THREAD_ID_KEY not in seen[0] and seen[0][RESOURCE_ID_KEY] == "u-1"
+
+
+def _billing_and_boss(storage: SQLiteStorage) -> tuple[Agent[Any], Agent[Any]]:
+    billing = Agent(id="billing", storage=storage, tools=[refund], model=ScriptedModel(
+        [[ToolCall("refund", {"order_id": "A-1"}, id="r1")], "Refunded A-1."]))
+    boss = Agent(id="boss", storage=storage, tools=[billing], model=ScriptedModel(
+        [[ToolCall("billing", {"prompt": "refund A-1"}, id="b1")], "Done: refunded."]))
+    return billing, boss
+
+
+async def test_another_process_resumes_the_boss_and_its_sub_agent(tmp_path: Path) -> None:
+    first_storage = SQLiteStorage(tmp_path / "runs.db")
+    _, boss = _billing_and_boss(first_storage)
+    first = await boss.generate("refund A-1")
+    assert first.finish_reason == "suspended"
+    await first_storage.aclose()
+
+    storage = SQLiteStorage(tmp_path / "runs.db")  # as another process would
+    billing, boss = _billing_and_boss(storage)
+    done = await boss.resume(first.run_id, resume_data={"approve": ["r1"]})
+
+    assert done.text == "Done: refunded."
+    assert done.tool_results[-1].result == "Refunded A-1."
+    trace = await storage.load_trace(first.run_id)
+    assert trace is not None  # the resumed sub-run's spans went to the boss's trace
+    assert [r["name"] for r in trace.spans].count("agent:billing") == 2
+    await storage.aclose()
