@@ -10,13 +10,13 @@ import pytest
 from pydantic import BaseModel
 
 from procflow import tool
-from procflow.tools import ToolContext
 from procflow.agent import Agent, handoff
 from procflow.agent.handoff import HANDOFF_FROM_KEY, without_tool_calls
 from procflow.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall
 from procflow.processors import PromptInjectionDetector
 from procflow.records import Usage
 from procflow.storage import SQLiteStorage
+from procflow.tools import ToolContext
 
 pytestmark = pytest.mark.anyio
 
@@ -269,7 +269,7 @@ async def test_another_process_resumes_the_boss_and_its_sub_agent(tmp_path: Path
     await first_storage.aclose()
 
     storage = SQLiteStorage(tmp_path / "runs.db")  # as another process would
-    billing, boss = _billing_and_boss(storage)
+    _, boss = _billing_and_boss(storage)
     done = await boss.resume(first.run_id, resume_data={"approve": ["r1"]})
 
     assert done.text == "Done: refunded."
