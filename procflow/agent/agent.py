@@ -708,7 +708,8 @@ def _tool_map(tools: Sequence[Any]) -> dict[str, Tool]:
         if isinstance(t, Agent):
             t = t.as_tool()
         if not isinstance(t, Tool):
-            raise TypeError(f"tools must be Tool objects (use @tool), got {type(t).__name__}")
+            raise TypeError(f"tools must be Tool objects (use @tool) or agents (each one "
+                            f"is agent.as_tool()), got {type(t).__name__}")
         if t.id in out:
             raise ValueError(f"two tools are named '{t.id}'")
         out[t.id] = t
