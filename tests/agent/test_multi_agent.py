@@ -21,6 +21,11 @@ from procflow.tools import ToolContext
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: Any) -> str:
+    return str(request.param)
+
+
 def _tool_results(request: Any) -> list[Any]:
     return [p for m in request.prompt if m.get("role") == "tool" for p in m["content"]]
 
