@@ -23,7 +23,7 @@ from rich.text import Text
 
 from procflow.errors import RunNotFoundError, RunStateError
 from procflow.storage.locate import get_default_storage, set_default_storage
-from procflow.studio.export import to_dot, to_mermaid
+from procflow.studio.export import agent_edges, to_dot, to_mermaid
 from procflow.studio.graph import GraphView
 from procflow.studio.listing import print_runs
 from procflow.studio.live import LiveRun
@@ -156,7 +156,10 @@ def _graph(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"--depth must be 0 or more, got {args.depth}")
     if args.json:
         wf = target if isinstance(target, Workflow) else target.workflow
-        print(dump(graph_document(wf)))
+        document = graph_document(wf)
+        if not isinstance(target, Workflow) and (edges := agent_edges(target)):
+            document["agents"] = edges
+        print(dump(document))
     elif args.format == "mermaid":
         print(to_mermaid(target, depth=args.depth), end="")
     elif args.format == "dot":

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from procflow.studio.export import short_hooks, steps_count, workflow_of
+from procflow.studio.export import agent_links_of, short_hooks, steps_count, workflow_of
 from procflow.workflows.plan import (
     LanesLayout,
     Layout,
@@ -55,6 +55,7 @@ _KIND_GLYPH = {"step": "□", "processor": "◆", "agent": "◈"}
 _EXPANDED, _COLLAPSED, _MAP, _SLEEP = "▾", "▸", "ƒ", "◷"
 _NODE_GLYPH = {"map": _MAP, "sleep": _SLEEP, "sleep_until": _SLEEP}
 _ARROW = Text("│\n▼", style="dim")
+_LINK_GLYPH = {"handoff": "⇢", "tool": "◈"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,26 +124,14 @@ def agent_links(agent: Agent) -> Tree | None:
     """The agents ``agent`` works with, as a tree: its handoffs ("⇢ handoff", the
     target's own links under it) and the agents it calls as tools ("◈ tool"); ``None``
     when it has neither."""
-    from procflow.agent.as_tool import AgentTool
-    from procflow.agent.handoff import HandoffTool
-
-    def links(of: Agent) -> list[tuple[str, Agent, str]]:
-        out: list[tuple[str, Agent, str]] = []
-        for tool in of.tools.values():
-            if isinstance(tool, HandoffTool):
-                out.append(("⇢ handoff", tool.target, tool.id))
-            elif isinstance(tool, AgentTool):
-                out.append(("◈ tool", tool.agent, tool.id))
-        return out
-
-    if not links(agent):
+    if not agent_links_of(agent):
         return None
     tree = Tree(Text.assemble(("agents ", "bold"), (f"from {agent.id}", "dim")))
 
     def grow(node: Tree, of: Agent, seen: frozenset[str]) -> None:
-        for how, target, tool_id in links(of):
+        for kind, target, tool_id in agent_links_of(of):
             about = target.description or ""
-            label = Text.assemble((f"{how} ", "bold"), (target.id, "cyan"),
+            label = Text.assemble((f"{_LINK_GLYPH[kind]} {kind} ", "bold"), (target.id, "cyan"),
                                   (f"  ({tool_id})", "dim"), (f"  {about}" if about else ""))
             child = node.add(label)
             if target.id in seen:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -109,3 +110,11 @@ def test_the_triage_agent_is_drawn_with_its_handoffs(tmp_path: Path) -> None:
     assert "⇢ handoff billing  (transfer_to_billing)" in done.stdout
     assert "◈ tool research  (research)" in done.stdout
     assert "⇢ handoff support  (transfer_to_support)" in done.stdout
+    as_json = subprocess.run([sys.executable, "-m", "procflow", "--json", "graph",
+                              f"{ROOT / 'examples' / 'triage.py'}:triage"],
+                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["agents"] == [
+        {"from": "triage", "to": "billing", "kind": "handoff", "tool": "transfer_to_billing"},
+        {"from": "triage", "to": "support", "kind": "handoff", "tool": "transfer_to_support"},
+        {"from": "billing", "to": "research", "kind": "tool", "tool": "research"}]
