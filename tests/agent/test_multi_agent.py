@@ -288,3 +288,20 @@ async def test_another_process_resumes_the_boss_and_its_sub_agent(tmp_path: Path
 def test_a_tool_that_is_neither_a_tool_nor_an_agent_is_refused() -> None:
     with pytest.raises(TypeError, match=r"or agents \(each one is agent.as_tool\(\)\)"):
         Agent(id="x", model=ScriptedModel(["a"]), tools=["search"])  # type: ignore[list-item]
+
+
+async def test_a_target_that_suspends_is_resumed_by_the_agent_that_answered(
+        tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "runs.db")
+    answers = iter([[ToolCall("refund", {"order_id": "A-1"}, id="r1")], "Refunded A-1."])
+    billing = Agent(id="billing", tools=[refund], storage=storage,
+                    model=FunctionModel(lambda request: next(answers)))
+    triage = Agent(id="triage", handoffs=[billing], storage=storage,
+                   model=ScriptedModel([[ToolCall("transfer_to_billing", {})]]))
+
+    out = await triage.generate("refund A-1")
+
+    assert out.finish_reason == "suspended" and out.agent_id == "billing"
+    done = await billing.resume(out.run_id, approve=["r1"])
+    assert done.text == "Refunded A-1." and done.agent_id == "billing"
+    await storage.aclose()
