@@ -75,10 +75,10 @@ def agent_tool(agent: Agent[Any], name: str | None = None,
             try:
                 decision = AgentStepResume.model_validate(ctx.resume_data or {})
             except ValidationError as exc:
-                raise ValueError(
+                ctx.suspend({**waiting, "error": (
                     f"agent '{agent_id}' waits on {_ids(waiting)}: resume with "
                     'resume_data={"approve": [...], "deny": [...], "data": ...}: '
-                    f"{exc}") from None
+                    f"{exc}")})
             known = set(_ids(waiting))
             approve = [i for i in decision.approve if i in known]
             deny = [i for i in decision.deny if i in known]
@@ -110,15 +110,18 @@ def _ids(waiting: Mapping[str, Any]) -> list[str]:
 
 
 def _answer(agent_id: str, out: FullOutput[Any], ctx: ToolContext) -> Any:
+    """The tool's result from the sub-agent's output. Its tokens go to the caller once
+    it is done: a suspended call counts all of them when resumed (what the caller's
+    state gained before suspending is not what its stored run resumes from)."""
+    if out.finish_reason == "suspended":
+        ctx.suspend({"agent_id": agent_id, "run_id": out.run_id, "calls": [
+            {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name, "args": c.args,
+             "payload": c.payload} for c in out.suspended]})
     if out.usage.total_tokens and ctx.add_usage is not None:
         ctx.add_usage(out.usage.to_dict())
     if out.tripwire is not None:
         raise SubAgentStopped(f"agent '{agent_id}' was stopped by processor "
                               f"'{out.tripwire.processor_id}': {out.tripwire.reason}")
-    if out.finish_reason == "suspended":
-        ctx.suspend({"agent_id": agent_id, "run_id": out.run_id, "calls": [
-            {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name, "args": c.args,
-             "payload": c.payload} for c in out.suspended]})
     if out.output is not None:  # the validated value, as JSON
         value = out.output
         if isinstance(value, BaseModel):

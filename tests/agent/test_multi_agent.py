@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from procflow import tool
 from procflow.agent import Agent, handoff
 from procflow.agent.handoff import HANDOFF_FROM_KEY, without_tool_calls
+from procflow.agent.state import as_state
 from procflow.models import FunctionModel, ModelResponse, ScriptedModel, ToolCall
 from procflow.processors import PromptInjectionDetector
 from procflow.records import Usage
@@ -133,7 +134,11 @@ async def test_a_sub_agent_waiting_for_approval_suspends_the_boss(tmp_path: Path
 
     assert done.text == "Done: refunded."
     assert "Refunded A-1." in str(_tool_results(boss_model.requests[-1]))
-    assert (await billing.workflow.get_run(payload["run_id"])).status == "success"
+    sub = await billing.workflow.get_run(payload["run_id"])
+    assert sub.status == "success" and sub.last_result is not None
+    sub_tokens = as_state(sub.last_result.result).usage["total_tokens"]
+    own = sum(s.usage.get("total_tokens", 0) for s in done.steps)
+    assert sub_tokens > 0 and done.usage.total_tokens == own + sub_tokens  # counted once
     await storage.aclose()
 
 
