@@ -129,6 +129,9 @@ async def test_a_sub_agent_waiting_for_approval_suspends_the_boss(tmp_path: Path
     assert payload["calls"][0]["tool_call_id"] == "r1"
     other = await boss.resume(first.run_id, resume_data={"approve": ["nope"]})
     assert other.finish_reason == "suspended"  # not what billing waits on
+    wrong = await boss.resume(first.run_id, resume_data={"approve": "r1"})
+    assert wrong.finish_reason == "suspended"
+    assert "waits on ['r1']" in wrong.suspended[0].payload["error"]
 
     done = await boss.resume(first.run_id, resume_data={"approve": ["r1"]})
 
