@@ -58,7 +58,7 @@ from procflow.steps import Step, StepContext, create_step, step
 from procflow.workflows import Workflow, create_workflow
 
 if TYPE_CHECKING:
-    from procflow.agent import Agent, GenerateOptions
+    from procflow.agent import Agent, GenerateOptions, handoff
     from procflow.tools import Tool, tool
 
 from procflow._version import __version__
@@ -119,6 +119,7 @@ __all__ = [
     "create_step",
     "create_workflow",
     "get_default_storage",
+    "handoff",
     "instrument",
     "load_trace",
     "set_default_executor",

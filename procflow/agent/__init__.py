@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from procflow.agent.agent import Agent, AgentStepResume, ProcessorArray
+from procflow.agent.handoff import Handoff, handoff, without_tool_calls
 from procflow.agent.loop import AgentLoop
 from procflow.agent.options import GenerateOptions, MemoryOption, ResumeOptions, ToolChoice
 from procflow.agent.output import (
@@ -24,6 +25,7 @@ __all__ = [
     "AgentStepResume",
     "FullOutput",
     "GenerateOptions",
+    "Handoff",
     "MemoryOption",
     "ModelOutput",
     "ProcessorArray",
@@ -36,5 +38,7 @@ __all__ = [
     "ToolInputError",
     "ToolSuspended",
     "UIMessage",
+    "handoff",
     "tool",
+    "without_tool_calls",
 ]

@@ -10,6 +10,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import TypeVar
 
+from procflow.agent.handoff import Handoff, hand_over, handoff_tools
 from procflow.agent.loop import AgentLoop, build_loop, live_deps
 from procflow.agent.options import (
     GenerateOptions,
@@ -111,7 +112,7 @@ class Agent(Generic[OutputT]):
         instructions: The system prompt.
         model: A ``LanguageModel`` or a "provider/model-id" string, or a list of them:
             a ``FallbackModel`` asking each in turn while the ones before are down.
-        tools: Tools the model may call.
+        tools: Tools the model may call; an ``Agent`` here is ``agent.as_tool()``.
         memory: A ``Memory`` (conversation history and recall).
         input_processors: Processors (or processor workflows) before the model, or a
             function of the request context returning them.
@@ -129,15 +130,20 @@ class Agent(Generic[OutputT]):
             validated and ``FullOutput.output`` is the value.
         output_retries: Times an invalid answer is sent back to the model with the
             errors before the call fails with ``OutputValidationError`` (default 1).
+        handoffs: Agents (or ``handoff(agent, input_filter=...)``) the model may hand
+            the conversation to, each through a tool ``transfer_to_<id>``; the target
+            answers from then on (``FullOutput.agent_id``; see ``procflow.agent.handoff``).
     """
 
     def __init__(self, *, id: str | None = None, model: Any, name: str | None = None,
-                 instructions: str = "", tools: Sequence[Tool] = (), memory: Any = None,
+                 instructions: str = "", tools: Sequence[Tool | Agent[Any]] = (),
+                 memory: Any = None,
                  input_processors: ProcessorArray = (), output_processors: ProcessorArray = (),
                  error_processors: ProcessorArray = (), max_processor_retries: int | None = None,
                  max_steps: int = 5, description: str | None = None,
                  storage: Storage | None = None, loop: LoopFn | None = None,
-                 output_type: type[OutputT] | None = None, output_retries: int = 1) -> None:
+                 output_type: type[OutputT] | None = None, output_retries: int = 1,
+                 handoffs: Sequence[Agent[Any] | Handoff] = ()) -> None:
         if id is None:
             if name is None:
                 raise TypeError("Agent needs an id= (or a name=, which then serves as its id)")
@@ -147,7 +153,8 @@ class Agent(Generic[OutputT]):
         self.description = description
         self.instructions = instructions
         self.model = resolve_model(model)
-        self.tools = _tool_map(tools)
+        self.handoffs = tuple(handoffs)
+        self.tools = _tool_map([*tools, *handoff_tools(self, self.handoffs)])
         self.memory = memory
         self.input_processors = _checked(input_processors, "input_processors")
         self.output_processors = _checked(output_processors, "output_processors")
@@ -269,6 +276,26 @@ class Agent(Generic[OutputT]):
         elif self._output_spec is not None:
             opts["output_spec"] = self._output_spec
         return opts
+
+    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
+        """The agent as a tool of another agent: it takes ``{"prompt": str}`` and returns
+        the agent's answer text (with an ``output_type``, the validated answer as JSON).
+
+        Each call is a stored run of this agent, its spans nested under the tool call in
+        the caller's trace; its tokens add to the caller's usage. If it suspends (a tool
+        waiting for approval), the caller suspends at this call with ``{"agent_id",
+        "run_id", "calls"}`` as the call's payload; resume the caller with
+        ``resume_data={"approve": [ids], "deny": [ids], "data": ...}`` to go on with
+        both. A processor's abort in this agent is the tool's error result.
+
+        Args:
+            name: The tool's name (default: the agent's id).
+            description: What the caller's model reads (default: the agent's description,
+                else the first line of its instructions).
+        """
+        from procflow.agent.as_tool import agent_tool
+
+        return agent_tool(self, name, description)
 
     def as_step(self) -> Step:
         """The agent as a workflow step: input a str (or ``{"prompt": ...}``), output
@@ -509,9 +536,10 @@ class Agent(Generic[OutputT]):
                     streaming: bool = True) -> FullOutput[Any]:
         deps, state = self._prepare(messages, options, emit)
         deps.streaming = streaming
-        if streaming:
+        if streaming and not options.get("handoff_depth"):
             await emit(Start(self.id))
-        wf_run = self.workflow.create_run(options.get("run_id"))
+        wf_run = self.workflow.create_run(options.get("run_id"),
+                                          parent_span=options.get("parent_span"))
         if not wf_run.storage.process_local:
             # A durable store keeps the state at every step boundary, as for any workflow
             # run, so a stored agent run replays from any step (``--from-step llm-call``).
@@ -524,7 +552,8 @@ class Agent(Generic[OutputT]):
                                         request_context=deps.ctx.request_context)
         finally:
             live_deps.pop(wf_run.run_id, None)
-        return await self._output(deps, state, result, wf_run.run_id, emit, streaming)
+        output = await self._output(deps, state, result, wf_run.run_id, emit, streaming)
+        return await _then(deps, output, options, emit, streaming)
 
     def _waiting(self, wf_run: Run[Any], approve: Sequence[str], deny: Sequence[str],
                  ) -> dict[str, Any]:
@@ -555,7 +584,8 @@ class Agent(Generic[OutputT]):
     async def _resume(self, run_id: str, approve: Sequence[str], deny: Sequence[str],
                       resume_data: Any, options: dict[str, Any], emit: Emit, *,
                       streaming: bool = True) -> FullOutput[Any]:
-        wf_run = await self.workflow.get_run(run_id)
+        # a sub-agent's run (``as_tool``): its spans go to the caller's trace
+        wf_run = await self.workflow.get_run(run_id, parent_span=options.get("parent_span"))
         payload = self._waiting(wf_run, approve, deny)
         deps, _ = self._prepare([], options, emit)
         deps.streaming = streaming
@@ -570,7 +600,8 @@ class Agent(Generic[OutputT]):
         finally:
             live_deps.pop(run_id, None)
         state = deps.state if deps.state is not None else AgentState(MessageList())
-        return await self._output(deps, state, result, run_id, emit, streaming)
+        output = await self._output(deps, state, result, run_id, emit, streaming)
+        return await _then(deps, output, options, emit, streaming)
 
     async def _output(self, deps: AgentDeps, state: AgentState, result: WorkflowResult,
                       run_id: str, emit: Emit, streaming: bool) -> FullOutput[Any]:
@@ -592,9 +623,9 @@ class Agent(Generic[OutputT]):
                 await emit(SuspendedChunk(run_id, tuple(
                     {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
                      "args": c.args, "payload": c.payload} for c in suspended)))
-        output = _full_output(state, run_id, suspended, deps.output)
+        output = _full_output(state, run_id, suspended, deps.output, self.id)
         state.current = NO_OVERRIDES  # the last step's overrides: not kept with the run
-        if streaming and not suspended:
+        if streaming and not suspended and not _handing_over(deps, output):
             await emit(Finish(output.finish_reason, output.usage))
         return output
 
@@ -673,11 +704,14 @@ def _retries(value: Any) -> int:
     return value
 
 
-def _tool_map(tools: Sequence[Tool]) -> dict[str, Tool]:
+def _tool_map(tools: Sequence[Any]) -> dict[str, Tool]:
     out: dict[str, Tool] = {}
     for t in tools:
+        if isinstance(t, Agent):
+            t = t.as_tool()
         if not isinstance(t, Tool):
-            raise TypeError(f"tools must be Tool objects (use @tool), got {type(t).__name__}")
+            raise TypeError(f"tools must be Tool objects (use @tool) or agents (each one "
+                            f"is agent.as_tool()), got {type(t).__name__}")
         if t.id in out:
             raise ValueError(f"two tools are named '{t.id}'")
         out[t.id] = t
@@ -783,8 +817,22 @@ def _suspend_payload(result: WorkflowResult) -> dict[str, Any]:
     return {}
 
 
+def _handing_over(deps: AgentDeps, output: FullOutput[Any]) -> bool:
+    """The call goes on with a handoff's target (not after a suspend or a tripwire)."""
+    return deps.handoff is not None and not output.suspended and output.tripwire is None
+
+
+async def _then(deps: AgentDeps, output: FullOutput[Any], options: dict[str, Any],
+                emit: Emit, streaming: bool) -> FullOutput[Any]:
+    """The call's output, or (a handoff asked for) the output of its target's call."""
+    pending = deps.handoff
+    if pending is None or not _handing_over(deps, output):
+        return output
+    return await hand_over(pending, deps, output, options, emit, streaming)
+
+
 def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
-                 check: OutputCheck | None) -> FullOutput[Any]:
+                 check: OutputCheck | None, agent_id: str | None = None) -> FullOutput[Any]:
     ml = state.messages
     messages = ml.all()
     response = ml.response()
@@ -813,7 +861,7 @@ def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
             fallbacks=[ModelFallback.from_dict(f) for s in state.steps for f in s.fallbacks]),
         run_id=run_id,
         suspended=suspended, output=None if check is None or suspended or trip is not None
-        else _answer(check, text))
+        else _answer(check, text), agent_id=agent_id)
 
 
 def stored_output(result: Any, run_id: str) -> FullOutput[Any]:

@@ -54,7 +54,7 @@ from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.processors.step import is_processor_workflow, processor_workflow_hooks
-from procflow.runtime.tracing import Span, Tracer
+from procflow.runtime.tracing import ParentSpan, Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
 from procflow.tools import Tool, ToolContext, ToolSuspended
@@ -678,6 +678,23 @@ async def _run_tools(ctx: StepContext, deps: AgentDeps, state: AgentState) -> No
     state.step_number += 1
 
 
+def _suspend_payload(ctx: StepContext, call_id: str, resume_data: Any) -> Any:
+    """What the call passed to ``ctx.suspend()`` before this resume, else ``None``."""
+    stored = ctx.suspend_payload if resume_data is not None else None
+    if isinstance(stored, Mapping):
+        for item in stored.get("suspended") or ():
+            if isinstance(item, Mapping) and item.get("tool_call_id") == call_id:
+                return item.get("payload")
+    return None
+
+
+def _usage_adder(ctx: StepContext, state: AgentState) -> Callable[[Mapping[str, Any]], None]:
+    """A tool's own tokens (a sub-agent's) into the call's usage and the run's."""
+    def add(usage: Mapping[str, Any]) -> None:
+        ctx.add_usage(state.add_usage(usage))
+    return add
+
+
 def _model_output(tool: Any, value: Any, is_error: bool) -> Any:
     if tool is None or is_error or tool.to_model_output is None:
         return None
@@ -701,9 +718,10 @@ async def _one_tool(ctx: StepContext, deps: AgentDeps, state: AgentState,
         is_error = True
     else:
         try:
-            value = await tool.run(args, ToolContext(call_id, deps.ctx.request_context,
-                                                     _data_writer(deps, state, call_id),
-                                                     resume_data))
+            value = await tool.run(args, ToolContext(
+                call_id, deps.ctx.request_context, _data_writer(deps, state, call_id),
+                resume_data, _suspend_payload(ctx, call_id, resume_data), ctx.run_id,
+                ParentSpan.of(ctx.tracer, span), _usage_adder(ctx, state)))
             value = await deps.outputs.run_tool_result(
                 state.messages, state.info(), tool_name=name, tool_call_id=call_id,
                 args=args, result=value)
@@ -757,7 +775,9 @@ def _has_calls(ctx: StepContext) -> bool:
 def _finished(agent: Agent) -> Callable[[StepContext], bool]:
     def finished(ctx: StepContext) -> bool:
         state = as_state(ctx.input_data)
-        return state.finished or state.step_number >= deps_of(ctx, agent).max_steps
+        deps = deps_of(ctx, agent)
+        return (state.finished or state.step_number >= deps.max_steps
+                or deps.handoff is not None)
     return finished
 
 

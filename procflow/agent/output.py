@@ -134,6 +134,8 @@ class FullOutput(Generic[OutputT]):
         suspended: The tool calls waiting on ``agent.resume(run_id, ...)``.
         output: The answer validated as the ``output_type`` (``None`` without one, or
             when the call ended without an answer: suspended, tripped).
+        agent_id: The agent that answered (after a handoff, the agent handed to; its
+            run is ``run_id``).
     """
 
     text: str
@@ -148,6 +150,7 @@ class FullOutput(Generic[OutputT]):
     run_id: str
     suspended: list[SuspendedCall] = field(default_factory=list)
     output: OutputT | None = None
+    agent_id: str | None = None
 
 
 Producer = Callable[[MemoryObjectSendStream[Chunk]], Awaitable[FullOutput[Any]]]

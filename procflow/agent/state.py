@@ -27,6 +27,7 @@ from procflow.storage.values import register_type
 
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
+    from procflow.agent.handoff import PendingHandoff
     from procflow.agent.output import StepRecord
     from procflow.agent.structured import OutputCheck
     from procflow.tools import Tool
@@ -242,6 +243,9 @@ class AgentDeps:
     """One chunk at a time through the pipeline while tools run concurrently (made by
     the first tool chunk: most calls never need it)."""
     output: OutputCheck | None = None
+    handoff: PendingHandoff | None = None
+    """The handoff a ``transfer_to_<id>`` tool asked for (``procflow.agent.handoff``):
+    the loop ends after the step's tool calls and the call goes on with its agent."""
 
     def __repr__(self) -> str:
         return f"AgentDeps(agent={self.agent.id!r})"

@@ -92,14 +92,15 @@ class Run(Generic[OutputT]):
         self.mark_steps = False
 
     @classmethod
-    async def load(cls, workflow: PlanUnit, run_id: str, *,
-                   storage: Storage | None = None) -> Run[Any]:
+    async def load(cls, workflow: PlanUnit, run_id: str, *, storage: Storage | None = None,
+                   parent_span: ParentSpan | None = None) -> Run[Any]:
         """Rebuild a run from storage (``workflow.get_run``)."""
         store = resolve_storage(storage, workflow)
         loaded = await control.load_stored(store, workflow, run_id)
-        run: Run[Any] = cls(workflow, run_id=run_id, storage=store)
+        run: Run[Any] = cls(workflow, run_id=run_id, storage=store, parent_span=parent_span)
         run._data.restore(workflow, run_id, *loaded)
-        run._trace.spans = await earlier_spans(store, run_id)
+        if parent_span is None:  # else its spans are in the other run's trace
+            run._trace.spans = await earlier_spans(store, run_id)
         return run
 
     # -- public API ---------------------------------------------------------------

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from procflow.errors import RunNotFoundError, RunStateError
 from procflow.storage.locate import get_default_storage, set_default_storage
-from procflow.studio.export import to_dot, to_mermaid
+from procflow.studio.export import agent_edges, to_dot, to_mermaid
 from procflow.studio.graph import GraphView
 from procflow.studio.listing import print_runs
 from procflow.studio.live import LiveRun
@@ -163,7 +163,10 @@ def _graph(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"--depth must be 0 or more, got {args.depth}")
     if args.json:
         wf = target if isinstance(target, Workflow) else target.workflow
-        print(dump(graph_document(wf)))
+        document = graph_document(wf)
+        if not isinstance(target, Workflow) and (edges := agent_edges(target)):
+            document["agents"] = edges
+        print(dump(document))
     elif args.format == "mermaid":
         print(to_mermaid(target, depth=args.depth), end="")
     elif args.format == "dot":
@@ -474,6 +477,22 @@ async def _runs(args: argparse.Namespace, console: Console, store: Store) -> int
                             workflow=args.workflow, status=args.status, limit=args.limit)
 
 
+async def _no_trace(storage: Any, run_id: str, where: str) -> str:
+    """Why a run has no trace: a sub-agent's call (``Agent.as_tool``) records its spans
+    in the calling run's trace; any other run has not finished an execution yet."""
+    from procflow.agent.as_tool import PARENT_RUN_KEY
+
+    for snapshot in await storage.list_runs():
+        if snapshot.run_id == run_id:
+            parent = snapshot.request_context.get(PARENT_RUN_KEY)
+            if isinstance(parent, dict) and parent.get("run_id"):
+                return (f"run '{run_id}' in {where} is a call of agent "
+                        f"'{parent.get('agent_id')}' as a tool: its spans are in the trace "
+                        f"of run '{parent['run_id']}' (procflow trace {parent['run_id']})")
+    return (f"run '{run_id}' in {where} has no trace (a run that has not finished an "
+            "execution yet)")
+
+
 async def _trace(args: argparse.Namespace, console: Console, store: Store) -> int:
     from procflow.studio.diff import TraceDiff
     from procflow.studio.timeline import TimelineView, timeline_lines, to_svg
@@ -483,8 +502,7 @@ async def _trace(args: argparse.Namespace, console: Console, store: Store) -> in
     run_id = await resolve_run_id(storage, args.run_id, where)
     trace = await storage.load_trace(run_id)
     if trace is None:
-        raise RunNotFoundError(f"run '{run_id}' in {where} has no trace (a run that has "
-                               "not finished an execution yet)", run_id=run_id)
+        raise RunNotFoundError(await _no_trace(storage, run_id, where), run_id=run_id)
     mode = output_mode(args, console)
     if args.diff is not None:
         if args.step is not None:

@@ -8,7 +8,7 @@ label helpers here are shared with the terminal view (``procflow.studio.graph``)
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias
 
 from procflow.processors.base import HOOKS
 from procflow.workflows.plan import condition_name
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
     from procflow.agent.agent import Agent
 
-__all__ = ["STAGE_HOOKS", "acting_hooks", "condition_name", "holds_configured", "node_label",
-           "short_hooks", "stage_hooks", "steps_count", "to_dot", "to_mermaid",
-           "workflow_of"]
+__all__ = ["STAGE_HOOKS", "AgentLink", "acting_hooks", "agent_edges", "agent_links_of",
+           "condition_name", "holds_configured", "node_label", "short_hooks", "stage_hooks",
+           "steps_count", "to_dot", "to_mermaid", "workflow_of"]
 
 _MARKERS = ("map", "sleep", "sleep_until")
 _INDENT = "    "
@@ -395,3 +395,42 @@ def to_dot(target: Workflow | Agent) -> str:
                      f"[style=dashed, label={_dot_text(mode)}, constraint=false];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+class AgentLink(NamedTuple):
+    """One agent reaching another: a handoff (``transfer_to_<id>``) or a call as a tool."""
+
+    kind: Literal["handoff", "tool"]
+    target: Agent
+    tool_id: str
+
+
+def agent_links_of(agent: Agent) -> list[AgentLink]:
+    """The agents ``agent`` hands off to and calls as tools, in its tools' order."""
+    from procflow.agent.as_tool import AgentTool
+    from procflow.agent.handoff import HandoffTool
+
+    out: list[AgentLink] = []
+    for tool in agent.tools.values():
+        if isinstance(tool, HandoffTool):
+            out.append(AgentLink("handoff", tool.target, tool.id))
+        elif isinstance(tool, AgentTool):
+            out.append(AgentLink("tool", tool.agent, tool.id))
+    return out
+
+
+def agent_edges(agent: Agent) -> list[dict[str, str]]:
+    """Every link of the agents reachable from ``agent``, each once: ``{"from", "to",
+    "kind", "tool"}`` (``procflow graph --json``'s "agents")."""
+    edges: list[dict[str, str]] = []
+    seen = {agent.id}
+    todo = [agent]
+    while todo:
+        source = todo.pop(0)
+        for link in agent_links_of(source):
+            edges.append({"from": source.id, "to": link.target.id, "kind": link.kind,
+                          "tool": link.tool_id})
+            if link.target.id not in seen:
+                seen.add(link.target.id)
+                todo.append(link.target)
+    return edges

@@ -20,9 +20,11 @@ from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 
 from procflow.studio.export import (
     acting_hooks,
+    agent_links_of,
     holds_configured,
     short_hooks,
     stage_hooks,
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
 
     from procflow.agent.agent import Agent
 
-__all__ = ["GraphView", "NodeState", "NodeStatus", "format_duration"]
+__all__ = ["GraphView", "NodeState", "NodeStatus", "agent_links", "format_duration"]
 
 NodeStatus: TypeAlias = Literal["pending", "running", "success", "failed", "suspended",
                                 "skipped", "canceled"]
@@ -61,6 +63,7 @@ _KIND_GLYPH = {"step": "□", "processor": "◆", "agent": "◈"}
 _EXPANDED, _COLLAPSED, _MAP, _SLEEP = "▾", "▸", "ƒ", "◷"
 _NODE_GLYPH = {"map": _MAP, "sleep": _SLEEP, "sleep_until": _SLEEP}
 _ARROW = Text("│\n▼", style="dim")
+_LINK_GLYPH = {"handoff": "⇢", "tool": "◈"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +115,41 @@ class GraphView:
     def __init__(self, target: Workflow | Agent, *, depth: int | None = None,
                  states: Mapping[str, NodeState] | None = None) -> None:
         self.workflow = workflow_of(target)
+        self.target = target
         self.depth = depth
         self.states = states
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         depth = 1 if self.depth is None else self.depth
         yield _Drawing(depth, self.states, reveal=self.depth is None).top(self.workflow)
+        if not isinstance(self.target, Workflow) and self.states is None:
+            links = agent_links(self.target)
+            if links is not None:
+                yield Text("")
+                yield links
+
+
+def agent_links(agent: Agent) -> Tree | None:
+    """The agents ``agent`` works with, as a tree: its handoffs ("⇢ handoff", the
+    target's own links under it) and the agents it calls as tools ("◈ tool"); ``None``
+    when it has neither."""
+    if not agent_links_of(agent):
+        return None
+    tree = Tree(Text.assemble(("agents ", "bold"), (f"from {agent.id}", "dim")))
+
+    def grow(node: Tree, of: Agent, seen: frozenset[str]) -> None:
+        for kind, target, tool_id in agent_links_of(of):
+            about = target.description or ""
+            label = Text.assemble((f"{_LINK_GLYPH[kind]} {kind} ", "bold"), (target.id, "cyan"),
+                                  (f"  ({tool_id})", "dim"), (f"  {about}" if about else ""))
+            child = node.add(label)
+            if target.id in seen:
+                child.add(Text("… (drawn above)", style="dim"))
+            else:
+                grow(child, target, seen | {target.id})
+
+    grow(tree, agent, frozenset({agent.id}))
+    return tree
 
 
 class _Drawing:

@@ -226,7 +226,7 @@ def workflow_run_document(result: WorkflowResult, *, resume: Sequence[str] = (),
 def agent_run_document(output: FullOutput, *, resume: Sequence[str] = ()) -> dict[str, Any]:
     """``procflow run --json`` for an agent: the answer, finish reason, usage, run id and,
     for a suspended run, the tool calls it waits on and the commands resuming it."""
-    return {"kind": "agent", "run_id": output.run_id,
+    return {"kind": "agent", "run_id": output.run_id, "agent_id": output.agent_id,
             "status": "tripwire" if output.tripwire is not None else
             "suspended" if output.suspended else
             "failed" if output.finish_reason == "error" else "success",

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from procflow.context import RequestContext
 from procflow.messages import Chunk
 from procflow.models.base import ToolSpec
+from procflow.runtime.tracing import ParentSpan
 from procflow.steps.schema import describe_validation_error
 
 __all__ = ["ChunkWriter", "Tool", "ToolContext", "ToolInputError", "ToolSuspended", "tool"]
@@ -47,12 +48,23 @@ class ToolContext:
         writer: Sends custom "data-*" chunks to the caller's stream.
         resume_data: What ``agent.resume(..., resume_data=...)`` handed back after this
             tool suspended, else ``None``.
+        suspend_payload: What this call passed to ``suspend()`` before the resume that
+            runs it again, else ``None``.
+        run_id: The agent run calling the tool (``None`` outside an agent's loop).
+        parent_span: The tool call's span, where a run the tool starts records its
+            spans (``Workflow.create_run(parent_span=...)``), else ``None``.
+        add_usage: Adds tokens the tool spent (a model call of its own) to the calling
+            run's usage; ``None`` outside an agent's loop.
     """
 
     tool_call_id: str
     request_context: RequestContext
     writer: ChunkWriter
     resume_data: Any = None
+    suspend_payload: Any = None
+    run_id: str | None = None
+    parent_span: ParentSpan | None = None
+    add_usage: Callable[[Mapping[str, Any]], None] | None = None
 
     def suspend(self, payload: Any = None) -> NoReturn:
         """Suspend the agent run at this call; ``agent.resume(run_id, resume_data=...)``

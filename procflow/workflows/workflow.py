@@ -289,8 +289,15 @@ class Workflow(Generic[InputT, OutputT]):
                          tracing=self.tracing if tracing is None else tracing,
                          ephemeral=ephemeral, parent_span=parent_span)
 
-    async def get_run(self, run_id: str, *, storage: Storage | None = None) -> Run[OutputT]:
+    async def get_run(self, run_id: str, *, storage: Storage | None = None,
+                      parent_span: ParentSpan | None = None) -> Run[OutputT]:
         """Rebuild a run from its stored snapshot.
+
+        Args:
+            run_id: The run's id.
+            storage: Where it is stored (default: as for ``create_run``).
+            parent_span: Record what the run does from now on under this span of
+                another run's trace (as ``create_run(parent_span=...)``).
 
         Raises:
             TypeError: ``run_id`` is not a ``str`` (whatever the storage).
@@ -309,7 +316,7 @@ class Workflow(Generic[InputT, OutputT]):
                 f"workflow '{self.id}' has no stored run {run_id!r}: the id is not valid "
                 "Unicode text (a lone surrogate), so no run can have it",
                 workflow_id=self.id, run_id=run_id)
-        return await Run.load(self, run_id, storage=storage)
+        return await Run.load(self, run_id, storage=storage, parent_span=parent_span)
 
     async def list_runs(self, *, status: str | None = None, storage: Storage | None = None,
                         limit: int | None = None) -> list[Any]:

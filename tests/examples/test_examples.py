@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -90,3 +91,52 @@ def test_evals_support_from_the_command_line(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].split() == ["average", "1.00", "1.00", "1.00"]
+
+
+def test_triage_hands_off_and_billing_asks_the_research_agent(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "triage.py"),
+                           str(tmp_path / "t.db")], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1] == ("billing: You were charged twice for the Pro plan on 2026-11-02; "
+                        "I refunded €12.00.")
+    assert lines[4].startswith("support: Restart the router")
+    billing_run = lines[2].split()[1]
+    trace = subprocess.run([sys.executable, "-m", "procflow", "--db", str(tmp_path / "t.db"),
+                            "trace", billing_run], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path)
+    assert trace.returncode == 0, trace.stderr
+    # the research agent's run is nested under billing's tool call, its tool under it
+    rows = [row.split("\t")[-2] for row in trace.stdout.splitlines()[1:]]
+    at = rows.index("          tool call: research")
+    assert rows[at + 1] == "            agent:research"
+    assert "                      tool call: list_charges" in rows[at + 1:]
+    research_run = next(line.split("\t")[0] for line in subprocess.run(
+        [sys.executable, "-m", "procflow", "--db", str(tmp_path / "t.db"), "runs"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path).stdout.splitlines()
+        if "\tagent:research\t" in line)
+    child = subprocess.run([sys.executable, "-m", "procflow", "--db", str(tmp_path / "t.db"),
+                            "trace", research_run], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path)
+    assert child.returncode != 0
+    assert f"its spans are in the trace of run '{billing_run}'" in child.stderr
+
+
+def test_the_triage_agent_is_drawn_with_its_handoffs(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "procflow", "graph",
+                           f"{ROOT / 'examples' / 'triage.py'}:triage"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "workflow agent:triage" in done.stdout
+    assert "⇢ handoff billing  (transfer_to_billing)" in done.stdout
+    assert "◈ tool research  (research)" in done.stdout
+    assert "⇢ handoff support  (transfer_to_support)" in done.stdout
+    as_json = subprocess.run([sys.executable, "-m", "procflow", "--json", "graph",
+                              f"{ROOT / 'examples' / 'triage.py'}:triage"],
+                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["agents"] == [
+        {"from": "triage", "to": "billing", "kind": "handoff", "tool": "transfer_to_billing"},
+        {"from": "triage", "to": "support", "kind": "handoff", "tool": "transfer_to_support"},
+        {"from": "billing", "to": "research", "kind": "tool", "tool": "research"}]

@@ -196,3 +196,29 @@ async def test_a_fallback_call_names_the_answering_model_and_its_cost(
     assert attributes["gen_ai.usage.input_tokens"] == 10
     assert attributes["gen_ai.usage.cache_read.input_tokens"] == 4
     assert attributes["procflow.usage.cost"] == 0.003
+
+
+async def test_a_sub_agents_spans_nest_under_the_callers_tool_call(
+        exporter: InMemorySpanExporter) -> None:
+    storage = InMemoryStorage()
+    helper = Agent(id="helper", model=ScriptedModel(["42"]), storage=storage)
+    boss = Agent(id="boss", storage=storage, tools=[helper.as_tool()], model=ScriptedModel(
+        [[ToolCall("helper", {"prompt": "6 x 7?"})], "It is 42."]))
+    await boss.generate("6 x 7?")
+    spans = exporter.get_finished_spans()
+    sub = next(s for s in spans if s.name == "agent:helper")
+    call = next(s for s in spans if s.name == "execute_tool helper")
+    assert sub.parent is not None and sub.parent.span_id == call.context.span_id
+    assert len({s.context.trace_id for s in spans}) == 1  # one trace: the boss's run
+    by_id = {s.context.span_id: s for s in spans}
+
+    def under_sub(span: object) -> bool:
+        parent = getattr(span, "parent", None)
+        while parent is not None:
+            if parent.span_id == sub.context.span_id:
+                return True
+            parent = by_id[parent.span_id].parent
+        return False
+
+    assert [s.name for s in spans if under_sub(s) and s.name == "chat scripted"] == [
+        "chat scripted"]  # the helper's model call, inside its run
