@@ -62,7 +62,7 @@ from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
 from procflow.storage.base import Storage
 from procflow.storage.memory import InMemoryStorage
-from procflow.tools import Tool
+from procflow.tools import Tool, Toolset, toolset_sessions
 from procflow.workflows.workflow import Workflow
 
 LoopFn = Callable[[AgentLoop], AgentLoop]
@@ -110,7 +110,8 @@ class Agent(Generic[OutputT]):
         name: Display name (defaults to the id).
         instructions: The system prompt.
         model: A ``LanguageModel`` or a "provider/model-id" string.
-        tools: Tools the model may call.
+        tools: Tools the model may call, and toolsets (``Toolset``: an MCP server's
+            ``MCPServerStdio``/``MCPServerHTTP``) whose tools are listed as the agent runs.
         memory: A ``Memory`` (conversation history and recall).
         input_processors: Processors (or processor workflows) before the model, or a
             function of the request context returning them.
@@ -131,7 +132,8 @@ class Agent(Generic[OutputT]):
     """
 
     def __init__(self, *, id: str | None = None, model: Any, name: str | None = None,
-                 instructions: str = "", tools: Sequence[Tool] = (), memory: Any = None,
+                 instructions: str = "", tools: Sequence[Tool | Toolset] = (),
+                 memory: Any = None,
                  input_processors: ProcessorArray = (), output_processors: ProcessorArray = (),
                  error_processors: ProcessorArray = (), max_processor_retries: int | None = None,
                  max_steps: int = 5, description: str | None = None,
@@ -146,7 +148,7 @@ class Agent(Generic[OutputT]):
         self.description = description
         self.instructions = instructions
         self.model = resolve_model(model)
-        self.tools = _tool_map(tools)
+        self.tools, self.toolsets = _tool_map(tools)
         self.memory = memory
         self.input_processors = _checked(input_processors, "input_processors")
         self.output_processors = _checked(output_processors, "output_processors")
@@ -519,8 +521,9 @@ class Agent(Generic[OutputT]):
             wf_run.private = True
         live_deps[wf_run.run_id] = deps
         try:
-            result = await wf_run.start(input_data=state,
-                                        request_context=deps.ctx.request_context)
+            async with toolset_sessions(self.toolsets):
+                result = await wf_run.start(input_data=state,
+                                            request_context=deps.ctx.request_context)
         finally:
             live_deps.pop(wf_run.run_id, None)
         return await self._output(deps, state, result, wf_run.run_id, emit, streaming)
@@ -562,10 +565,11 @@ class Agent(Generic[OutputT]):
             await emit(Start(self.id, resumed=run_id))
         live_deps[run_id] = deps
         try:
-            result = await wf_run.resume(resume_data={
-                "approve": list(approve), "deny": list(deny), "resume_data": resume_data,
-                "done": payload.get("done") or {}}, request_context=options.get(
-                    "request_context"))
+            async with toolset_sessions(self.toolsets):
+                result = await wf_run.resume(resume_data={
+                    "approve": list(approve), "deny": list(deny), "resume_data": resume_data,
+                    "done": payload.get("done") or {}}, request_context=options.get(
+                        "request_context"))
         finally:
             live_deps.pop(run_id, None)
         state = deps.state if deps.state is not None else AgentState(MessageList())
@@ -672,15 +676,20 @@ def _retries(value: Any) -> int:
     return value
 
 
-def _tool_map(tools: Sequence[Tool]) -> dict[str, Tool]:
+def _tool_map(tools: Sequence[Tool | Toolset]) -> tuple[dict[str, Tool], tuple[Toolset, ...]]:
     out: dict[str, Tool] = {}
+    toolsets: list[Toolset] = []
     for t in tools:
+        if isinstance(t, Toolset) and not isinstance(t, Tool):
+            toolsets.append(t)
+            continue
         if not isinstance(t, Tool):
-            raise TypeError(f"tools must be Tool objects (use @tool), got {type(t).__name__}")
+            raise TypeError(f"tools must be Tool objects (use @tool) or toolsets (an MCP "
+                            f"server), got {type(t).__name__}")
         if t.id in out:
             raise ValueError(f"two tools are named '{t.id}'")
         out[t.id] = t
-    return out
+    return out, tuple(toolsets)
 
 
 class _Checked(list[Any]):

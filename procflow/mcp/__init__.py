@@ -1,0 +1,25 @@
+"""MCP both ways (``procflow[mcp]``, the official ``mcp`` SDK 2.x).
+
+``MCPServerStdio`` / ``MCPServerHTTP`` put an MCP server's tools in
+``Agent(tools=[...])``; ``serve(...)`` (and ``procflow mcp serve``) exposes workflows
+and agents as MCP tools.
+"""
+
+from __future__ import annotations
+
+try:
+    import mcp as _sdk  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError("procflow.mcp needs the MCP SDK: pip install 'procflow[mcp]'") from exc
+
+from procflow.errors import MCPError
+from procflow.mcp.client import (
+    DEFAULT_MAX_RESULT_CHARS,
+    DEFAULT_TIMEOUT,
+    BaseMCPServer,
+    MCPServerHTTP,
+    MCPServerStdio,
+)
+
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "DEFAULT_TIMEOUT", "BaseMCPServer", "MCPError",
+           "MCPServerHTTP", "MCPServerStdio"]
