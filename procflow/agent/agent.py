@@ -35,6 +35,7 @@ from procflow.agent.state import (
 from procflow.agent.structured import OutputCheck, OutputSpec, OutputT
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
+    MCPError,
     ProcessorError,
     RunStateError,
     StepExecutionError,
@@ -756,9 +757,11 @@ def _with_memory(memory: Any, inputs: list[Any], outputs: list[Any],
 
 
 def _public(error: BaseException | None) -> BaseException | None:
-    """The error a caller should see: a processor's own ``ProcessorError`` rather than the
-    loop step's ``StepExecutionError`` wrapping it (the loop is an implementation detail)."""
-    if isinstance(error, StepExecutionError) and isinstance(error.__cause__, ProcessorError):
+    """The error a caller should see: a processor's own ``ProcessorError`` (or a toolset's
+    ``MCPError``) rather than the loop step's ``StepExecutionError`` wrapping it (the loop
+    is an implementation detail)."""
+    if isinstance(error, StepExecutionError) and isinstance(error.__cause__,
+                                                            ProcessorError | MCPError):
         return error.__cause__
     return error
 

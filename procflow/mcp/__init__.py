@@ -15,11 +15,12 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from procflow.errors import MCPError
 from procflow.mcp.client import (
     DEFAULT_MAX_RESULT_CHARS,
+    DEFAULT_START_TIMEOUT,
     DEFAULT_TIMEOUT,
     BaseMCPServer,
     MCPServerHTTP,
     MCPServerStdio,
 )
 
-__all__ = ["DEFAULT_MAX_RESULT_CHARS", "DEFAULT_TIMEOUT", "BaseMCPServer", "MCPError",
-           "MCPServerHTTP", "MCPServerStdio"]
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "DEFAULT_START_TIMEOUT", "DEFAULT_TIMEOUT",
+           "BaseMCPServer", "MCPError", "MCPServerHTTP", "MCPServerStdio"]

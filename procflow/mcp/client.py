@@ -32,11 +32,14 @@ from procflow.errors import MCPError
 from procflow.mcp.results import to_value
 from procflow.tools import Tool, ToolContext
 
-__all__ = ["DEFAULT_MAX_RESULT_CHARS", "DEFAULT_TIMEOUT", "BaseMCPServer", "MCPServerHTTP",
-           "MCPServerStdio"]
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "DEFAULT_START_TIMEOUT", "DEFAULT_TIMEOUT",
+           "BaseMCPServer", "MCPServerHTTP", "MCPServerStdio"]
 
 DEFAULT_TIMEOUT = 30.0
-"""Seconds a server may take to start, to list its tools or to answer one call."""
+"""Seconds a server may take to list its tools or to answer one call."""
+
+DEFAULT_START_TIMEOUT = 30.0
+"""Seconds a server may take to start and answer the handshake."""
 
 DEFAULT_MAX_RESULT_CHARS = 200_000
 """A tool result longer than this (text and JSON) is refused as an error."""
@@ -76,7 +79,7 @@ class _Link:
             try:
                 async with server.transport() as (read, write), ClientSession(
                         read, write, message_handler=server.on_message) as session:
-                    with anyio.fail_after(server.timeout):
+                    with anyio.fail_after(server.start_timeout):
                         await session.initialize()
                     started = True
                     task_status.started(session)
@@ -97,17 +100,19 @@ class BaseMCPServer:
     It is a ``Toolset``: ``Agent(tools=[server])`` lists its tools at each model step.
     """
 
-    def __init__(self, id: str, *, prefix: str | None, timeout: float,
+    def __init__(self, id: str, *, prefix: str | None, timeout: float, start_timeout: float,
                  requires_approval: bool | Collection[str], max_result_chars: int) -> None:
-        if not (isinstance(timeout, int | float) and timeout > 0 and math.isfinite(timeout)):
-            raise ValueError(f"MCP server '{id}': timeout must be a number of seconds > 0, "
-                             f"got {timeout!r}")
+        for name, value in (("timeout", timeout), ("start_timeout", start_timeout)):
+            if not (isinstance(value, int | float) and value > 0 and math.isfinite(value)):
+                raise ValueError(f"MCP server '{id}': {name} must be a number of seconds > 0, "
+                                 f"got {value!r}")
         if prefix is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", prefix):
             raise ValueError(f"MCP server '{id}': prefix must be letters, digits, '_' or "
                              f"'-', got {prefix!r}")
         self.id = id
         self.prefix = prefix
         self.timeout = float(timeout)
+        self.start_timeout = float(start_timeout)
         self.requires_approval = (requires_approval if isinstance(requires_approval, bool)
                                   else frozenset(requires_approval))
         self.max_result_chars = max_result_chars
@@ -154,7 +159,7 @@ class BaseMCPServer:
         if self._shared is not None or id(self) in _links.get():
             yield
             return
-        async with anyio.create_task_group() as tg:
+        async with _task_group() as tg:
             token = _links.set({**_links.get(), id(self): _Link(self, tg)})
             try:
                 yield
@@ -168,7 +173,7 @@ class BaseMCPServer:
         if link is not None:
             yield link, await link.get()
             return
-        async with anyio.create_task_group() as tg:  # no scope: a connection for this use
+        async with _task_group() as tg:  # no scope: a connection for this use
             link = _Link(self, tg)
             try:
                 yield link, await link.get()
@@ -229,7 +234,11 @@ class BaseMCPServer:
                 link.drop(session)
                 raise self.error(f"did not answer within {self.timeout:g}s", name) from exc
             except SDKError as exc:
-                raise self.error(f"answered with an error: {exc.message}", name) from exc
+                if exc.code != mt.CONNECTION_CLOSED:
+                    raise self.error(f"answered with an error: {exc.message}", name) from exc
+                link.drop(session)
+                raise self.error("failed: the connection closed (the server exited or "
+                                 "crashed)", name) from exc
             except Exception as exc:
                 link.drop(session)
                 raise self.error(f"failed: {_describe(exc)}", name) from exc
@@ -278,7 +287,8 @@ class MCPServerStdio(BaseMCPServer):
             command's file name).
         prefix: Tool names are ``{prefix}_{name}`` to the model (to keep two servers'
             tools apart).
-        timeout: Seconds to start, to list the tools, or to answer one call.
+        timeout: Seconds to list the tools or to answer one call.
+        start_timeout: Seconds to start and answer the handshake.
         requires_approval: ``True``, or the names of the tools whose calls wait for a
             person's approval, like ``@tool(requires_approval=True)``.
         max_result_chars: A longer result is refused as a tool error.
@@ -293,12 +303,14 @@ class MCPServerStdio(BaseMCPServer):
                  env: Mapping[str, str] | None = None, cwd: str | None = None,
                  id: str | None = None, prefix: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT,
+                 start_timeout: float = DEFAULT_START_TIMEOUT,
                  requires_approval: bool | Collection[str] = False,
                  max_result_chars: int = DEFAULT_MAX_RESULT_CHARS) -> None:
         self.params = StdioServerParameters(command=command, args=list(args),
                                             env=None if env is None else dict(env), cwd=cwd)
         name = (list(args) or [command])[-1].replace("\\", "/").rsplit("/", 1)[-1]
         super().__init__(id or name, prefix=prefix, timeout=timeout,
+                         start_timeout=start_timeout,
                          requires_approval=requires_approval,
                          max_result_chars=max_result_chars)
 
@@ -314,7 +326,8 @@ class MCPServerHTTP(BaseMCPServer):
         headers: Sent with every request (``{"Authorization": "Bearer ..."}``).
         id: Names the server in errors and traces (default: the URL's host and port).
         prefix: Tool names are ``{prefix}_{name}`` to the model.
-        timeout: Seconds to connect, to list the tools, or to answer one call.
+        timeout: Seconds to list the tools or to answer one call.
+        start_timeout: Seconds to connect and answer the handshake.
         requires_approval: ``True``, or the names of the tools needing approval.
         max_result_chars: A longer result is refused as a tool error.
     """
@@ -322,12 +335,14 @@ class MCPServerHTTP(BaseMCPServer):
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None,
                  id: str | None = None, prefix: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT,
+                 start_timeout: float = DEFAULT_START_TIMEOUT,
                  requires_approval: bool | Collection[str] = False,
                  max_result_chars: int = DEFAULT_MAX_RESULT_CHARS) -> None:
         self.url = url
         self.headers = dict(headers or {})
         super().__init__(id or httpx2.URL(url).netloc.decode(), prefix=prefix,
-                         timeout=timeout, requires_approval=requires_approval,
+                         timeout=timeout, start_timeout=start_timeout,
+                         requires_approval=requires_approval,
                          max_result_chars=max_result_chars)
 
     @asynccontextmanager
@@ -336,6 +351,22 @@ class MCPServerHTTP(BaseMCPServer):
             self.timeout, read=max(self.timeout, 300.0)))
         async with client, streamable_http_client(self.url, http_client=client) as streams:
             yield streams
+
+
+@asynccontextmanager
+async def _task_group() -> AsyncIterator[TaskGroup]:
+    """A task group whose single error is raised as itself (callers catch ``MCPError``,
+    not an exception group)."""
+    try:
+        async with anyio.create_task_group() as tg:
+            yield tg
+    except BaseExceptionGroup as group:
+        while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+            inner = group.exceptions[0]
+            if not isinstance(inner, BaseExceptionGroup):
+                raise inner from inner.__cause__
+            group = inner
+        raise
 
 
 def _describe(exc: BaseException) -> str:

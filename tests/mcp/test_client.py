@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from procflow import Agent, tool
 from procflow.mcp import MCPServerStdio
@@ -80,3 +83,14 @@ async def test_requires_approval_suspends_the_named_tools() -> None:
     done = await agent.resume(out.run_id, approve=[out.suspended[0].tool_call_id])
     assert done.text == "done"
     assert done.tool_results[-1].result == {"result": "hi"}
+
+
+async def test_the_stdio_process_ends_with_its_scope() -> None:
+    server = basic()
+    async with server:
+        model = ScriptedModel([[ToolCall("pid", {})], "done"])
+        out = await Agent(id="a", model=model, tools=[server]).generate("go")
+        pid = out.tool_results[0].result["result"]
+        os.kill(pid, 0)  # alive while the scope is open
+    with pytest.raises(ProcessLookupError):  # ended and reaped: no zombie
+        os.kill(pid, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,6 +30,12 @@ def pixel() -> list[TextContent | ImageContent]:
     data = base64.b64encode(b"\x89PNG-not-really").decode()
     return [TextContent(type="text", text="a pixel"),
             ImageContent(type="image", data=data, mime_type="image/png")]
+
+
+@server.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
 
 
 @server.tool()
