@@ -21,6 +21,8 @@ from procflow.mcp.client import (
     MCPServerHTTP,
     MCPServerStdio,
 )
+from procflow.mcp.server import TOKEN_ENV, build_server, serve
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "DEFAULT_START_TIMEOUT", "DEFAULT_TIMEOUT",
-           "BaseMCPServer", "MCPError", "MCPServerHTTP", "MCPServerStdio"]
+           "TOKEN_ENV", "BaseMCPServer", "MCPError", "MCPServerHTTP", "MCPServerStdio",
+           "build_server", "serve"]

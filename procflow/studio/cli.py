@@ -1,5 +1,5 @@
-"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace``, ``prune`` and
-``worker``.
+"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace``, ``prune``,
+``worker`` and ``mcp serve``.
 
 Every error ends the command with one line on stderr, "procflow: error: ...", and
 exit status 2 (bad usage, target or input) or 1 (a run that failed, a runtime error);
@@ -28,6 +28,7 @@ from procflow.errors import (
     WorkflowRunError,
 )
 from procflow.studio.commands import UsageError, run_command
+from procflow.studio.mcp_serve import add_mcp_parser, mcp_main
 from procflow.studio.prune import age_argument
 from procflow.studio.targets import TargetError
 from procflow.studio.worker import add_worker_parser, worker_main
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="list what would be deleted, delete nothing")
 
     add_worker_parser(sub)
+    add_mcp_parser(sub, common)
 
     trace = sub.add_parser("trace", parents=[common], help="show a run's trace",
                            description="Show a run's span tree, or compare two runs.")
@@ -203,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if args.command == "worker":
             return worker_main(args)
+        if args.command == "mcp":
+            _quiet_runtime_log()
+            return mcp_main(args)
         console = make_console(no_color=args.no_color, plain=args.plain or args.json)
         _quiet_runtime_log()
         return anyio.run(run_command, args, console)
