@@ -21,6 +21,7 @@ fast pass of the call's processor runner, with one span per processor under the 
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import weakref
@@ -629,6 +630,12 @@ def _tool_nodes(agent: Agent) -> list[Step]:
                 f"{', '.join(t.id for t in rest[:5])}{', …' if len(rest) > 5 else ''}"))
             node.kind = "tool"
             nodes.append(node)
+    for toolset in agent.toolsets:  # an MCP server's tools are listed as the agent runs
+        node = Step(id=f"toolset:{re.sub(r'[^A-Za-z0-9_:/-]', '_', toolset.id)}",
+                    execute=_drawn, description=f"{toolset!r}: its tools, listed as the "
+                    "agent runs")
+        node.kind = "tool"
+        nodes.append(node)
     return nodes
 
 

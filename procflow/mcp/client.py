@@ -17,6 +17,7 @@ import re
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
+from pathlib import PurePath
 from types import MappingProxyType, TracebackType
 from typing import Any
 
@@ -283,8 +284,8 @@ class MCPServerStdio(BaseMCPServer):
         args: Its arguments.
         env: Environment variables added to the SDK's safe default environment.
         cwd: Its working directory.
-        id: Names the server in errors and traces (default: the last argument's or the
-            command's file name).
+        id: Names the server in errors and traces (default: the file name, without
+            its suffix, of the last argument or the command).
         prefix: Tool names are ``{prefix}_{name}`` to the model (to keep two servers'
             tools apart).
         timeout: Seconds to list the tools or to answer one call.
@@ -308,7 +309,7 @@ class MCPServerStdio(BaseMCPServer):
                  max_result_chars: int = DEFAULT_MAX_RESULT_CHARS) -> None:
         self.params = StdioServerParameters(command=command, args=list(args),
                                             env=None if env is None else dict(env), cwd=cwd)
-        name = (list(args) or [command])[-1].replace("\\", "/").rsplit("/", 1)[-1]
+        name = PurePath((list(args) or [command])[-1].replace("\\", "/")).stem
         super().__init__(id or name, prefix=prefix, timeout=timeout,
                          start_timeout=start_timeout,
                          requires_approval=requires_approval,

@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from procflow import Agent, tool
+from procflow import Agent, load_trace, tool
 from procflow.mcp import MCPServerStdio
 from procflow.models import ScriptedModel, ToolCall
+from procflow.storage import SQLiteStorage
+from procflow.studio.cli import main as cli
 
 SERVERS = Path(__file__).parent / "servers"
 
@@ -52,7 +55,7 @@ async def test_a_server_error_result_is_an_error_tool_result() -> None:
     out = await Agent(id="a", model=model, tools=[basic()]).generate("go")
     result = out.tool_results[0]
     assert result.is_error
-    assert "MCP server 'basic.py', tool 'fail'" in str(result.result)
+    assert "MCP server 'basic', tool 'fail'" in str(result.result)
     assert "disk full" in str(result.result)
 
 
@@ -94,3 +97,25 @@ async def test_the_stdio_process_ends_with_its_scope() -> None:
         os.kill(pid, 0)  # alive while the scope is open
     with pytest.raises(ProcessLookupError):  # ended and reaped: no zombie
         os.kill(pid, 0)
+
+
+async def test_each_mcp_call_is_a_tool_span_of_the_stored_trace(tmp_path: Path) -> None:
+    storage = SQLiteStorage(str(tmp_path / "runs.db"))
+    model = ScriptedModel([[ToolCall("add", {"a": 1, "b": 1}),
+                            ToolCall("fail", {"reason": "no"})], "done"])
+    out = await Agent(id="a", model=model, tools=[basic()], storage=storage).generate("go")
+    trace = await load_trace(out.run_id, storage=storage)
+    assert trace is not None
+    spans = {s.name: s for s in trace.spans if s.kind == "tool"}
+    add, fail = spans["tool call: add"], spans["tool call: fail"]
+    assert add.attributes["mcp.server"] == "basic" and add.attributes["mcp.tool"] == "add"
+    assert add.status == "success" and add.end is not None and add.end >= add.start
+    assert fail.status == "failed" and "no" in (fail.error or "")
+    assert fail.attributes["mcp.tool"] == "fail"
+    await storage.aclose()
+
+
+def test_procflow_graph_lists_an_agents_mcp_servers_under_its_tool_step(capsys: Any) -> None:
+    flows = Path(__file__).parent / "targets" / "flows.py"
+    assert cli(["graph", f"{flows}:with_mcp", "--plain", "--depth", "3"]) == 0
+    assert "□ toolset:basic" in capsys.readouterr().out

@@ -29,8 +29,8 @@ async def call(srv: MCPServerStdio, *calls: ToolCall) -> list[tuple[bool, str]]:
 
 
 @pytest.mark.parametrize(("tool", "args", "says"), [
-    pytest.param("crash", {}, "MCP server 'faulty.py', tool 'crash': failed", id="crash"),
-    pytest.param("hang", {}, "MCP server 'faulty.py', tool 'hang': did not answer within 2s",
+    pytest.param("crash", {}, "MCP server 'faulty', tool 'crash': failed", id="crash"),
+    pytest.param("hang", {}, "MCP server 'faulty', tool 'hang': did not answer within 2s",
                  id="hang"),
     pytest.param("protocol_error", {}, "answered with an error: internal failure on purpose",
                  id="protocol-error"),
@@ -62,9 +62,10 @@ async def test_after_a_crash_the_next_call_reconnects() -> None:
                                   pytest.param("silent.py", id="never-answers")])
 async def test_a_server_that_does_not_start_is_an_mcp_error(name: str) -> None:
     agent = Agent(id="a", model=ScriptedModel(["never"]), tools=[server(name, start_timeout=2)])
-    with pytest.raises(MCPError, match=f"MCP server '{name}': did not start") as info:
+    stem = name.removesuffix(".py")
+    with pytest.raises(MCPError, match=f"MCP server '{stem}': did not start") as info:
         await agent.generate("go")
-    assert info.value.server == name and info.value.tool is None
+    assert info.value.server == stem and info.value.tool is None
 
 
 async def test_a_missing_command_is_an_mcp_error() -> None:

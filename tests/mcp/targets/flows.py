@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from pydantic import BaseModel
 
 from procflow import Agent, StepContext, create_step, create_workflow
+from procflow.mcp import MCPServerStdio
 from procflow.models import ScriptedModel
 
 
@@ -40,3 +44,6 @@ approve = (create_workflow(id="approve", input_schema=str, output_schema=str)
 
 helper = Agent(id="helper", model=ScriptedModel(["hello from the agent"]),
                description="A helpful agent.")
+
+with_mcp = Agent(id="with-mcp", model=ScriptedModel(["hi"]), tools=[MCPServerStdio(
+    sys.executable, args=[str(Path(__file__).parent.parent / "servers" / "basic.py")])])
