@@ -68,3 +68,14 @@ def test_approval_suspends_in_one_process_and_is_approved_in_another(tmp_path: P
     again = approval(tmp_path, "approve", run_id)
     assert again.returncode == 1 and "is not suspended (status 'success')" in again.stderr
     assert ledger.read_text() == "A-1\n"  # the refund ran exactly once
+
+
+def test_mcp_agent_calls_the_tool_of_an_mcp_server(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "mcp_agent.py")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "tools: ['orders_order_status']" in done.stdout
+    assert "tool result: {'order_id': 'A-1', 'status': 'shipped', 'eta': 'Thursday'}" \
+        in done.stdout
+    assert "answer: Order A-1 has shipped and arrives on Thursday." in done.stdout
+    assert "'mcp.server': 'orders', 'mcp.tool': 'order_status'" in done.stdout
