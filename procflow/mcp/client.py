@@ -87,7 +87,7 @@ class _Link:
                     await anyio.sleep_forever()
             except Exception as exc:
                 if not started:
-                    raise server.error(f"did not start: {_describe(exc)}") from exc
+                    raise server.error(f"{server.failed_start}: {_describe(exc)}") from exc
                 # A connection that broke after starting: its calls fail on their own.
             finally:
                 if self.scope is scope:
@@ -100,6 +100,9 @@ class BaseMCPServer:
 
     It is a ``Toolset``: ``Agent(tools=[server])`` lists its tools at each model step.
     """
+
+    failed_start = "did not start"
+    """How an error says the connection could not be made."""
 
     def __init__(self, id: str, *, prefix: str | None, timeout: float, start_timeout: float,
                  requires_approval: bool | Collection[str], max_result_chars: int) -> None:
@@ -332,6 +335,8 @@ class MCPServerHTTP(BaseMCPServer):
         requires_approval: ``True``, or the names of the tools needing approval.
         max_result_chars: A longer result is refused as a tool error.
     """
+
+    failed_start = "could not connect"
 
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None,
                  id: str | None = None, prefix: str | None = None,

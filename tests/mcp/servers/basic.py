@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import sys
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -58,4 +59,7 @@ async def grow(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if len(sys.argv) > 1:  # basic.py PORT: streamable HTTP on loopback
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    else:
+        server.run()
