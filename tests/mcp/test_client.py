@@ -78,12 +78,17 @@ async def test_one_connection_serves_a_scope_and_the_list_refreshes_on_change() 
     assert "extra" in {t.name for t in model.requests[1].tools or []}
 
 
-async def test_requires_approval_suspends_the_named_tools() -> None:
-    model = ScriptedModel([[ToolCall("echo", {"text": "hi"})], "done"])
-    agent = Agent(id="a", model=model, tools=[basic(requires_approval={"echo"})])
-    out = await agent.generate("go")
+async def test_requires_approval_suspends_the_named_tools(tmp_path: Path) -> None:
+    def agent() -> Agent:  # built anew for the resume, as in another process
+        script = [[ToolCall("echo", {"text": "hi"})], "done"]
+        return Agent(id="a", model=ScriptedModel(script),
+                     storage=SQLiteStorage(str(tmp_path / "runs.db")),
+                     tools=[basic(requires_approval={"echo"})])
+
+    out = await agent().generate("go")
     assert [c.tool_name for c in out.suspended] == ["echo"]
-    done = await agent.resume(out.run_id, approve=[out.suspended[0].tool_call_id])
+    # the restarted run lists the tools again and connects to a new server process
+    done = await agent().resume(out.run_id, approve=[out.suspended[0].tool_call_id])
     assert done.text == "done"
     assert done.tool_results[-1].result == {"result": "hi"}
 
