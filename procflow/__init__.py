@@ -19,7 +19,7 @@ from procflow.errors import (
     StepTimeoutError,
     StepValidationError,
     StorageError,
-    TripWire,
+    TripwireError,
     WorkflowDefinitionError,
     WorkflowRunError,
 )
@@ -65,12 +65,8 @@ from procflow._version import __version__
 
 # The agent pulls in the processor layer; load it on first use to keep
 # ``import procflow`` light.
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {
-    "Agent": "procflow.agent",
-    "GenerateOptions": "procflow.agent",
-    "Tool": "procflow.tools",
-    "tool": "procflow.tools",
-})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), deprecated={
+    "TripWire": ("procflow.errors", "TripwireError")})
 
 __all__ = [
     "RESOURCE_ID_KEY",
@@ -110,9 +106,9 @@ __all__ = [
     "ToolResultChunk",
     "Trace",
     "TraceSpan",
-    "TripWire",
     "Tripwire",
     "TripwireChunk",
+    "TripwireError",
     "Usage",
     "Workflow",
     "WorkflowDefinitionError",
@@ -133,4 +129,6 @@ __all__ = [
 ]
 
 if _os.environ.get("PROCFLOW_OTEL", "").lower() in ("1", "true", "yes"):
-    instrument()
+    from procflow.otel import instrument_from_env as _instrument_from_env
+
+    _instrument_from_env()

@@ -20,6 +20,16 @@ Values by shape (``find_secrets``), in text of any kind (values, keys, error mes
    ``Cookie: ...``, ``Authorization: Bearer ...`` - the value only, placeholders excluded.
 4. A long, random-looking token near a word such as "key", "token", "secret" or
    "aws" (AWS secret keys, 32-hex keys).
+5. Bare tokens with no word near them: a 40-character AWS secret access key (mixed
+   case, base64 alphabet, random-looking) and a 32-hex-digit token inside a longer
+   text. A string that is a 32-hex token and nothing else is an id (run, thread,
+   message and span ids have that shape) and stays, as does one right after a word
+   naming an id or a digest ("run", "id", "sha", "md5", "hash"...). Git commit ids
+   (40 hex digits), SHA-256 digests (64) and UUIDs (with dashes) are not masked bare.
+
+"Example" keys are secrets too (``AKIAIOSFODNN7EXAMPLE``, ``wJalrXUtnFEMI/...EXAMPLEKEY``):
+a placeholder in a trace is still a secret shape to a scanner. Only empty-looking
+placeholders (``<your-key>``, ``xxxx``, ``your_token_here``, ``${TOKEN}``) are left.
 
 Every pattern is linear-time on Python's ``re``: no nested quantifiers, and every
 repetition that could meet a failing suffix is bounded.
@@ -33,6 +43,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any, Final
 
 from procflow._wordscan import word_matches, word_starts
@@ -178,7 +189,7 @@ _PLACEHOLDER_WORDS: Final = frozenset({
     "required", "optional", "string", "empty", "secret", "password", "token", "unset",
     "yes", "no", "n/a", "na", "tbd", "todo", "bearer", "basic", "digest",
 })
-_PLACEHOLDER = re.compile(r"(?i)^(?:[*•x.#_-]+|[<\[{$%].*|.*(?:your|xxxx|_here|example).*|"
+_PLACEHOLDER = re.compile(r"(?i)^(?:[*•x.#_-]+|[<\[{$%].*|.*(?:your|xxxx|_here).*|"
                           r"[A-Za-z_][\w.]*\(.*)$")
 
 
@@ -467,6 +478,55 @@ def _contextual_tokens(text: str, lower: str) -> Iterator[SecretSpan]:
             yield SecretSpan(m.start(), m.end(), 0.75)
 
 
+# A run of 32 to 40 characters of the base64 alphabet, alone (possessive, and no such
+# character, "_", "-", "." or "=" on either side): tried at run starts only, linear.
+_BARE = re.compile(r"(?<![A-Za-z0-9_+/=.-])[A-Za-z0-9+/]{32,40}+(?![A-Za-z0-9_+/=.-])")
+_HEX = frozenset("0123456789abcdef")
+# Every byte to "a" if it may be in a bare token, else to " ": in UTF-8 translated so
+# (C speed, ~0.5 ns a character) a run of 32 "a"s tells where ``_BARE`` may match, and
+# most texts hold none (the pattern alone costs ~15 ns a character).
+_BARE_BYTES: Final = bytes(
+    97 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "+/") else 32 for i in range(256))
+_BARE_RUN: Final = b"a" * 32
+_ID_WORD = re.compile(r"(?i)(?:\b(?:run|id|ids|thread|span|trace|message|msg|step|commit|"
+                      r"sha\d{0,3}|md5|hash|digest|checksum|etag|uuid)|_id)[\s\W]{0,4}$")
+
+
+def _aws_secret_shaped(value: str) -> bool:
+    """A 40-character AWS secret access key: random base64, so runs of capitals
+    ("FEMI") and lower-to-upper turns inside words ("wJ", "bPx") a camel-case name
+    has few of, a digit or "/" or "+", and high entropy."""
+    if len(value) != 40 or "/" in value[:1] or value.count("/") > 4:
+        return False
+    upper_pairs = lower_upper = 0
+    for a, b in pairwise(value):
+        if b.isupper():
+            if a.isupper():
+                upper_pairs += 1
+            elif a.islower():
+                lower_upper += 1
+    return upper_pairs >= 3 and lower_upper >= 3 \
+        and any(ch.isdigit() or ch in "/+" for ch in value) and _entropy(value) >= 4.3
+
+
+def _bare_tokens(text: str) -> Iterator[SecretSpan]:
+    if len(text) < 32 or _BARE_RUN not in text.encode("utf-8", "surrogatepass").translate(
+            _BARE_BYTES):
+        return
+    for m in _BARE.finditer(text):
+        value = m.group()
+        if len(value) == 40:
+            if _aws_secret_shaped(value):
+                yield SecretSpan(m.start(), m.end(), 0.8)
+        elif len(value) == 32 and (set(value) <= _HEX or (set(value.lower()) <= _HEX
+                                                             and value.isupper())):
+            if value == text.strip() or not any(map(str.isdigit, value)) \
+                    or not any(map(str.isalpha, value)) \
+                    or _ID_WORD.search(text, max(0, m.start() - 24), m.start()):
+                continue
+            yield SecretSpan(m.start(), m.end(), 0.7)
+
+
 def find_secrets(text: str) -> Iterator[SecretSpan]:
     """The secrets in ``text`` (spans may overlap; callers merge or rank them)."""
     lower = text.lower()
@@ -474,6 +534,7 @@ def find_secrets(text: str) -> Iterator[SecretSpan]:
     yield from _url_passwords(text)
     yield from _assignments(text, lower)
     yield from _contextual_tokens(text, lower)
+    yield from _bare_tokens(text)
 
 
 # -- masking -----------------------------------------------------------------------
@@ -481,8 +542,22 @@ def find_secrets(text: str) -> Iterator[SecretSpan]:
 _MIN_SECRET: Final = 8  # no rule finds a secret in a shorter text ("pwd=abcd" is 8)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(text: str) -> str:
+    """``text`` with its lone surrogates as ``\\udcff`` escapes: what is written to disk
+    (a trace, a stored error message) is always valid UTF-8."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def mask_text(text: str, literals: Iterable[str] = ()) -> str:
-    """``text`` with every secret (and every given literal) replaced by ``MASK``."""
+    """``text`` with every secret (and every given literal) replaced by ``MASK``, and
+    any lone surrogate (``"\\udcff"``, which UTF-8 cannot encode) escaped."""
+    if not text.isascii():
+        text = _escape_surrogates(text)
     for literal in literals:
         if literal:
             text = text.replace(literal, MASK)

@@ -15,19 +15,25 @@ The tree::
     │   ├── SnapshotCorruptedError     stored run data cannot be loaded (it is left untouched)
     │   └── MemoryCorruptedError       a stored memory row cannot be loaded (it is left untouched)
     ├── ProcessorError                 a processor is defined or behaves wrongly
-    ├── TripWire                       a processor aborted the request (``args.abort(...)``)
+    ├── TripwireError                  a processor aborted the request (``args.abort(...)``)
     ├── APICallError                   a model provider rejected or failed a call
     ├── OutputValidationError          an agent's answer is not its ``output_type``, after retries
     └── MCPError                       an MCP server failed (did not start, crashed, hung...)
 
 Errors carry their context as attributes (``workflow_id``, ``step_id``, ``run_id``,
 ``attempt``...) so callers need not parse messages.
+
+``TripWire``, the old name of ``TripwireError``, still works for one release and warns
+(``DeprecationWarning``); ``procflow.Tripwire`` is the record a result carries, not an
+exception.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from procflow._lazy import lazy_exports
 
 __all__ = [
     "APICallError",
@@ -44,7 +50,7 @@ __all__ = [
     "StepTimeoutError",
     "StepValidationError",
     "StorageError",
-    "TripWire",
+    "TripwireError",
     "WorkflowDefinitionError",
     "WorkflowRunError",
 ]
@@ -182,8 +188,12 @@ class ProcessorError(ProcflowError):
         self.hook = hook
 
 
-class TripWire(ProcflowError):
-    """A processor (or step) aborted the request.
+class TripwireError(ProcflowError):
+    """A processor (or step) aborted the request: what ``args.abort(...)`` raises.
+
+    The run or call ends with status "tripwire" and carries the abort as a
+    ``procflow.Tripwire`` record (``result.tripwire``; ``to_dict()`` gives its fields).
+    Formerly ``TripWire``, a deprecated alias that still catches it.
 
     Attributes:
         reason: Why it aborted; shown to the caller (and to the model on retry).
@@ -208,7 +218,7 @@ class TripWire(ProcflowError):
                 "retry": self.retry, "metadata": dict(self.metadata)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TripWire:
+    def from_dict(cls, data: Mapping[str, Any]) -> TripwireError:
         """The inverse of ``to_dict()`` (a missing reason reads "blocked")."""
         return cls(str(data.get("reason", "blocked")), retry=bool(data.get("retry")),
                    metadata=data.get("metadata"), processor_id=data.get("processor_id"))
@@ -269,3 +279,8 @@ class MCPError(ProcflowError):
         super().__init__(message)
         self.server = server
         self.tool = tool
+
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {}, deprecated={
+    "TripWire": (__name__, "TripwireError"),
+})

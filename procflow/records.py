@@ -221,6 +221,8 @@ class StepResult:
         resume_data: The data the step was last resumed with.
         iterations: Loop iterations completed (for a ``dowhile``/``dountil`` body).
         partial: For a suspended ``foreach``: outputs of the items that finished, by index.
+        lost: Attempts begun in a process that stopped before they ended (a worker lost
+            mid-step): the trace notes "attempt N after worker loss".
         encoded: The stored form a persistent backend's codec made of it (a cache, set
             when the step ends so the value is checked and encoded once).
     """
@@ -235,6 +237,7 @@ class StepResult:
     resume_data: Any = None
     iterations: int = 0
     partial: dict[int, Any] | None = None
+    lost: int = 0
     encoded: Any = field(default=None, init=False, repr=False, compare=False)
 
 
@@ -449,11 +452,43 @@ class TraceRecord:
         the run span passes its end and spares the scan).
         """
         started = as_span(spans[0]).start if spans else time.time()
+        settle_parked(spans)
         if ended is None:
             ended = max((s.end for s in map(as_span, spans)
                          if s.kind == "run" and s.end is not None), default=None)
         return cls(run_id, workflow_id, status, started, ended,
                    SpanRows(spans, truncate=truncate, secrets=secrets))
+
+
+def settle_parked(spans: list[SpanEntry]) -> None:
+    """Give the spans of an execution that parked the outcome of the work they handed on.
+
+    A step that sends distributed jobs parks the run: its span (``parked`` attribute)
+    and its execution's run span stay "running" while workers run the jobs, and a later
+    execution of the run joins them under a span of the same path. Once that span ends,
+    the parked one takes its status (it finished, or failed, as the joined work did),
+    and so does the parked execution's run span, from the run span that followed it.
+    """
+    parked = [s for s in spans if type(s) is Span and s.status == "running"
+              and s.attributes is not None and s.attributes.get("parked")]
+    if not parked:
+        return
+    whole = [s for s in spans if type(s) is Span]
+    by_id = {s.span_id: s for s in whole}
+    roots = [s for s in whole if s.parent_id is None and s.kind == "run"]
+    for span in parked:
+        later = [s for s in whole if s.path == span.path and s.kind == span.kind
+                 and s.start >= span.start and s is not span and s.status != "running"]
+        if later:
+            span.status, span.error = later[0].status, later[0].error
+        root = span
+        while root.parent_id is not None and root.parent_id in by_id:
+            root = by_id[root.parent_id]
+        if root.status == "running" and root in roots:
+            after = [r for r in roots[roots.index(root) + 1:] if r.status != "running"]
+            if after:
+                root.status = after[0].status
+                root.set(parked=True)
 
 
 def redact_secrets(value: Any, secrets: tuple[str, ...] = ()) -> Any:

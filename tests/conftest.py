@@ -45,17 +45,17 @@ def _runs_stay_out_of_the_checkouts_database() -> Iterator[None]:
     (``monkeypatch.chdir``) is found as usual; ``PROCFLOW_DB`` is not touched."""
     from pathlib import Path
 
-    from procflow.runtime import defaults
+    from procflow.storage import locate
 
-    checkout = (Path.cwd() / defaults.PROJECT_DB).resolve()
-    find = defaults.find_project_db
+    checkout = (Path.cwd() / locate.PROJECT_DB).resolve()
+    find = locate.find_project_db
 
     def elsewhere(start: str | os.PathLike[str] | None = None) -> Path | None:
         found = find(start)
         return None if found is not None and found.resolve() == checkout else found
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(defaults, "find_project_db", elsewhere)
+        patch.setattr(locate, "find_project_db", elsewhere)
         yield
 
 

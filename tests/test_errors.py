@@ -1,13 +1,14 @@
-"""TripWire's one conversion to and from the dict that traces, results and chunks carry."""
+"""TripwireError's one conversion to and from the dict that traces, results and chunks carry."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from procflow.errors import TripWire
+from procflow.errors import TripwireError
 
 
 def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -23,10 +24,10 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(), _con
        metadata=st.dictionaries(st.text(), _json))
 def test_to_dict_round_trips(reason: str, retry: bool, processor_id: str | None,
                              metadata: dict[str, Any]) -> None:
-    trip = TripWire(reason, retry=retry, metadata=metadata, processor_id=processor_id)
+    trip = TripwireError(reason, retry=retry, metadata=metadata, processor_id=processor_id)
 
     data = trip.to_dict()
-    again = TripWire.from_dict(data)
+    again = TripwireError.from_dict(data)
 
     assert data == {"reason": reason, "processor_id": processor_id, "retry": retry,
                     "metadata": metadata}
@@ -34,8 +35,29 @@ def test_to_dict_round_trips(reason: str, retry: bool, processor_id: str | None,
 
 
 def test_to_dict_copies_the_metadata() -> None:
-    trip = TripWire("no", metadata={"k": 1})
+    trip = TripwireError("no", metadata={"k": 1})
 
     trip.to_dict()["metadata"]["k"] = 2
 
     assert trip.metadata == {"k": 1}
+
+
+def test_the_old_name_is_a_deprecated_alias_that_still_catches() -> None:
+    import procflow
+    from procflow import errors
+
+    with pytest.warns(DeprecationWarning, match="use TripwireError"):
+        old = procflow.TripWire
+    with pytest.warns(DeprecationWarning, match="procflow.errors.TripWire is deprecated"):
+        assert errors.TripWire is old
+    with pytest.raises(old):
+        raise TripwireError("blocked")
+    assert "TripWire" not in procflow.__all__ and "TripWire" not in dir(errors)
+
+
+def test_the_record_and_the_exception_are_distinct() -> None:
+    from procflow import Tripwire
+
+    trip = TripwireError("no", processor_id="p")
+    assert not issubclass(Tripwire, BaseException)
+    assert Tripwire.from_dict(trip.to_dict()) == Tripwire("no", "p")

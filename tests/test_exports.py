@@ -5,19 +5,21 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 MODULES = ["procflow", "procflow.messages", "procflow.context", "procflow.errors",
            "procflow.storage", "procflow.steps", "procflow.workflows", "procflow.runtime",
            "procflow.processors", "procflow.processors.builtin", "procflow.agent",
-           "procflow.models", "procflow.studio", "procflow.cache", "procflow.memory"]
+           "procflow.models", "procflow.studio", "procflow.cache", "procflow.memory",
+           "procflow.evals"]
 
 DESIGN = {
     "procflow": ["create_workflow", "create_step", "step", "Workflow", "Run", "WorkflowResult",
                  "StepContext", "RequestContext", "set_default_storage", "Agent", "tool"],
     "procflow.errors": ["ProcflowError", "WorkflowDefinitionError", "StepValidationError",
-                        "TripWire", "APICallError", "RunNotFoundError"],
+                        "TripwireError", "APICallError", "RunNotFoundError"],
     "procflow.storage": ["Storage", "InMemoryStorage", "SQLiteStorage", "RedisStorage"],
     "procflow.processors": ["Processor", "ProcessorStepSchema", "Signal", "APIErrorResult",
                             "ProcessInputArgs", "TokenLimiter", "ToolCallFilter",
@@ -34,6 +36,8 @@ DESIGN = {
                         "MessageHistory", "SemanticRecall", "WorkingMemory"],
     "procflow.models": ["ScriptedModel", "FunctionModel", "ModelResponse", "ToolCall",
                         "LanguageModel"],
+    "procflow.evals": ["Dataset", "Case", "scorer", "ExactMatch", "Contains", "Regex",
+                       "IsInstance", "LLMJudge", "NoPII", "NoInjection", "ToolCalled"],
 }
 
 
@@ -61,3 +65,28 @@ def test_import_is_light() -> None:
             "; print(sorted(heavy & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_lazy_names_are_exported(module: str) -> None:
+    """What a package loads on first use (its ``TYPE_CHECKING`` imports) is in its
+    ``__all__``, and ``procflow.processors`` re-exports every built-in."""
+    from procflow._lazy import declared_exports
+
+    mod = importlib.import_module(module)
+    lazy = set(declared_exports(module, vars(mod)))
+    assert lazy <= set(mod.__all__)
+    if module == "procflow.processors":
+        assert lazy == set(importlib.import_module("procflow.processors.builtin").__all__)
+
+
+def test_a_lazy_package_declares_its_exports_once() -> None:
+    """``procflow.processors.builtin`` lists each name once, as an import under
+    ``TYPE_CHECKING``; the lazy table and ``__all__`` are read from that block."""
+    builtin = importlib.import_module("procflow.processors.builtin")
+    table = builtin._EXPORTS
+    assert builtin.__all__ == sorted(table) and len(table) == 32
+    assert table["PIIDetector"] == "procflow.processors.builtin.pii"
+    assert table["DetectionResult"] == "procflow.processors.builtin._detection"
+    source = Path(builtin.__file__).read_text(encoding="utf-8")
+    assert all(source.count(f"{name} as {name}") == 1 for name in table)

@@ -72,6 +72,16 @@ SHAPES: tuple[Shape, ...] = (
     Shape("header-line", "GET / HTTP/1.1\nCookie: sid=Qk29dLq0x8Zr\n", "sid=Qk29dLq0x8Zr"),
     Shape("named-hex", {"client_secret": "31b9c3978b1e9abd23fa803b9410d5bb"},
           "31b9c3978b1e9abd23fa803b9410d5bb"),
+    # issue 42: AWS's documented example keys are secret shapes too, bare or keyworded
+    Shape("aws-example-secret-bare", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+          "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    Shape("aws-example-secret-keyworded", "aws secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+          "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    Shape("aws-example-key-id", {"note": "AKIAIOSFODNN7EXAMPLE"}, "AKIAIOSFODNN7EXAMPLE"),
+    Shape("bare-hex-32", "curl -H x:y then 5f4dcc3b5aa765d61d8327deb882cf99 to log in",
+          "5f4dcc3b5aa765d61d8327deb882cf99"),
+    Shape("example-key-assignment", "set api_key=EXAMPLEa8f3Kq92LmZx7Wv then",
+          "EXAMPLEa8f3Kq92LmZx7Wv"),
 )
 
 
@@ -126,6 +136,22 @@ def test_numbers_under_secret_keys_and_plain_text_stay() -> None:
     assert mask_secrets(data) == data
 
 
+@pytest.mark.parametrize("text", [
+    pytest.param("5f4dcc3b5aa765d61d8327deb882cf99", id="an-id-alone"),
+    pytest.param("run 5f4dcc3b5aa765d61d8327deb882cf99 is not suspended", id="a-run-id"),
+    pytest.param("RunNotFoundError: thread_id=5f4dcc3b5aa765d61d8327deb882cf99", id="named-id"),
+    pytest.param("md5 5f4dcc3b5aa765d61d8327deb882cf99 matches", id="a-digest"),
+    pytest.param("fixed in 1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d today", id="git-commit"),
+    pytest.param("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 ok",
+                 id="sha256"),
+    pytest.param("see 123e4567-e89b-12d3-a456-426614174000 here", id="uuid-with-dashes"),
+    pytest.param("call ThisIsAVeryLongCamelCaseIdentifierName12 now", id="camel-name"),
+    pytest.param("open /usr/lib/python3/site-packages/procflow/runtime/run.py", id="path"),
+])
+def test_ids_digests_and_names_are_not_taken_for_bare_secrets(text: str) -> None:
+    assert mask_text(text) == text
+
+
 def test_mapping_keys_are_masked_too() -> None:
     masked = mask_secrets({"ghp_Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Ji0HhGgFfEeDdCc": "github"})
 
@@ -139,6 +165,8 @@ def test_mapping_keys_are_masked_too() -> None:
     pytest.param("-----BEGIN RSA PRIVATE KEY-----", id="pem-headers"),
     pytest.param("Bearer ", id="bearer"), pytest.param("A", id="one-long-token"),
     pytest.param("sk-", id="prefixes"), pytest.param("-", id="dashes"),
+    pytest.param("aB3/", id="bare-runs"), pytest.param("5f4dcc3b5aa765d61d8327deb882cf9 ",
+                                                       id="hex-runs"),
 ])
 def test_masking_takes_linear_time(unit: str) -> None:
     def cost(repeat: int) -> float:

@@ -19,6 +19,7 @@ versions. ``psycopg`` is imported only when a pool is created.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING, Final, final
 import anyio
 import sniffio
 
+from procflow._backends.deadline import shielded
+from procflow._extras import MissingExtraError, needs
 from procflow.errors import ProcflowError, StorageError
 
 if TYPE_CHECKING:
@@ -37,6 +40,8 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresPool", "display_dsn"]
 
 _SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _CONNECT_TIMEOUT: Final = 10.0
+OPERATION_TIMEOUT: Final = 30.0
+"""Seconds one storage operation (a pooled connection's statements) may take by default."""
 _LOCK_KEY: Final = 0x70726F63  # "proc": the advisory lock of schema migrations
 
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
@@ -152,11 +157,11 @@ def display_dsn(dsn: str) -> str:
 
 def _import_psycopg() -> None:
     try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError as exc:
-        raise StorageError("PostgreSQL support needs psycopg 3 and psycopg_pool: install "
-                           "the extra with `pip install 'procflow[postgres]'`") from exc
+        with needs("postgres", feature="PostgreSQL storage"):
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+    except MissingExtraError as exc:
+        raise StorageError(str(exc)) from None
 
 
 @final
@@ -170,10 +175,13 @@ class PostgresPool:
         max_size: At most this many connections.
         create: Whether the first connection may create the schema and tables; with
             ``False`` a schema without them is a ``StorageError`` (nothing created).
+        timeout: Seconds an operation (waiting for a pooled connection included) may
+            take before it is given up with ``StorageError`` (``None``: no limit); a
+            frozen server or network then fails the operation instead of hanging it.
     """
 
     def __init__(self, dsn: str, *, schema: str = "public", max_size: int = 10,
-                 create: bool = True) -> None:
+                 create: bool = True, timeout: float | None = OPERATION_TIMEOUT) -> None:
         if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"schema must be a plain SQL identifier (letters, digits, _), "
                              f"got {schema!r}")
@@ -185,6 +193,7 @@ class PostgresPool:
         self.display = display_dsn(dsn)
         self._max_size = max_size
         self._create = create
+        self._timeout = timeout
         self._pool: AsyncConnectionPool | None = None
         self._lock = anyio.Lock()
         self._closed = False
@@ -215,9 +224,13 @@ class PostgresPool:
                 newer than this procflow, or the statement failed.
         """
         pool = await self._open(operation)
-        with self.translate(operation):
+        limit = math.inf if self._timeout is None else self._timeout
+        with anyio.move_on_after(limit) as deadline, self.translate(operation):
             async with pool.connection() as connection:
                 yield connection
+        if deadline.cancelled_caught:
+            raise StorageError(f"PostgreSQL at {self.display} (schema {self.schema!r}): "
+                               f"{operation} failed: no answer within {self._timeout:g} s")
 
     async def _open(self, operation: str) -> AsyncConnectionPool:
         if self._pool is not None and not self._closed:
@@ -277,7 +290,7 @@ class PostgresPool:
             self._closed = True
             pool, self._pool = self._pool, None
         if pool is not None:
-            with anyio.CancelScope(shield=True):
+            with shielded(f"closing the connections to {self.display}"):
                 await pool.close()
 
 

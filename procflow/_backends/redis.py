@@ -8,6 +8,11 @@ What every Redis-backed store, cache and ledger shares:
   passed in stays open (the caller made it, the caller closes it).
 - **Fast failure.** A connect timeout always (an unreachable server fails in seconds,
   not at the OS's TCP timeout) and an optional per-command timeout and retry count.
+  A connection error is retried (redis-py's backoff), a timeout never: a frozen server
+  (SIGSTOP, a full network buffer) costs one timeout, not four. After a timeout the
+  server counts as unresponsive for ``QUIET`` seconds: commands fail at once meanwhile,
+  so the cleanup after a failed write (the run's status, its trace, its lease) does not
+  wait out one timeout per command.
 - **One error type.** ``translate()`` turns redis and socket errors into
   ``StorageError`` naming the backend, the server and the operation.
 
@@ -16,6 +21,7 @@ This module imports ``redis``: only the Redis backends import it, on first use.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final, final
@@ -23,13 +29,17 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from procflow.errors import StorageError
 
 __all__ = [
     "CONNECT_TIMEOUT",
+    "OPERATION_TIMEOUT",
+    "QUIET",
     "RedisConnection",
     "describe_client",
     "escape_key",
@@ -40,6 +50,12 @@ __all__ = [
 
 CONNECT_TIMEOUT: Final = 5.0
 """Seconds to wait for a connection unless a backend asks for less."""
+
+OPERATION_TIMEOUT: Final = 5.0
+"""Seconds a storage or memory command waits for the server's reply by default."""
+
+QUIET: Final = 2.0
+"""Seconds after a timed-out command during which commands fail without being sent."""
 
 _HIDDEN: Final = "***"
 _EXAMPLE_URL: Final = "redis://127.0.0.1:6379/0"
@@ -106,26 +122,30 @@ class RedisConnection:
         name: The backend, for messages (e.g. ``"Redis storage"``).
         connect_timeout: Seconds to wait for a connection.
         timeout: Seconds to wait for a reply; ``None``: no limit.
-        retries: How many times a command is retried after a connection error
-            (``None``: redis-py's default).
+        retries: How many times a command is retried after a connection error, at once
+            (``None``: 3 times, backing off from 0.1 s to 1 s); never after a timeout.
 
     Raises:
         StorageError: ``url`` is not a valid Redis URL (the password not shown).
     """
 
-    __slots__ = ("_client", "_display", "_name", "_owns_client", "_secrets")
+    __slots__ = ("_client", "_display", "_name", "_owns_client", "_secrets", "_silent_until")
 
     def __init__(self, url: str, *, client: aioredis.Redis | None = None, name: str,
                  connect_timeout: float = CONNECT_TIMEOUT, timeout: float | None = None,
                  retries: int | None = None) -> None:
         self._name = name
+        self._silent_until = 0.0
         self._secrets = url_secrets(url) if client is None else []
         if client is None:
             self._display = redact_url(url)
             options: dict[str, Any] = {"socket_connect_timeout": connect_timeout,
                                        "socket_timeout": timeout}
-            if retries is not None:
-                options["retry"] = Retry(NoBackoff(), retries)
+            # Connection errors only: a timed-out command is not sent again.
+            options["retry"] = (
+                Retry(ExponentialWithJitterBackoff(base=0.1, cap=1.0), 3,
+                      supported_errors=(RedisConnectionError,)) if retries is None
+                else Retry(NoBackoff(), retries, supported_errors=(RedisConnectionError,)))
             try:
                 client = aioredis.Redis.from_url(url, **options)
             except (ValueError, TypeError) as exc:
@@ -158,15 +178,22 @@ class RedisConnection:
         return scrub(text, self._secrets)
 
     @contextmanager
-    def translate(self, operation: str) -> Iterator[None]:
+    def translate(self, operation: str, *, gate: bool = True) -> Iterator[None]:
         """Turn redis and socket errors raised inside into ``StorageError``.
 
         Args:
             operation: What is being done, for the message (``"reading key 'k'"``).
+            gate: Fail at once while the server counts as unresponsive (see ``QUIET``).
         """
+        if gate and self._silent_until and time.monotonic() < self._silent_until:
+            raise StorageError(f"{self._name} at {self._display}: {operation} failed: the "
+                               f"server did not answer in time a moment ago (not tried "
+                               f"again for {QUIET:g} s)")
         try:
             yield
         except (RedisError, OSError) as exc:
+            if isinstance(exc, RedisTimeoutError | TimeoutError):
+                self._silent_until = time.monotonic() + QUIET
             detail = self.scrub(str(exc)) or type(exc).__name__
             raise StorageError(f"{self._name} at {self._display}: {operation} failed: "
                                f"{detail}") from exc
@@ -174,5 +201,5 @@ class RedisConnection:
     async def aclose(self) -> None:
         """Close the connection pool if it was made here; a given client stays open."""
         if self._owns_client:
-            with self.translate("closing"):
+            with self.translate("closing", gate=False):
                 await self._client.aclose()

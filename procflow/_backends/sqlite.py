@@ -29,6 +29,7 @@ __all__ = [
     "SQLiteFile",
     "connect",
     "is_busy",
+    "raw_text",
     "retry_busy",
     "transaction",
 ]
@@ -79,6 +80,19 @@ def transaction(connection: sqlite3.Connection,
         if connection.in_transaction:
             connection.rollback()
         raise
+
+
+@contextmanager
+def raw_text(connection: sqlite3.Connection) -> Iterator[None]:
+    """TEXT values read as ``bytes`` inside (``text_factory = bytes``), for reads of
+    stored documents: a value that is not valid UTF-8 (a damaged page, a foreign
+    write) then reaches the caller, which decodes it per row, instead of failing the
+    whole query ("Could not decode to UTF-8")."""
+    connection.text_factory = bytes
+    try:
+        yield
+    finally:
+        connection.text_factory = str
 
 
 def is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -173,6 +187,9 @@ class SQLiteFile:
             except OSError as exc:
                 raise StorageError(f"{self._name} {str(self._path)!r}: cannot open the "
                                    f"database file: {exc}") from exc
+            except UnicodeDecodeError as exc:  # a damaged file: sqlite3 decodes its text
+                raise StorageError(f"{self._name} {str(self._path)!r}: {operation} "
+                                   f"failed: the database file is damaged ({exc})") from exc
 
     async def run(self, operation: str, function: Callable[[sqlite3.Connection], _T]) -> _T:
         """``call()`` in a worker thread."""

@@ -39,7 +39,7 @@ from procflow.errors import (
     ProcessorError,
     RunStateError,
     StepExecutionError,
-    TripWire,
+    TripwireError,
     WorkflowDefinitionError,
 )
 from procflow.messages import (
@@ -58,18 +58,17 @@ from procflow.processors.base import Processor
 from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire
 from procflow.runtime.executors import Executor
 from procflow.runtime.results import WorkflowResult
-from procflow.runtime.run import Run
+from procflow.runtime.run import Run, RunMode
 from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
 from procflow.storage.base import Storage
-from procflow.storage.memory import InMemoryStorage
 from procflow.tools import Tool, Toolset, toolset_sessions
 from procflow.workflows.workflow import Workflow
 
 LoopFn = Callable[[AgentLoop], AgentLoop]
 _T = TypeVar("_T")
 
-__all__ = ["Agent", "AgentStepResume", "ProcessorArray"]
+__all__ = ["Agent", "AgentStepResume", "ProcessorArray", "stored_output"]
 
 
 class AgentStepResume(BaseModel):
@@ -311,7 +310,7 @@ class Agent(Generic[OutputT]):
             if out.usage.total_tokens:
                 ctx.add_usage(out.usage)
             if out.tripwire is not None:
-                raise TripWire(out.tripwire.reason, processor_id=out.tripwire.processor_id,
+                raise TripwireError(out.tripwire.reason, processor_id=out.tripwire.processor_id,
                                metadata={**out.tripwire.metadata, "agent_id": agent_id,
                                          "agent_run_id": out.run_id})
             if out.finish_reason == "suspended":
@@ -379,7 +378,7 @@ class Agent(Generic[OutputT]):
                 changed as it went, not the state after each step.
         """
         wf_run = await self.workflow.get_run(run_id)
-        if getattr(wf_run.storage, "keeps_objects", False):
+        if wf_run.storage.keeps_objects:
             raise RunStateError(
                 f"agent '{self.id}': run '{run_id}' cannot be replayed from "
                 f"{type(wf_run.storage).__name__}: it keeps the call's one state as the "
@@ -514,12 +513,12 @@ class Agent(Generic[OutputT]):
         if streaming:
             await emit(Start(self.id))
         wf_run = self.workflow.create_run(options.get("run_id"))
-        if not isinstance(wf_run.storage, InMemoryStorage):
+        if not wf_run.storage.process_local:
             # A durable store keeps the state at every step boundary, as for any workflow
             # run, so a stored agent run replays from any step (``--from-step llm-call``).
             wf_run.durability = "sync"
         else:  # only this call holds it: no lease, heartbeat task or cancel scope
-            wf_run.private = True
+            wf_run.mode = RunMode.PRIVATE
         live_deps[wf_run.run_id] = deps
         try:
             async with toolset_sessions(self.toolsets):
@@ -821,6 +820,17 @@ def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
         response=AgentResponse(messages=response, ui_messages=ui), run_id=run_id,
         suspended=suspended, output=None if check is None or suspended or trip is not None
         else _answer(check, text))
+
+
+def stored_output(result: Any, run_id: str) -> FullOutput[Any]:
+    """The ``FullOutput`` of a finished stored agent run, rebuilt from its snapshot's
+    ``result`` (the loop's final state): text, usage, tool calls, tripwire, messages.
+    ``output`` is ``None`` (the structured type is the agent's, not the run's).
+
+    Raises:
+        TypeError: ``result`` is not an agent loop's state.
+    """
+    return _full_output(as_state(result), run_id, [], None)
 
 
 def _answer(check: OutputCheck, text: str) -> Any:

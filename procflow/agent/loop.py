@@ -26,7 +26,6 @@ import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -34,7 +33,7 @@ import anyio
 from procflow.agent.output import StepRecord
 from procflow.agent.state import AgentDeps, AgentState, as_state, token_usage
 from procflow.agent.structured import check_output
-from procflow.errors import APICallError, TripWire, WorkflowDefinitionError
+from procflow.errors import APICallError, TripwireError, WorkflowDefinitionError
 from procflow.messages import (
     Chunk,
     DataChunk,
@@ -55,17 +54,17 @@ from procflow.models.resolve import resolve_model
 from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
-from procflow.processors.step import is_processor_workflow
+from procflow.processors.step import is_processor_workflow, processor_workflow_hooks
 from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
 from procflow.tools import Tool, ToolContext, ToolSuspended
-from procflow.workflows.plan import StepEntry
+from procflow.workflows.plan import Entry, StepEntry
 from procflow.workflows.workflow import Workflow, create_workflow
 
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
-    from procflow.runtime.execution import Execution, Scope
+    from procflow.runtime.execution import Execution, Node, Scope
 
 __all__ = ["LOOP_STEPS", "AgentLoop", "ProcessorStage", "build_loop", "deps_of", "live_deps"]
 
@@ -104,7 +103,7 @@ async def _input(deps: AgentDeps, state: AgentState) -> None:
         return
     try:
         await deps.inputs.run_input(state.messages)
-    except TripWire as trip:
+    except TripwireError as trip:
         await deps.trip(state, trip)
 
 
@@ -118,11 +117,11 @@ async def _input_step(deps: AgentDeps, state: AgentState) -> None:
     try:
         state.current = await deps.inputs.run_input_step(state.messages, state.info(),
                                                          current)
-    except TripWire as trip:
+    except TripwireError as trip:
         await _retry_or_trip(deps, state, trip, deps.inputs)
 
 
-async def _retry_or_trip(deps: AgentDeps, state: AgentState, trip: TripWire,
+async def _retry_or_trip(deps: AgentDeps, state: AgentState, trip: TripwireError,
                          runner: Any) -> None:
     if runner.can_retry(trip):
         runner.note_retry()
@@ -139,7 +138,7 @@ async def _output_step(deps: AgentDeps, state: AgentState) -> None:
             await deps.outputs.run_output_step(
                 state.messages, state.info(), finish_reason=record.finish_reason,
                 tool_calls=record.tool_calls, text=record.text, usage=record.usage)
-        except TripWire as trip:
+        except TripwireError as trip:
             await _retry_or_trip(deps, state, trip, deps.outputs)
     if deps.output is not None and not (state.retrying or record.tool_calls
                                         or state.tripwire or state.error):
@@ -162,11 +161,23 @@ async def _output_result(deps: AgentDeps, state: AgentState) -> None:
         await deps.outputs.run_output_result(state.messages, OutputResult(
             text=text, usage=dict(state.usage), finish_reason=state.finish_reason,
             steps=list(state.steps)))
-    except TripWire as trip:
+    except TripwireError as trip:
         await deps.trip(state, trip)
 
 
-class ProcessorStage(Workflow):
+class _RunAsOne(Workflow):
+    """A workflow drawn as its plan (processors, tools) but run as one node, ``run``."""
+
+    def __init__(self, id: str, description: str, run: Node) -> None:
+        super().__init__(id=id, description=description, trace_io=False)
+        self._run = run
+
+    def compile(self) -> Sequence[Node]:
+        self.compiled = compiled = [self._run]
+        return compiled
+
+
+class ProcessorStage(_RunAsOne):
     """A stage of the loop: drawn as its processors, run as one pass of the call's runner.
 
     Its entries are the agent's processors for the stage (``processor:<id>`` steps,
@@ -177,28 +188,22 @@ class ProcessorStage(Workflow):
 
     def __init__(self, id: str, description: str, agent: Agent, run: StageFn | None,
                  units: Sequence[Any]) -> None:
-        super().__init__(id=id, description=description, trace_io=False)
-        self.kind_label = "stage"
-        for unit in units:
-            self.then(unit)
-        self.commit()
-
         async def node(ex: Execution, data: Any, scope: Scope) -> Any:
             state = data if type(data) is AgentState else as_state(data)
-            deps = live_deps.get(ex.run_id)
-            if deps is None:
-                deps = live_deps[ex.run_id] = agent.default_deps()
+            deps = deps_of(ex, agent)
             deps.state = state
-            context = deps.ctx  # ``_bind``, inline: a stage runs several times a step
-            context.tracer = ex.tracer
-            context.span = scope.span
+            _bind(deps, ex.tracer, scope.span)
             if run is None:  # the model call: it reports its usage as a step does
                 await _call_model(_StageContext(ex, scope.span), deps, state)
             else:
                 await run(deps, state)
             return state
 
-        self.compiled = [node]  # the drawn processors run through the runner's fast path
+        # the drawn processors run through the runner's fast path
+        super().__init__(id, description, node)
+        for unit in units:
+            self.then(unit)
+        self.commit()
 
 
 class _StageContext:
@@ -231,13 +236,18 @@ def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequenc
     """The stage as a ``ProcessorStage`` when it has processors to draw, else one step."""
     if units:
         return ProcessorStage(id, description, agent, run, units)
+    return _loop_step(id, description, agent, lambda ctx, deps, state: run(deps, state))
 
+
+def _loop_step(id: str, description: str, agent: Agent,
+               run: Callable[[StepContext, AgentDeps, AgentState], Awaitable[None]]) -> Step:
+    """A step of the loop that runs ``run`` on the call's deps and the loop's state."""
     async def execute(ctx: StepContext) -> AgentState:
         state = as_state(ctx.input_data)
         deps = deps_of(ctx, agent)
         deps.state = state
         _bind(deps, ctx.tracer, ctx.span)
-        await run(deps, state)
+        await run(ctx, deps, state)
         return state
 
     return _step(id, execute, description)
@@ -276,10 +286,18 @@ def _units(agent: Agent, items: Any, hook: str, *also: str, workflows: bool = Tr
                                       "processor_id": item.id})
                 node.kind = "processor"
                 units.append(node)
-        elif workflows and is_processor_workflow(item) and item.id not in seen:
+        elif (workflows and is_processor_workflow(item) and item.id not in seen
+              and _acts_in(item, wanted)):
             seen.add(item.id)
             units.append(item)
     return units
+
+
+def _acts_in(wf: Any, wanted: set[str]) -> bool:
+    """Whether a processor workflow has work in a stage (else it is neither drawn nor
+    run there)."""
+    hooks = processor_workflow_hooks(wf)
+    return hooks is None or bool(hooks & wanted)
 
 
 def _model_call_units(agent: Agent) -> list[Any]:
@@ -311,16 +329,8 @@ def _llm_call(agent: Agent) -> Step | Workflow:
     if units:
         return ProcessorStage("llm-call", "the model call through the stream processors",
                               agent, None, units)
-
-    async def llm_call(ctx: StepContext) -> AgentState:
-        state = as_state(ctx.input_data)
-        deps = deps_of(ctx, agent)
-        deps.state = state
-        _bind(deps, ctx.tracer, ctx.span)
-        await _call_model(ctx, deps, state)
-        return state
-
-    return _step("llm-call", llm_call, "the model call through the stream processors")
+    return _loop_step("llm-call", "the model call through the stream processors", agent,
+                      _call_model)
 
 
 async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
@@ -340,7 +350,7 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
                 prompt, cached = request.prompt, request.response
             if deps.errors is deps.inputs:
                 break
-    except TripWire as trip:
+    except TripwireError as trip:
         await deps.trip(state, trip)
         return
     prompt = prompt or []
@@ -386,7 +396,7 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
         try:
             await deps.inputs.run_llm_response(chunks, ml, info, model,
                                                from_cache=record.from_cache)
-        except TripWire as trip:
+        except TripwireError as trip:
             await deps.trip(state, trip)
     _record_response(state, record)
 
@@ -414,82 +424,47 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
     The stream processors see every chunk, the model's "finish" too (the caller gets
     one "finish" at the end of the whole call, so a processed "finish" is not passed
     on); a stream that ends without one gets one, so windows and batches are always
-    flushed. The hot path of a step (one pass per streamed chunk), so the work per
-    chunk is inlined here rather than spread over helpers.
+    flushed. The hot path of a step (one pass per streamed chunk): each chunk takes the
+    pipeline's one loop (``StreamPipeline.process``), and what it lets through is handled
+    here, inline.
     """
     pipe = deps.pipe = deps.outputs.output_stream(state.messages)
     process = None if pipe.empty else pipe.process
-    plain = pipe.plain
     emit = deps.emit if deps.streaming else None
     raw: list[Chunk] = []
     texts: list[str] = []  # the step's text pieces (joined at the end)
     started = time.time()
-    finished = False
+    finished = process is None  # no processor: no finish of our own to send through
+    last = False
     stream: Any = _replay(cached) if cached is not None else model.stream(request)
-
-    async def deliver(outs: Sequence[Chunk]) -> bool:
-        """Emit what the processors let through; ``True`` once they tripped. (The
-        per-chunk loop below does the same inline: no coroutine per chunk.)"""
-        for out in outs:
-            if isinstance(out, TextDelta):
-                texts.append(out.text)
-            elif isinstance(out, TripwireChunk) and pipe.tripwire is not None:
-                raw.append(out)  # process_llm_response sees the step was tripped
-                await deps.trip(state, pipe.tripwire)
-                return True
-            elif isinstance(out, ToolCallChunk):
-                record.tool_calls.append({"tool_call_id": out.tool_call_id,
-                                          "tool_name": out.tool_name, "args": dict(out.args)})
-            elif isinstance(out, Finish):
-                continue
-            if emit is not None:
-                await emit(out)
-        return False
-
+    next_chunk = aiter(stream).__anext__
     try:
-        async for chunk in stream:
-            raw.append(chunk)
-            if isinstance(chunk, TextDelta):
-                pass
-            elif isinstance(chunk, Finish):
-                record.finish_reason = chunk.finish_reason
-                record.usage = state.add_usage(chunk.usage)
-                if process is None:
-                    continue
-                finished = True
-            elif isinstance(chunk, ErrorChunk):
-                error = chunk.error
-                raise error if isinstance(error, APICallError) else APICallError(str(error))
-            if process is None:
-                outs: Sequence[Chunk] = (chunk,)
-            elif plain is None or isinstance(chunk, DataChunk) or pipe.tripwire is not None:
-                outs = await process(chunk)
-            else:  # ``pipe.process``, inlined: no coroutine per chunk
-                part = chunk
-                for p, fn, is_async, args, append in plain:
-                    args.part = part
-                    append(part)
-                    try:
-                        got = fn(args)
-                        if is_async:
-                            got = await got
-                    except Exception as exc:
-                        outs = [pipe.failed(p, exc)]
-                        break
-                    if got is part:
-                        continue
-                    if got is None:
-                        outs = ()
-                        break
-                    if isinstance(got, Chunk) and not isinstance(got, DataChunk):
-                        part = got
-                        continue
-                    outs = await pipe.after(args, p, got)
+        while True:
+            try:
+                chunk = await next_chunk()
+            except StopAsyncIteration:
+                if finished or pipe.tripwire is not None:
                     break
-                else:
-                    outs = (part,)
+                # The stream ended without a "finish": one goes through the stages so
+                # that each releases what it holds (the finish itself is dropped below).
+                finished = last = True
+                chunk = Finish(None)
+            else:
+                raw.append(chunk)
+                if isinstance(chunk, TextDelta):
+                    pass
+                elif isinstance(chunk, Finish):
+                    record.finish_reason = chunk.finish_reason
+                    record.usage = state.add_usage(chunk.usage)
+                    if process is None:
+                        continue
+                    finished = True
+                elif isinstance(chunk, ErrorChunk):
+                    error = chunk.error
+                    raise error if isinstance(error, APICallError) else APICallError(str(error))
+            outs: Sequence[Chunk] = (chunk,) if process is None else await process(chunk)
             for out in outs:
-                if isinstance(out, TextDelta):  # as in ``deliver``
+                if isinstance(out, TextDelta):
                     texts.append(out.text)
                 elif isinstance(out, TripwireChunk) and pipe.tripwire is not None:
                     raw.append(out)  # process_llm_response sees the step was tripped
@@ -503,9 +478,8 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
                     continue
                 if emit is not None:
                     await emit(out)
-        if (process is not None and not finished and pipe.tripwire is None
-                and await deliver(await pipe.finish())):
-            return raw
+            if last:
+                break
     finally:
         close = getattr(stream, "aclose", None)
         if close is not None:
@@ -578,30 +552,20 @@ def _record_response(state: AgentState, record: StepRecord) -> None:
 # -- tool calls -----------------------------------------------------------------------
 
 def _tool_calls(agent: Agent) -> Step | Workflow:
-    async def tool_calls(ctx: StepContext) -> AgentState:
-        state = as_state(ctx.input_data)
-        deps = deps_of(ctx, agent)
-        deps.state = state
-        _bind(deps, ctx.tracer, ctx.span)
-        await _run_tools(ctx, deps, state)
-        return state
-
-    runner = _step("tool-calls", tool_calls, "the step's tool calls, concurrently "
-                   "(suspends for approval)")
+    runner = _loop_step("tool-calls", "the step's tool calls, concurrently (suspends for "
+                        "approval)", agent, _run_tools)
     tools = _tool_nodes(agent)
     if not tools:
         return runner
-    stage = create_workflow(id="tool-calls", description="the step's tool calls, "
-                            "concurrently", trace_io=False)
-    stage = (stage.then(tools[0]) if len(tools) == 1 else stage.parallel(tools)).commit()
 
     async def node(ex: Execution, data: Any, scope: Scope) -> Any:
-        from procflow.runtime.executor import run_unit
+        from procflow.runtime.step_runner import run_unit
 
         return await run_unit(ex, runner, data, scope, path=scope.prefix + "run")
 
-    stage.compiled = [node]  # drawn as its tools; run as one step over the calls
-    return stage
+    # drawn as its tools; run as one step over the calls
+    stage = _RunAsOne("tool-calls", "the step's tool calls, concurrently", node)
+    return (stage.then(tools[0]) if len(tools) == 1 else stage.parallel(tools)).commit()
 
 
 MAX_DRAWN_TOOLS = 6
@@ -747,7 +711,7 @@ async def _one_tool(ctx: StepContext, deps: AgentDeps, state: AgentState,
                 state.messages, state.info(), tool_name=name, tool_call_id=call_id,
                 args=args, result=value)
             is_error = False
-        except (TripWire, ToolSuspended) as stop:
+        except (TripwireError, ToolSuspended) as stop:
             if span is not None:
                 Tracer.end(span, "suspended" if isinstance(stop, ToolSuspended)
                            else "tripwire")
@@ -812,7 +776,7 @@ def _outcome(ctx: StepContext) -> AgentState:
     """The run's status from the state: a tripwire ends it "tripwire", an error "failed"."""
     state = as_state(ctx.input_data)
     if state.tripwire is not None:
-        raise TripWire.from_dict(state.tripwire)
+        raise TripwireError.from_dict(state.tripwire)
     if state.error is not None:
         raise state.error
     return state
@@ -871,14 +835,11 @@ class AgentLoop:
         """Every step id of the loop, nested ones included, in plan order."""
         out: list[str] = []
 
-        def walk(wf: Any) -> None:
+        def walk(wf: Workflow) -> None:
             for entry in wf.entries:
                 for unit in entry.units():
-                    if isinstance(unit, ProcessorStage):
-                        out.append(unit.id)
-                        continue
                     out.append(unit.id)
-                    if hasattr(unit, "entries") and unit.id != "tool-calls":
+                    if isinstance(unit, Workflow) and not isinstance(unit, _RunAsOne):
                         walk(unit)
         walk(self.workflow)
         return out
@@ -893,12 +854,10 @@ class AgentLoop:
 
     def replace(self, id: str, step: Any) -> AgentLoop:
         """Run ``step`` instead of the step ``id``."""
-        def put(entries: list[Any], i: int) -> None:
-            old = entries[i]
-            if not isinstance(old, StepEntry):
-                entries[i] = _replaced(old, id, step)
-            else:
-                entries[i] = _entry(step)
+        new = _entry(step).step
+
+        def put(entries: list[Entry], i: int) -> None:
+            entries[i] = entries[i].with_unit(id, new)
         return self._edit(id, put)
 
     def remove(self, id: str) -> AgentLoop:
@@ -906,24 +865,28 @@ class AgentLoop:
         return self._edit(id, lambda entries, i: entries.pop(i))
 
     def _edit(self, id: str, change: Callable[[list[Any], int], Any]) -> AgentLoop:
-        found = _locate(self.workflow, id)
-        if found is None:
+        """Apply ``change`` to the entries of the workflow holding step ``id``: that
+        workflow and each one around it are rebuilt (``Workflow.with_entries``), so no
+        committed workflow is changed."""
+        path = _locate(self.workflow, id)
+        if path is None:
             raise WorkflowDefinitionError(
                 f"agent loop '{self.workflow.id}' has no step '{id}'; its steps: "
                 f"{self.step_ids()}", workflow_id=self.workflow.id, step_id=id)
-        wf, i = found
+        wf, i = path[-1]
         entries = list(wf.entries)
         change(entries, i)
-        wf.entries = entries
-        wf.committed = False
-        wf.compiled = None
-        wf._graph = None
-        if not wf.entries:
+        if not entries:
             raise WorkflowDefinitionError(
                 f"agent loop: removing '{id}' leaves '{wf.id}' empty; replace it instead",
                 workflow_id=wf.id, step_id=id)
-        if wf is not self.workflow:
-            wf.commit()
+        new = wf.with_entries(entries)
+        for outer, j in reversed(path[:-1]):
+            inner = new.commit()
+            entries = list(outer.entries)
+            entries[j] = entries[j].with_unit(inner.id, inner)
+            new = outer.with_entries(entries)
+        self.workflow = new
         return self
 
 
@@ -935,29 +898,16 @@ def _entry(step: Any) -> StepEntry:
         f"{type(step).__name__} {step!r}")
 
 
-def _replaced(entry: Any, id: str, step: Any) -> Any:
-    new = _entry(step).step
-    for name in ("step",):
-        if getattr(entry, name, None) is not None and entry.step.id == id:
-            return dc_replace(entry, step=new)
-    branches = getattr(entry, "branches", None)
-    if branches is not None:
-        return dc_replace(entry, branches=tuple((c, new if u.id == id else u)
-                                                for c, u in branches))
-    raise WorkflowDefinitionError(f"agent loop: step '{id}' cannot be replaced")
-
-
-def _locate(wf: Any, id: str) -> tuple[Any, int] | None:
-    """The (nested) workflow whose entries hold step ``id``, and the entry's index."""
+def _locate(wf: Workflow, id: str) -> list[tuple[Workflow, int]] | None:
+    """The workflows from ``wf`` down to the one whose entries hold step ``id``, each
+    with the index of the entry that leads on (the last: the entry holding the step)."""
     for i, entry in enumerate(wf.entries):
         units = entry.units()
         if any(u.id == id for u in units):
-            return wf, i
+            return [(wf, i)]
         for unit in units:
-            if hasattr(unit, "entries") and not isinstance(unit, ProcessorStage) \
-                    and unit.id != "tool-calls":
+            if isinstance(unit, Workflow) and not isinstance(unit, _RunAsOne):
                 found = _locate(unit, id)
                 if found is not None:
-                    return found
+                    return [(wf, i), *found]
     return None
-

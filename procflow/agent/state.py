@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from procflow.errors import TripWire
+from procflow.errors import TripwireError
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.base import LanguageModel
 from procflow.processors._hooks import StepInfo, StepOverrides
@@ -111,7 +111,7 @@ class AgentState:
             self.usage[key] += value
         return got
 
-    def feedback(self, trip: TripWire) -> None:
+    def feedback(self, trip: TripwireError) -> None:
         """Give a processor's retry reason to the model as a hidden reminder."""
         pid = trip.processor_id or "processor"
         msg = Message.user(f'<system-reminder type="processor-feedback" processor="{pid}">'
@@ -263,7 +263,7 @@ class AgentDeps:
                 tools[t.id] = t
         self.tools = tools
 
-    async def trip(self, state: AgentState, trip: TripWire) -> None:
+    async def trip(self, state: AgentState, trip: TripwireError) -> None:
         """End the loop on a processor's abort, telling the caller with a tripwire chunk."""
         if state.tripwire is None:
             state.tripwire = trip.to_dict()

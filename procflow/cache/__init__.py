@@ -20,4 +20,4 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryServerCache", "RedisCache", "ServerCache"]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisCache": ".redis"})
+__getattr__, __dir__ = lazy_exports(__name__, globals())

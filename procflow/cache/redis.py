@@ -42,6 +42,9 @@ class RedisCache(ServerCache):
         client: A ``redis.asyncio.Redis`` to use instead of connecting to ``url``; it is
             not closed by ``aclose()``.
         default_ttl: Seconds an entry lives when ``set`` gets no TTL; ``None``: forever.
+        timeout: Seconds to wait for a connection and for each reply (a client made from
+            ``url``); past it the cache misses (a read) or gives up (a write) and the
+            caller goes on without it.
 
     Raises:
         ValueError: ``prefix`` is empty or ``default_ttl`` is invalid.
@@ -56,14 +59,14 @@ class RedisCache(ServerCache):
     def __init__(self, url: str = DEFAULT_REDIS_CACHE_URL, *,
                  prefix: str = DEFAULT_REDIS_CACHE_PREFIX,
                  client: aioredis.Redis | None = None,
-                 default_ttl: float | None = None) -> None:
+                 default_ttl: float | None = None, timeout: float = _TIMEOUT) -> None:
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"RedisCache: prefix must be a non-empty str (clear() deletes "
                              f"every key starting with it), got {prefix!r}")
         self._prefix = prefix
         self._default_ttl = check_ttl(default_ttl, "RedisCache: default_ttl")
         self._redis = RedisConnection(url, client=client, name="Redis cache",
-                                      connect_timeout=_TIMEOUT, timeout=_TIMEOUT, retries=1)
+                                      connect_timeout=timeout, timeout=timeout, retries=1)
         self._client = self._redis.client
 
     @property

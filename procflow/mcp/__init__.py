@@ -7,10 +7,10 @@ and agents as MCP tools.
 
 from __future__ import annotations
 
-try:
+from procflow._extras import needs
+
+with needs("mcp", feature="procflow.mcp"):
     import mcp as _sdk  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError("procflow.mcp needs the MCP SDK: pip install 'procflow[mcp]'") from exc
 
 from procflow.errors import MCPError
 from procflow.mcp.client import (

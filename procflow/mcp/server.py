@@ -25,9 +25,9 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic_core import to_jsonable_python
 
 from procflow.agent.agent import Agent
-from procflow.runtime.defaults import get_default_storage, set_default_storage
 from procflow.runtime.results import WorkflowResult
 from procflow.storage.base import Storage
+from procflow.storage.locate import get_default_storage, set_default_storage
 from procflow.workflows.workflow import Workflow
 
 __all__ = ["TOKEN_ENV", "build_server", "parse_address", "serve"]

@@ -39,8 +39,11 @@ class Memory(AsyncResource):
             file as the runs and traces), ``PostgresStorage`` (the same database),
             ``RedisStorage`` (the same server and key prefix) or ``InMemoryStorage``
             (memory kept with that object: every ``Memory`` on it shares it) - or a
-            ``MemoryStore``, or a path for a SQLite file; default
-            ``SQLiteMemoryStore(".procflow/memory.db")``.
+            ``MemoryStore``, or a path for a SQLite file. Default: found as runs are
+            (``procflow.storage.locate``): ``set_default_storage``, ``PROCFLOW_DB``, the
+            project's ``.procflow/procflow.db`` walking up from the working directory
+            (or a ``.procflow/memory.db`` beside it), else ``.procflow/memory.db`` in
+            the working directory.
         last_messages: How many recent messages of the thread the model sees (0 or
             ``False``: none; messages are still saved).
         semantic_recall: ``True`` or ``SemanticRecallOptions`` to recall similar old

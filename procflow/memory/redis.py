@@ -36,7 +36,12 @@ from typing import Any, Final, final
 import redis.asyncio as aioredis
 
 from procflow._backends import AsyncResource
-from procflow._backends.redis import RedisConnection, escape_key
+from procflow._backends.redis import (
+    CONNECT_TIMEOUT,
+    OPERATION_TIMEOUT,
+    RedisConnection,
+    escape_key,
+)
 from procflow.memory.base import StoredVector, Thread, VectorBatch
 from procflow.memory.codec import (
     is_hidden,
@@ -156,6 +161,10 @@ class RedisMemoryStore(AsyncResource):
             ``{prefix}:mem:``).
         client: A ``redis.asyncio.Redis`` to use instead of connecting to the URL; it is
             not closed by ``aclose()``.
+        timeout: Seconds each command waits for the server's reply (``None``: no
+            limit); a command past it raises ``StorageError``. Applies to a client made
+            from the URL; a given ``client`` keeps its own ``socket_timeout``.
+        connect_timeout: Seconds to wait for a connection (a client made from the URL).
 
     Example:
         ```python
@@ -165,7 +174,9 @@ class RedisMemoryStore(AsyncResource):
     """
 
     def __init__(self, source: str | RedisStorage = "redis://127.0.0.1:6379", *,
-                 prefix: str = "procflow", client: aioredis.Redis | None = None) -> None:
+                 prefix: str = "procflow", client: aioredis.Redis | None = None,
+                 timeout: float | None = OPERATION_TIMEOUT,
+                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
         if isinstance(source, RedisStorage):
             client, prefix, url = source.client, source.prefix, ""
         elif isinstance(source, str):
@@ -173,7 +184,8 @@ class RedisMemoryStore(AsyncResource):
         else:
             raise TypeError(f"RedisMemoryStore takes a Redis URL or a RedisStorage, got "
                             f"{type(source).__name__}")
-        self._redis = RedisConnection(url, client=client, name="Redis memory store")
+        self._redis = RedisConnection(url, client=client, name="Redis memory store",
+                                      connect_timeout=connect_timeout, timeout=timeout)
         self._client = self._redis.client
         self._p = f"{prefix}:mem"
         self._save_messages = self._client.register_script(_SAVE_MESSAGES)

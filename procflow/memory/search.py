@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import anyio
 import anyio.to_thread
 
+from procflow._extras import needs
 from procflow.memory.base import Embedder, StoredVector, VectorBatch, VectorMatch, VectorStore
 from procflow.memory.codec import is_hidden
 from procflow.messages import Message
@@ -68,11 +69,8 @@ def indexable_text(message: Message) -> str | None:
 
 
 def _numpy() -> Any:
-    try:
+    with needs("vector", feature="semantic recall (vector search)"):
         import numpy
-    except ImportError as exc:
-        raise ImportError("semantic recall searches vectors with numpy: install it with "
-                          "`pip install 'procflow[vector]'`") from exc
     return numpy
 
 
@@ -184,11 +182,8 @@ class _Scope:
     def _search_ann(self, query: Vector, top_k: int) -> list[tuple[int, float]]:
         np = _numpy()
         if self.ann is None:
-            try:
+            with needs("ann", feature="approximate vector search"):
                 import hnswlib
-            except ImportError as exc:
-                raise ImportError("approximate search needs hnswlib: install it with "
-                                  "`pip install 'procflow[ann]'`") from exc
             live = np.asarray([r for r in range(len(self.ids)) if r not in self.dead],
                               dtype=np.int64)
             index = hnswlib.Index(space="ip", dim=self.dimensions)
@@ -228,6 +223,10 @@ class MessageIndex:
     def __init__(self, store: VectorStore, embedder: Embedder, *, approximate: bool = False,
                  approximate_above: int = APPROXIMATE_ABOVE,
                  cache_embeddings: bool | None = None, catch_up_limit: int = 1000) -> None:
+        if approximate:
+            with needs("ann", feature="approximate vector search"):
+                import hnswlib  # noqa: F401 - used on the first large search
+                import numpy  # noqa: F401
         _numpy()
         self.store = store
         self.embedder = embedder

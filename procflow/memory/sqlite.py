@@ -37,10 +37,11 @@ from procflow.memory.codec import (
     vector_scopes,
 )
 from procflow.messages import Message
+from procflow.storage.locate import MEMORY_DB
 
 __all__ = ["DEFAULT_MEMORY_PATH", "SQLiteMemoryStore"]
 
-DEFAULT_MEMORY_PATH: Final = ".procflow/memory.db"
+DEFAULT_MEMORY_PATH: Final = str(MEMORY_DB)
 """Where ``Memory()`` keeps its SQLite file when given no store (relative to the cwd)."""
 
 _BATCH: Final = 10_000

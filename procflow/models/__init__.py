@@ -41,7 +41,4 @@ __all__ = [
     "resolve_model",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {
-    "AnthropicModel": ".anthropic",
-    "OpenAIChatModel": ".openai",
-})
+__getattr__, __dir__ = lazy_exports(__name__, globals())

@@ -51,6 +51,10 @@ __all__ = [
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=120.0, write=30.0, pool=30.0)
 """Timeouts of the shared client; ``read`` bounds the silence between two stream events."""
 
+DEFAULT_TOTAL_TIMEOUT = 600.0
+"""Seconds a streamed answer may take in all, however steadily its events arrive (the
+idle limit, ``DEFAULT_TIMEOUT.read``, bounds a silent one)."""
+
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20,
                               keepalive_expiry=30.0)
 """Connection limits of the shared client."""
@@ -389,6 +393,7 @@ async def post_event_stream(
     client: httpx.AsyncClient, url: str, *, provider: str, headers: Mapping[str, str],
     payload: Mapping[str, Any], secrets: Iterable[str | None], request_timeout: float | None,
     max_bytes: int | None = None, progress: StreamProgress | None = None,
+    total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
 ) -> AsyncGenerator[SSEEvent, None]:
     """POST ``payload`` as JSON to ``url`` and yield the events of the streamed answer.
 
@@ -403,11 +408,16 @@ async def post_event_stream(
             client's timeouts.
         max_bytes: Refuse a response body larger than this (``None``: no cap).
         progress: Where to record how much of the body arrived.
+        total_timeout: Seconds the whole answer may take, from the request on (checked
+            at each event: with the idle limit, a call ends within ``total_timeout``
+            plus the read timeout); ``None``: no overall limit.
 
     Raises:
         APICallError: The provider answered with an error status, the connection
-            failed, the body is not an event stream or is larger than ``max_bytes``.
+            failed, the body is not an event stream or is larger than ``max_bytes``,
+            or the answer took longer than ``total_timeout`` (retryable).
     """
+    deadline = None if total_timeout is None else time.monotonic() + total_timeout
     hidden = [s for s in secrets if s]
     limits = client.timeout if request_timeout is None else httpx.Timeout(request_timeout)
     response: httpx.Response | None = None
@@ -426,6 +436,10 @@ async def post_event_stream(
                     status_code=response.status_code, body=body)
             async with aclosing(iter_sse(response, max_bytes=max_bytes)) as events:
                 async for event in events:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise APICallError(
+                            f"{provider}'s answer took longer than {total_timeout:g} s in "
+                            "all (total_timeout); it was given up", is_retryable=True)
                     yield event
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         error = translate_error(exc, provider=provider, secrets=hidden, timeout=limits)

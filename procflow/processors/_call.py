@@ -1,70 +1,29 @@
-"""Calling one processor hook: its args built, the call traced as a leaf span, errors
-named, and its return value applied (by the hook table's rule).
+"""What calling a processor hook needs besides the call (``ProcessorRunner.run``): span
+names, and errors named.
 
-A ``TripWire`` gets the processor's id and fires ``on_violation`` before it
+A ``TripwireError`` gets the processor's id and fires ``on_violation`` before it
 propagates; any other exception from a hook is a bug in the processor and becomes a
 ``ProcessorError`` naming the processor and the hook (the original is the cause).
 """
 
 from __future__ import annotations
 
-import inspect
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from procflow.errors import ProcessorError, ProcflowError, TripWire
+from procflow.errors import ProcessorError, ProcflowError, TripwireError
 from procflow.messages import Message
 from procflow.processors.args import ProcessorContext, ProcessorViolation
-from procflow.processors.base import ASYNC_HOOKS
 from procflow.runtime.tracing import Span, Tracer
 
 if TYPE_CHECKING:
-    from procflow.processors._hooks import Hook, HookCall
+    from procflow.processors._hooks import Hook
     from procflow.processors.base import Processor
 
-__all__ = ["NO_VIEW", "SPAN_NAMES", "hook_error", "run_hook", "span_name", "stream_bad_return",
+__all__ = ["NO_VIEW", "SPAN_NAMES", "hook_error", "span_name", "stream_bad_return",
            "stream_hook_failed"]
 
 _now = time.time
-
-
-async def run_hook(hook: Hook, p: Processor, call: HookCall, ctx: ProcessorContext) -> None:
-    """Run processor ``p``'s ``hook`` on ``call`` and apply what it returned.
-
-    Raises:
-        TripWire: The hook aborted (tagged with ``p.id``; ``on_violation`` has run).
-        ProcessorError: The hook raised something that is not a procflow error, or
-            returned something its rule does not accept.
-    """
-    ml = call.ml
-    view = hook.view(ml) if hook.view is not None and ml is not None else NO_VIEW
-    states = ctx.states
-    state = states.get(p.id)
-    if state is None:
-        state = states[p.id] = {}
-    # Positional on purpose: this runs for every hook call, and a dataclass takes
-    # fourteen positional arguments about three times faster than fourteen keywords.
-    args = hook.args(ml, state, ctx.retry_count, ctx.request_context, ctx.writer, p, ctx,
-                     *hook.fields(call, ml, view))  # type: ignore[arg-type]
-    name = hook.name
-    fn: Callable[[Any], Any] = getattr(p, name)
-    tracer = ctx.tracer
-    started = _now() if tracer is not None else 0.0
-    try:
-        out = fn(args)
-        is_async = ASYNC_HOOKS.get((type(p), name))  # hook_is_async's cache, read inline
-        if is_async is None:
-            is_async = p.hook_is_async(name)
-        if is_async or inspect.isawaitable(out):
-            out = await out
-    except BaseException as exc:
-        raise hook_error(exc, hook, p, ctx, started)  # noqa: B904 - its cause is set
-    if tracer is not None:
-        name = SPAN_NAMES.get((p.id, name)) or span_name(p.id, hook)  # the lookup inline
-        tracer.leaf(name, "processor", ctx.span, started)
-    if out is not None:  # None leaves everything as it was, for every hook
-        hook.apply(p, hook, call, view, out)
 
 
 NO_VIEW: list[Message] = []
@@ -74,10 +33,10 @@ NO_VIEW: list[Message] = []
 def hook_error(exc: BaseException, hook: Hook, p: Processor, ctx: ProcessorContext,
                started: float) -> BaseException:
     """What a hook call that raised ``exc`` raises, its failed span recorded: a
-    ``TripWire`` tagged with ``p.id`` (``on_violation`` has run), a procflow error or a
+    ``TripwireError`` tagged with ``p.id`` (``on_violation`` has run), a procflow error or a
     cancellation as it is, anything else as a ``ProcessorError`` caused by it."""
     span = _failed_span(ctx.tracer, ctx.span, p.id, hook, started)
-    if isinstance(exc, TripWire):
+    if isinstance(exc, TripwireError):
         if exc.processor_id is None:
             exc.processor_id = p.id
         p.report_violation(ProcessorViolation(p.id, exc.reason, dict(exc.metadata)), ctx)
@@ -118,7 +77,7 @@ def span_name(processor_id: str, hook: Hook) -> str:
 
 
 def stream_hook_failed(processor_id: str, exc: Exception) -> ProcessorError:
-    """The error for a ``process_output_stream`` hook that raised (not a TripWire)."""
+    """The error for a ``process_output_stream`` hook that raised (not a TripwireError)."""
     err = ProcessorError(f"processor '{processor_id}': process_output_stream() raised "
                          f"{type(exc).__name__}: {exc}", processor_id=processor_id,
                          hook="process_output_stream")

@@ -1,8 +1,10 @@
 """A processor workflow compiled for the output stream, once per workflow.
 
 On the stream a processor workflow never runs as a workflow (no run, no snapshot, no
-span and no planning per chunk): its plan is compiled once into ``StreamNode``s that
-``StreamPipeline`` runs in process, one chunk at a time, beside plain processors:
+span and no planning per chunk): its plan is read once into ``StreamNode``s that
+``StreamPipeline`` runs in process, one chunk at a time, beside plain processors. The
+plan's entries are read as the runtime reads them (``Entry.read``, with this module's
+``Reader`` where the runtime has ``procflow.runtime.nodes.RUNTIME``):
 
 - ``.then(processor step)``: the processor, as a stage of its own;
 - ``.then(processor workflow)``: that workflow's nodes, in place;
@@ -113,53 +115,92 @@ def compile_stream(wf: Workflow) -> tuple[StreamNode, ...]:
     return nodes
 
 
+@dataclass(frozen=True, slots=True)
+class _Lanes:
+    """``.parallel``/``.branch`` as read, waiting for the ``.map`` that makes it a fork."""
+
+    method: Literal["parallel", "branch"]
+    lanes: tuple[Lane, ...]
+
+
+_Read: TypeAlias = "tuple[StreamNode, ...] | _Lanes | MapNode"
+
+
+class _StreamReader:
+    """The plan as the output stream reads it (``procflow.workflows.plan.Reader``): what
+    each builder call does to one chunk, or a definition error for a call that cannot
+    run per chunk."""
+
+    def __init__(self, wf: Workflow) -> None:
+        self.wf = wf
+
+    def then(self, unit: Any, /) -> _Read:
+        return _unit(self.wf, unit)
+
+    def parallel(self, steps: tuple[Any, ...], distribute: bool, /) -> _Read:
+        return _Lanes("parallel", tuple(Lane(s.id, None, _unit(self.wf, s)) for s in steps))
+
+    def branch(self, branches: tuple[tuple[Callable[[Any], Any], Any], ...], /) -> _Read:
+        return _Lanes("branch", tuple(Lane(s.id, cond, _unit(self.wf, s))
+                                      for cond, s in branches))
+
+    def when(self, condition: Callable[[Any], Any], unit: Any, /) -> _Read:
+        raise WorkflowDefinitionError(
+            f"processor workflow '{self.wf.id}': .when() cannot run on the output stream; "
+            "use .branch([(condition, step)]) followed by .map(merge_processor_results)",
+            workflow_id=self.wf.id)
+
+    def map(self, id: str, fn: Callable[[Any], Any], /) -> _Read:
+        return MapNode(self.wf.id, id, fn)
+
+    def foreach(self, unit: Any, concurrency: int, distribute: bool, /) -> _Read:
+        raise self._refused("foreach()")
+
+    def loop(self, unit: Any, condition: Callable[[Any], Any],
+             mode: Literal["dowhile", "dountil"], max_iterations: int | None, /) -> _Read:
+        raise self._refused(f"{mode}()")
+
+    def sleep(self, id: str, seconds: Any, /) -> _Read:
+        raise self._refused("sleep()")
+
+    def sleep_until(self, id: str, until: Any, /) -> _Read:
+        raise self._refused("sleep_until()")
+
+    def _refused(self, call: str) -> WorkflowDefinitionError:
+        return WorkflowDefinitionError(
+            f"processor workflow '{self.wf.id}' cannot run on the output stream: {call} is "
+            "not supported there (use then, parallel or branch followed by map, and map); "
+            "move the streaming processors to a workflow of their own",
+            workflow_id=self.wf.id)
+
+
 def _compile(wf: Workflow) -> tuple[StreamNode, ...]:
     from procflow.processors.reducer import merge_processor_results
-    from procflow.workflows.plan import (
-        BranchEntry,
-        MapEntry,
-        ParallelEntry,
-        StepEntry,
-        WhenEntry,
-    )
 
+    reader = _StreamReader(wf)
     out: list[StreamNode] = []
-    entries = wf.entries
-    i = 0
-    while i < len(entries):
-        entry = entries[i]
-        if isinstance(entry, StepEntry):
-            out += _unit(wf, entry.step)
-        elif isinstance(entry, WhenEntry):
-            raise WorkflowDefinitionError(
-                f"processor workflow '{wf.id}': .when() cannot run on the output stream; "
-                "use .branch([(condition, step)]) followed by .map(merge_processor_results)",
-                workflow_id=wf.id)
-        elif isinstance(entry, ParallelEntry | BranchEntry):
-            after = entries[i + 1] if i + 1 < len(entries) else None
-            method = "parallel" if isinstance(entry, ParallelEntry) else "branch"
-            if not isinstance(after, MapEntry):
-                raise WorkflowDefinitionError(
-                    f"processor workflow '{wf.id}': .{method}() must be followed by "
-                    ".map(merge_processor_results) (or a map picking one branch) to run "
-                    "on the output stream", workflow_id=wf.id)
-            pairs = (entry.branches if isinstance(entry, BranchEntry)
-                     else tuple((None, s) for s in entry.steps))
-            lanes = tuple(Lane(s.id, cond, _unit(wf, s)) for cond, s in pairs)
-            merge = None if after.fn is merge_processor_results else after.fn
-            out.append(ForkNode(wf.id, method, lanes, merge))  # type: ignore[arg-type]
-            i += 1
-        elif isinstance(entry, MapEntry):
-            out.append(MapNode(wf.id, entry.id, entry.fn))
+    fork: _Lanes | None = None  # a parallel or branch: the next entry must be its map
+    for entry in wf.entries:
+        got = entry.read(reader)
+        if fork is not None:
+            if not isinstance(got, MapNode):
+                break
+            out.append(ForkNode(wf.id, fork.method, fork.lanes,
+                                None if got.fn is merge_processor_results else got.fn))
+            fork = None
+        elif isinstance(got, _Lanes):
+            fork = got
+        elif isinstance(got, MapNode):
+            out.append(got)
         else:
-            raise WorkflowDefinitionError(
-                f"processor workflow '{wf.id}' cannot run on the output stream: "
-                f"{entry.ids()[0][1] if entry.ids() else type(entry).__name__} is not "
-                "supported there (use then, parallel or branch followed by map, and map); "
-                "move the streaming processors to a workflow of their own",
-                workflow_id=wf.id)
-        i += 1
-    return tuple(out)
+            out += got
+    else:
+        if fork is None:
+            return tuple(out)
+    raise WorkflowDefinitionError(
+        f"processor workflow '{wf.id}': .{fork.method}() must be followed by "
+        ".map(merge_processor_results) (or a map picking one branch) to run "
+        "on the output stream", workflow_id=wf.id)
 
 
 def _unit(wf: Workflow, unit: Any) -> tuple[StreamNode, ...]:

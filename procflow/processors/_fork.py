@@ -13,9 +13,8 @@ import difflib
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from procflow.errors import ProcessorError, TripWire
+from procflow.errors import ProcessorError
 from procflow.messages import Chunk
-from procflow.processors._call import stream_bad_return, stream_hook_failed
 from procflow.processors._compile import ForkNode, MapNode
 from procflow.processors.base import Processor
 
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from procflow.processors._stream import Stage, StreamPipeline
     from procflow.processors.args import ProcessOutputStreamArgs
 
-__all__ = ["CompositeStage", "ForkStage", "MapStage", "StreamStepContext"]
+__all__ = ["CompositeStage", "ForkStage", "MapStage", "StreamStepContext", "flat"]
 
 
 class StreamStepContext:
@@ -132,21 +131,19 @@ class ForkStage(CompositeStage):
         self._rc = pipe.context.request_context
         self._lanes = [pipe.stages_of(lane.nodes) for lane in node.lanes]
         self._conditions = [lane.condition for lane in node.lanes]
-        self._direct = [lane[0] if len(lane) == 1 and lane[0].window is None
-                        and not isinstance(lane[0].processor, CompositeStage) else None
-                        for lane in self._lanes]
         self.process_data_parts = node.merge is not None or node.kind == "branch" or any(
-            s.data_parts for lane in self._lanes for s in lane)
+            data_parts for lane in self._lanes for _, _, _, data_parts, _, _, _ in lane)
         self._base = ""
         """Original text given to the lanes and not emitted yet."""
         self._outs = ["" for _ in node.lanes]
         """Each lane's text out, not emitted yet."""
         self._consumed = [0 for _ in node.lanes]
         """How much of ``_base`` each lane's ``_outs`` stands for."""
-        self._windows = [lane[0].window if len(lane) == 1 else None for lane in self._lanes]
+        self._windows = [lane[0][6] if len(lane) == 1 else None  # a lone stage's window
+                         for lane in self._lanes]
 
     def stages(self) -> list[Stage]:
-        return [s for lane in self._lanes for s in _flat(lane)]
+        return [s for lane in self._lanes for s in flat(lane)]
 
     def holds(self) -> bool:
         return bool(self._base)
@@ -156,7 +153,6 @@ class ForkStage(CompositeStage):
         pipe = self._pipe
         outs: list[list[Chunk] | None] = []
         identity = not self._base
-        is_data = part.type.startswith("data-")
         ran = False
         for k, stages in enumerate(self._lanes):
             cond = self._conditions[k]
@@ -164,21 +160,9 @@ class ForkStage(CompositeStage):
                 outs.append(None)
                 continue
             ran = True
-            direct = self._direct[k]
-            if direct is None:
-                out = await pipe.run(stages, part)
-                if pipe.tripwire is not None:
-                    return out[-1:]  # the tripwire chunk; the other lanes' text is not shown
-            elif is_data and not direct.data_parts:
-                out = [part]
-            else:
-                got = await self._call(direct, part)
-                if got is part:  # unchanged: for the reducer, as if the lane were skipped
-                    outs.append(None if self._node.merge is None else [part])
-                    continue
-                if isinstance(got, Chunk):
-                    return [got]  # the tripwire chunk
-                out = got
+            out = await pipe.process(part, stages)
+            if pipe.tripwire is not None:
+                return out[-1:]  # the tripwire chunk; the other lanes' text is not shown
             if identity and (len(out) != 1 or out[0] is not part):
                 identity = False
             outs.append(out)
@@ -192,33 +176,6 @@ class ForkStage(CompositeStage):
         if identity:
             return part
         return self._merge(part, outs)
-
-    async def _call(self, stage: Stage, part: Chunk) -> Any:
-        """A one-processor lane, without a window, run directly (the common lane: saves
-        a pass through the pipeline's loop): ``part`` itself when unchanged, else the
-        chunks out, or the tripwire chunk when it aborted."""
-        p, fn, is_async, _, args, append, _ = stage
-        args.part = part
-        append(part)
-        try:
-            out = fn(args)
-            if is_async:
-                out = await out
-        except TripWire as trip:
-            return self._pipe.tripped(p, trip)
-        except ProcessorError:
-            raise
-        except Exception as exc:
-            raise stream_hook_failed(p.id, exc) from exc
-        if out is part:
-            return part
-        if out is None:
-            return []
-        if isinstance(out, Chunk):
-            return [out]
-        if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
-            return out
-        raise stream_bad_return(p.id, out)
 
     async def _holds(self, k: int, cond: Any, args: ProcessOutputStreamArgs) -> bool:
         lane_id = self._node.lanes[k].id
@@ -263,8 +220,9 @@ class ForkStage(CompositeStage):
         return [part if single else Chunk.text_delta(text), *tail]
 
     def _lane_holds(self, k: int) -> bool:
-        return any(s.processor.holds() if isinstance(s.processor, CompositeStage)
-                   else s.window is not None and bool(s.window.held) for s in self._lanes[k])
+        return any(p.holds() if isinstance(p, CompositeStage)
+                   else window is not None and bool(window.held)
+                   for p, _, _, _, _, _, window in self._lanes[k])
 
     def _emit(self, cut: int, *, force: bool) -> str:
         """Merge and drop the first ``cut`` characters of the original text (moved back
@@ -346,11 +304,13 @@ def _align(original: str, out: str, cut: int) -> tuple[int, int]:
     return 0, 0
 
 
-def _flat(stages: list[Stage]) -> list[Stage]:
+def flat(stages: list[Stage]) -> list[Stage]:
+    """The processor stages of ``stages``, a fork's lanes' in place of the fork's."""
     out: list[Stage] = []
     for s in stages:
-        if isinstance(s.processor, CompositeStage):
-            out += s.processor.stages()
+        p = s[0]
+        if isinstance(p, CompositeStage):
+            out += p.stages()
         else:
             out.append(s)
     return out

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from procflow.errors import ProcessorError, TripWire
+from procflow.errors import ProcessorError, TripwireError
 from procflow.messages import Chunk, DataChunk, Finish, MessageList, Start, TextDelta
 from procflow.processors._call import span_name, stream_bad_return, stream_hook_failed
 from procflow.processors._compile import ForkNode, MapNode
-from procflow.processors._fork import CompositeStage, ForkStage, MapStage
+from procflow.processors._fork import ForkStage, MapStage, flat
 from procflow.processors._hooks import TABLE
 from procflow.processors.args import ProcessorContext, ProcessorViolation, ProcessOutputStreamArgs
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from procflow.processors._compile import StreamNode
     from procflow.processors.base import Processor
 
-__all__ = ["WINDOW_CONTEXT", "PlainStage", "Stage", "StreamPipeline", "Window"]
+__all__ = ["WINDOW_CONTEXT", "Stage", "StreamPipeline", "Window"]
 
 _STREAM = TABLE["process_output_stream"]
 _HOOK = _STREAM.name
@@ -76,28 +76,17 @@ class Window:
         return TextDelta(segment, self.metadata)
 
 
-class Stage(NamedTuple):
-    """One stream processor of one model call: what running a chunk through it needs.
+Stage: TypeAlias = tuple["Processor", Callable[[Any], Any], bool, bool,
+                         ProcessOutputStreamArgs, Callable[[Chunk], None], "Window | None"]
+"""One stream processor of one model call: ``(processor, hook, is_async, data_parts,
+args, append, window)``.
 
-    A named tuple, so the per-chunk loop unpacks it as fast as a plain tuple.
-    """
-
-    processor: Processor
-    hook: Callable[[Any], Any]
-    is_async: bool
-    data_parts: bool
-    """Whether it sees custom "data-*" chunks."""
-    args: ProcessOutputStreamArgs
-    """Kept for the whole stream; only ``part`` changes."""
-    append: Callable[[Chunk], None]
-    """Appends to ``args.stream_parts``."""
-    window: Window | None
-    """The held text of a ``stream_window`` processor."""
-
-
-PlainStage = tuple[Any, Callable[[Any], Any], bool, ProcessOutputStreamArgs,
-                   Callable[[Chunk], None]]
-"""A stage of a pipeline with no window: (processor, hook, is_async, args, append)."""
+``data_parts``: whether it sees custom "data-*" chunks; ``args``: kept for the whole
+stream, only its ``part`` changes; ``append``: appends to ``args.stream_parts``;
+``window``: the held text of a ``stream_window`` processor. A plain tuple, not a named
+one: CPython specializes unpacking an exact tuple, which the per-chunk loop does for
+every stage (a named tuple cost it a third more per stage).
+"""
 
 
 def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage:
@@ -107,8 +96,8 @@ def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage
     parts: list[Chunk] = []
     args = ProcessOutputStreamArgs(ml, ctx.state_for(p.id), ctx.retry_count,
                                    ctx.request_context, ctx.writer, p, ctx, _START, parts)
-    return Stage(p, getattr(p, _HOOK), p.hook_is_async(_HOOK), p.process_data_parts, args,
-                 parts.append, Window() if p.stream_window else None)
+    return (p, getattr(p, _HOOK), p.hook_is_async(_HOOK), p.process_data_parts, args,
+            parts.append, Window() if p.stream_window else None)
 
 
 class StreamPipeline:
@@ -125,21 +114,14 @@ class StreamPipeline:
         counts: Processor id -> chunks it saw (the only per-chunk bookkeeping).
     """
 
-    __slots__ = ("_ctx", "_ml", "_plain", "_stages", "tripwire")
+    __slots__ = ("_ctx", "_ml", "_stages", "tripwire")
 
     def __init__(self, processors: Sequence[Processor | StreamNode], ctx: ProcessorContext,
                  message_list: MessageList | None = None) -> None:
         self._ctx = ctx
         self._ml = message_list
-        self.tripwire: TripWire | None = None
-        self._stages = stages = self.stages_of(processors)
-        # What ``process`` needs of each stage when none holds a window (the usual case).
-        plain: list[PlainStage] = []
-        for p, hook, is_async, _, args, append, window in stages:
-            if window is not None:
-                break
-            plain.append((p, hook, is_async, args, append))
-        self._plain = plain if len(plain) == len(stages) else None
+        self.tripwire: TripwireError | None = None
+        self._stages = self.stages_of(processors)
 
     @property
     def context(self) -> ProcessorContext:
@@ -164,18 +146,9 @@ class StreamPipeline:
         """Whether no processor has a stream hook (chunks pass straight through)."""
         return not self._stages
 
-    def _processor_stages(self) -> list[Stage]:
-        out: list[Stage] = []
-        for s in self._stages:
-            if isinstance(s.processor, CompositeStage):
-                out += s.processor.stages()
-            else:
-                out.append(s)
-        return out
-
     @property
     def counts(self) -> dict[str, int]:
-        return {s.processor.id: len(s.args.stream_parts) for s in self._processor_stages()}
+        return {s[0].id: len(s[4].stream_parts) for s in flat(self._stages)}
 
     def record_spans(self, started: float) -> None:
         """One span per stream processor for this stream (not one per chunk), with its
@@ -190,98 +163,45 @@ class StreamPipeline:
         # Processors that saw the same number of chunks (usually all) share one
         # attributes dict: the trace is stored, and leaves are never changed.
         attributes: dict[int, dict[str, Any]] = {}
-        for stage in self._processor_stages():
-            pid = stage.processor.id
-            chunks = len(stage.args.stream_parts)
+        for p, _, _, _, args, _, _ in flat(self._stages):
+            pid = p.id
+            chunks = len(args.stream_parts)
             counted = attributes.get(chunks)
             if counted is None:
                 counted = attributes[chunks] = {"chunks": chunks}
             tracer.leaf(span_name(pid, _STREAM), "processor", parent, started,
                         "tripwire" if pid == tripped_id else "success", counted, ended)
 
-    async def process(self, chunk: Chunk) -> list[Chunk]:
-        """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.
-
-        Raises:
-            ProcessorError: A hook raised something other than a TripWire, or returned
-                something other than a chunk, a list of chunks or ``None``.
-        """
-        if self.tripwire is not None:
-            return []
-        # ``run`` from the first stage, inlined for the common case (no coroutine of its
-        # own per chunk, no window or data-part checks per stage): a chunk that is not
-        # "data-*" through stages none of which holds a window. Anything else (a data
-        # chunk made, a list returned) hands over to ``run``.
-        plain = self._plain
-        if plain is None or isinstance(chunk, DataChunk):
-            return await self.run(self._stages, chunk)
-        part = chunk
-        for p, fn, is_async, args, append in plain:  # (the agent loop inlines this loop)
-            args.part = part
-            append(part)
-            try:
-                out = fn(args)
-                if is_async:
-                    out = await out
-            except Exception as exc:
-                return [self.failed(p, exc)]
-            if out is part:
-                continue
-            if out is None:
-                return []
-            if isinstance(out, Chunk) and not isinstance(out, DataChunk):
-                part = out
-                continue
-            return await self.after(args, p, out)
-        return [part]
-
-    @property
-    def plain(self) -> list[PlainStage] | None:
-        """The stages as ``(processor, hook, is_async, args, append)``, for a caller
-        running a chunk that is not "data-*" through them itself, as ``process`` does
-        (``failed`` and ``after`` for what is not a chunk passed on); ``None`` when a
-        stage holds a window (``process`` then)."""
-        return self._plain
-
-    def failed(self, p: Processor, exc: Exception) -> Chunk:
-        """The chunk for a stream hook of ``p`` that raised ``exc``: a TripWire's tripwire
-        chunk (the stream is over).
-
-        Raises:
-            ProcessorError: ``exc`` was not a TripWire (the original is the cause).
-        """
-        if isinstance(exc, TripWire):
-            return self.tripped(p, exc)
-        if isinstance(exc, ProcessorError):
-            raise exc
-        raise stream_hook_failed(p.id, exc) from exc
-
-    async def after(self, args: ProcessOutputStreamArgs, p: Processor,
-                    out: Any) -> list[Chunk]:
-        """The chunks for the stage with ``args`` (processor ``p``) returning ``out``, a
-        "data-*" chunk or a list of chunks: through the stages after it."""
-        stages = self._stages
-        i = next(i for i, stage in enumerate(stages) if stage.args is args)
-        if isinstance(out, Chunk):  # a data chunk: the later stages decide on it
-            return await self.run(stages, out, i + 1)
-        return await self._released(stages, i, p, out)
-
     async def finish(self) -> list[Chunk]:
         """The end of a model call that sent no "finish" chunk: a finish goes through
         the stages so that each releases what it holds (the caller drops the finish)."""
         return await self.process(Finish(None))
 
-    async def run(self, stages: list[Stage], part: Chunk, start: int = 0,
-                  released: bool = False) -> list[Chunk]:
-        """Run ``part`` through ``stages`` from ``start`` on (one chunk at a time);
-        ``released``: ``part`` is text the first stage's window just let go."""
+    async def process(self, part: Chunk, stages: list[Stage] | None = None,
+                      released: bool = False) -> list[Chunk]:
+        """The chunks to emit for one incoming chunk; a "tripwire" chunk ends the stream.
+
+        The one loop every chunk takes (the agent's model call and a fork's lanes too).
+
+        Args:
+            part: The chunk.
+            stages: The stages to run it through (a fork's lane, the stages after one),
+                else the pipeline's.
+            released: ``part`` is text the window of the first stage just let go.
+
+        Raises:
+            ProcessorError: A hook raised something other than a TripwireError, or returned
+                something other than a chunk, a list of chunks or ``None``.
+        """
+        if self.tripwire is not None:
+            return []
         is_data = isinstance(part, DataChunk)
-        i = start - 1
-        for stage in stages if start == 0 else stages[start:]:
-            i += 1
+        for stage in self._stages if stages is None else stages:
             p, fn, is_async, data_parts, args, append, window = stage
-            if window is not None and not released:
-                if isinstance(part, TextDelta):
+            if window is not None:
+                if released:
+                    released = False
+                elif isinstance(part, TextDelta):
                     window.add(p, part)
                     got = window.take(p, args, flush=False)
                     if got is None:
@@ -291,11 +211,11 @@ class StreamPipeline:
                     # Text held back leaves before anything that follows it.
                     got = window.take(p, args, flush=True)
                     assert got is not None
-                    head = await self.run(stages, got, i, True)
+                    rest = self._from(stages, stage)
+                    head = await self.process(got, rest, True)
                     if self.tripwire is not None:
                         return head
-                    return head + await self.run(stages, part, i)
-            released = False
+                    return head + await self.process(part, rest)
             if is_data and not data_parts:
                 continue
             args.part = part
@@ -304,7 +224,7 @@ class StreamPipeline:
                 out = fn(args)
                 if is_async:
                     out = await out
-            except TripWire as trip:
+            except TripwireError as trip:
                 return [self.tripped(p, trip)]
             except ProcessorError:
                 raise
@@ -318,25 +238,30 @@ class StreamPipeline:
                 part = out
                 is_data = isinstance(part, DataChunk)
                 continue
-            return await self._released(stages, i, p, out)
+            return await self._released(self._from(stages, stage)[1:], p, out)
         return [part]
 
-    async def _released(self, stages: list[Stage], i: int, p: Processor,
-                        out: Any) -> list[Chunk]:
-        """Stage ``i`` (processor ``p``) returned ``out``, neither its chunk, ``None`` nor
-        one chunk: a list of chunks goes on through the stages after it."""
+    def _from(self, stages: list[Stage] | None, stage: Stage) -> list[Stage]:
+        """``stage`` and the stages after it (of ``stages``, else the pipeline's); found
+        by identity, off the hot path."""
+        lane = self._stages if stages is None else stages
+        return lane[next(i for i, s in enumerate(lane) if s is stage):]
+
+    async def _released(self, later: list[Stage], p: Processor, out: Any) -> list[Chunk]:
+        """A stage (processor ``p``) returned ``out``, neither its chunk, ``None`` nor one
+        chunk: a list of chunks goes on through the ``later`` stages."""
         if isinstance(out, list) and all(isinstance(c, Chunk) for c in out):
             if self.tripwire is not None:  # a fork's lane tripped: its tripwire chunk
                 return out
             emitted: list[Chunk] = []
             for item in out:
-                emitted += await self.run(stages, item, i + 1)
+                emitted += await self.process(item, later)
                 if self.tripwire is not None:
                     break
             return emitted
         raise stream_bad_return(p.id, out)
 
-    def tripped(self, p: Processor, trip: TripWire) -> Chunk:
+    def tripped(self, p: Processor, trip: TripwireError) -> Chunk:
         """Record the abort of ``p`` (stream over, violation reported): its chunk."""
         if trip.processor_id is None:
             trip.processor_id = p.id
@@ -344,3 +269,4 @@ class StreamPipeline:
                            self._ctx)
         self.tripwire = trip
         return Chunk.tripwire(trip.reason, trip.processor_id, trip.retry, trip.metadata)
+

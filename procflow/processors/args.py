@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from procflow.context import RequestContext
-from procflow.errors import ProcessorError, TripWire
+from procflow.errors import ProcessorError, TripwireError
 from procflow.messages import Chunk, DataChunk, Message, MessageList
+from procflow.runtime.tracing import current_step_span
 from procflow.storage.values import register_type
 
 if TYPE_CHECKING:
@@ -174,10 +175,12 @@ class ProcessorContext:
         retry_count: Processor-requested retries so far in this request.
         violations: Every violation reported so far.
         tracer: The trace processor spans are recorded in, if any.
-        span: The parent of the next processor spans.
+        span: The parent of the next processor spans: the span of the step the calling
+            task runs (``current_step_span``, per task, so parallel branches never see
+            each other's), else the span last set here.
     """
 
-    __slots__ = ("request_context", "retry_count", "span", "states", "tracer", "violations",
+    __slots__ = ("_span", "request_context", "retry_count", "states", "tracer", "violations",
                  "writer")
 
     def __init__(self, *, request_context: RequestContext | None = None,
@@ -189,7 +192,19 @@ class ProcessorContext:
         self.retry_count = 0
         self.violations: list[ProcessorViolation] = []
         self.tracer: Tracer | None = None
-        self.span: Span | None = None  # where processor spans go (the current step's span)
+        self._span: Span | None = None
+
+    @property
+    def span(self) -> Span | None:
+        """Where the next processor span goes (see the class docstring)."""
+        here = current_step_span.get()
+        if here is not None and here.tracer is self.tracer:
+            return here.span
+        return self._span
+
+    @span.setter
+    def span(self, span: Span | None) -> None:
+        self._span = span
 
     def state_for(self, processor_id: str) -> dict[str, Any]:
         """The state dict of one processor for this request."""
@@ -225,10 +240,10 @@ class ProcessorArgs:
         re-run with ``reason`` given to the model as feedback.
 
         Raises:
-            TripWire: Always.
+            TripwireError: Always.
         """
         pid = self.processor.id
-        raise TripWire(reason or f"blocked by processor '{pid}'", retry=retry,
+        raise TripwireError(reason or f"blocked by processor '{pid}'", retry=retry,
                        metadata=metadata, processor_id=pid)
 
     async def send_signal(self, signal: Signal | Mapping[str, Any]) -> None:

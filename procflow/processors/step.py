@@ -7,13 +7,14 @@ with the changes merged. A processor without that hook passes the envelope throu
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validator, model_validator
 
 from procflow.errors import ProcessorError, WorkflowDefinitionError
 from procflow.messages import Chunk, Message, MessageList
-from procflow.processors._call import run_hook
 from procflow.processors._hooks import PHASES, TABLE, HookCall
 from procflow.processors._stream import StreamPipeline
 from procflow.processors.args import ProcessorContext, ProcessorViolation
@@ -22,7 +23,7 @@ from procflow.steps.context import StepContext
 from procflow.steps.step import Step
 
 __all__ = ["PROCESSOR_CONTEXT_KEY", "Phase", "ProcessorStep", "ProcessorStepSchema",
-           "run_envelope"]
+           "processor_workflow_hooks", "run_envelope"]
 
 Phase = Literal["input", "input_step", "output_stream", "output_step", "output_result",
                 "tool_result"]
@@ -101,6 +102,35 @@ def is_processor_workflow(obj: Any) -> bool:
             and getattr(obj, "output_schema", None) is ProcessorStepSchema)
 
 
+_WORKFLOW_HOOKS: weakref.WeakKeyDictionary[Any, frozenset[str] | None] = \
+    weakref.WeakKeyDictionary()
+
+
+def processor_workflow_hooks(wf: Any) -> frozenset[str] | None:
+    """The hooks the processors of a processor workflow implement, nested workflows
+    included: a phase none of them has is work the workflow would not do. ``None`` when
+    some step is not a processor's (it may act at any phase). Cached per workflow."""
+    try:
+        return _WORKFLOW_HOOKS[wf]
+    except (KeyError, TypeError):
+        pass
+    hooks: set[str] = set()
+    found: frozenset[str] | None = None
+    for step_id in wf.step_ids():
+        step = wf.get_step(step_id)
+        inner = (step.processor.implemented_hooks() if isinstance(step, ProcessorStep)
+                 else processor_workflow_hooks(step)
+                 if getattr(step, "kind", None) == "workflow" else None)
+        if inner is None:
+            break
+        hooks |= inner
+    else:
+        found = frozenset(hooks)
+    with contextlib.suppress(TypeError):  # not weakly referable: asked again next time
+        _WORKFLOW_HOOKS[wf] = found
+    return found
+
+
 async def run_envelope(p: Processor, env: ProcessorStepSchema,
                        ctx: ProcessorContext) -> ProcessorStepSchema:
     """Run processor ``p`` for the envelope's phase; return the updated envelope."""
@@ -123,7 +153,9 @@ async def run_envelope(p: Processor, env: ProcessorStepSchema,
         call = HookCall(ml)
         for name in hook.env_in:
             setattr(call, name, getattr(env, name))
-        await run_hook(hook, p, call, ctx)
+        from procflow.processors._runner import ProcessorRunner
+
+        await ProcessorRunner([p], context=ctx, validate=False).run(hook, call)
         update = {f: getattr(call, f) for f in hook.env_out}
         update |= {"message_list": ml, "messages": hook.messages(ml),
                    "system_messages": ml.system(), "base": start}

@@ -7,7 +7,6 @@ protocols in ``procflow.runtime.execution``; the records it produces live in
 
 from __future__ import annotations
 
-from procflow.runtime.defaults import get_default_storage, set_default_storage
 from procflow.runtime.events import EventType, WorkflowEvent
 from procflow.runtime.executors import (
     Executor,
@@ -23,11 +22,12 @@ from procflow.runtime.results import (
     Usage,
     WorkflowResult,
 )
-from procflow.runtime.run import Run
+from procflow.runtime.run import Run, RunMode
 from procflow.runtime.step_context import StepContext
 from procflow.runtime.stream import RunStream
 from procflow.runtime.traces import Trace, TraceSpan, load_trace
 from procflow.runtime.tracing import ParentSpan
+from procflow.storage.locate import get_default_storage, set_default_storage
 
 __all__ = [
     "EventType",
@@ -35,6 +35,7 @@ __all__ = [
     "LocalExecutor",
     "ParentSpan",
     "Run",
+    "RunMode",
     "RunSnapshot",
     "RunStatus",
     "RunStream",

@@ -31,7 +31,8 @@ from pydantic_core import to_jsonable_python
 
 from procflow.records import StepResult
 from procflow.runtime.execution import Execution, Failed, Scope, Suspended, Unit
-from procflow.runtime.executor import run_unit
+from procflow.runtime.step_runner import run_unit
+from procflow.runtime.tracing import Span, SpanKind, Tracer
 
 __all__ = ["Distributor", "Job", "JobExecution", "Parked", "fan_out", "run_claimed_job",
            "run_job"]
@@ -74,9 +75,10 @@ class Parked(Exception):
 
 async def fan_out(ex: Execution, distributor: Distributor, units: Sequence[Unit],
                   inputs: Sequence[Any], unit_paths: Sequence[str], paths: Sequence[str],
-                  join: str) -> list[Any]:
+                  join: str, parent: Span | None = None) -> list[Any]:
     """The outputs of the jobs, in order, if all are stored; else send the missing ones
-    and park the run.
+    and park the run. A job run again after its worker was lost gets a span under
+    ``parent`` (the fan-out's) noting "attempt N after worker loss", as a chain step does.
 
     Raises:
         Failed: A job failed (the first one, in order).
@@ -93,6 +95,8 @@ async def fan_out(ex: Execution, distributor: Distributor, units: Sequence[Unit]
         await distributor.dispatch(ex.wf.id, ex.run_id, join, jobs, len(paths))
         ex.parked = join
         raise Parked(join)
+    if parent is not None and ex.tracer is not None:
+        _note_lost(ex.tracer, parent, units, stored, paths)
     suspended: list[str] = []
     outputs: list[Any] = []
     for unit, rec, path in zip(units, stored, paths, strict=True):
@@ -108,6 +112,20 @@ async def fan_out(ex: Execution, distributor: Distributor, units: Sequence[Unit]
     if suspended:
         raise Suspended(suspended)
     return outputs
+
+
+def _note_lost(tracer: Tracer, parent: Span, units: Sequence[Unit],
+               stored: Sequence[StepResult | None], paths: Sequence[str]) -> None:
+    """A span for each job that ran again after a lost worker (the others have none: a
+    job's own spans stay on its worker)."""
+    for unit, rec, path in zip(units, stored, paths, strict=True):
+        if rec is None or not rec.lost:
+            continue
+        kind: SpanKind = getattr(unit, "span_kind", "workflow")  # a nested workflow's: none
+        span = tracer.open(unit.id, kind, parent, path, rec.started_at)
+        span.set(attempt=rec.lost + 1, note=f"attempt {rec.lost + 1} after worker loss")
+        Tracer.end(span, "running" if rec.status == "running" else rec.status)
+        span.end = rec.ended_at if rec.ended_at is not None else span.end
 
 
 def _reads(ex: Execution, unit_path: str) -> tuple[str, ...]:
@@ -139,12 +157,18 @@ class JobExecution(Execution):
         super().__init__(**kwargs)
         self.job_path = job_path
         self.save_steps = save_steps
+        # The job's step is stored "running" first: run again after its worker was
+        # lost, it counts the lost attempt (``StepResult.lost``) and the trace says so.
+        self.mark_started = True
 
     async def flush(self, status: Any, **_: Any) -> None:
-        """Write the rows finished since the last write (a nested workflow's steps),
-        except the job's own."""
+        """Write the rows finished since the last write (a nested workflow's steps) and
+        the job's "running" mark, but not the job's result (``finish_job`` writes it)."""
         own = self.dirty.pop(self.job_path, None)
         dirty = self.dirty
+        if own is not None and own.status == "running":
+            dirty[self.job_path] = own
+            own = None
         self.dirty = {} if own is None else {self.job_path: own}
         if not dirty:
             return

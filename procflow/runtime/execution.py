@@ -300,9 +300,9 @@ class Execution:
         self.dirty: dict[str, StepResult] = {}
         self.request_context = request_context
         self.storage = storage
-        self.persistent: bool = getattr(storage, "persistent", True)
+        self.persistent = storage.persistent
         # A storage keeping objects by reference (InMemoryStorage) encodes nothing.
-        self.encodes = self.persistent and not getattr(storage, "keeps_objects", False)
+        self.encodes = self.persistent and not storage.keeps_objects
         self.blobs_written: set[str] = set()  # digests of the large values written
         self.digests: dict[int, tuple[Any, str]] = {}  # large values hashed, by identity
         # The persisted request context, for "running" snapshots: taken at the first one

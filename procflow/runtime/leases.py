@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
 
+from procflow._backends.deadline import shielded
 from procflow.errors import RunStateError
 from procflow.messages import new_id
 
@@ -106,7 +107,7 @@ class RunLease:
         self.workflow_id = workflow_id
         self.run_id = run_id
         self.owner = owner
-        self.renews = not getattr(storage, "process_local", False)
+        self.renews = not storage.process_local
         """Whether the lease expires and needs a heartbeat: not in a storage that lives
         only in this process (``InMemoryStorage``), where no other process can take over
         and the holder's ``drop()`` in a ``finally`` always runs."""
@@ -252,7 +253,7 @@ class Heartbeat:
         task.cancel()
         import asyncio  # noqa: TID251 - loaded: a task of its loop exists
 
-        with anyio.CancelScope(shield=True):
+        with shielded("stopping a lease heartbeat"):
             await asyncio.wait((task,))
-        if not task.cancelled() and task.exception() is not None:
+        if task.done() and not task.cancelled() and task.exception() is not None:
             _log.warning("a lease heartbeat failed", exc_info=task.exception())

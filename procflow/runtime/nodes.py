@@ -1,7 +1,8 @@
 """Plan nodes: the async callables a workflow's plan entries compile to, once per workflow.
 
-Each builder entry (``procflow.workflows.plan``) compiles itself by calling one of
-the factories here; the runtime only ever sees the resulting ``Node`` callables.
+Each builder entry (``procflow.workflows.plan``) reads itself into ``RUNTIME``, whose
+methods are the factories here; the runtime only ever sees the resulting ``Node``
+callables.
 """
 
 from __future__ import annotations
@@ -17,18 +18,20 @@ from typing import Any, Literal
 
 import anyio
 
-from procflow.errors import StepExecutionError, StepValidationError, TripWire
+from procflow.errors import StepExecutionError, StepValidationError, TripwireError
 from procflow.records import Span, SpanKind, StepResult
 from procflow.runtime.distributed import fan_out
 from procflow.runtime.execution import Execution, Failed, Node, Scope, Suspended, Unit
-from procflow.runtime.executor import close_span, run_unit
 from procflow.runtime.step_context import BailSignal, StepContext
+from procflow.runtime.step_runner import close_span, run_unit
 from procflow.runtime.tracing import Tracer
 
 _now = time.time
 
 __all__ = [
+    "RUNTIME",
     "Condition",
+    "RuntimeReader",
     "branch_node",
     "foreach_node",
     "loop_node",
@@ -60,7 +63,7 @@ def parallel_node(steps: Sequence[Unit], distribute: bool = False) -> Node:
             outputs = await _contained(
                 ex, "parallel", "parallel", scope,
                 lambda sub: fan_out(ex, ex.distributor, steps, [data] * len(steps), paths,
-                                    paths, scope.prefix + "parallel"),
+                                    paths, scope.prefix + "parallel", sub.span),
                 branches=len(steps), distributed=True)
             return {s.id: o for s, o in zip(steps, outputs, strict=True)}
         return await _contained(ex, "parallel", "parallel", scope,
@@ -124,7 +127,7 @@ def _unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
             stack.extend(reversed(exc.exceptions))
         else:
             flat.append(exc)
-    for kind in (BailSignal, TripWire):
+    for kind in (BailSignal, TripwireError):
         for exc in flat:
             if isinstance(exc, kind):
                 return exc
@@ -255,23 +258,10 @@ def branch_node(branches: Sequence[tuple[Condition, Unit]]) -> Node:
         return await _together(ex, chosen, data, scope)
 
     async def branch(ex: Execution, data: Any, scope: Scope) -> Any:
-        tracer = ex.tracer
-        if tracer is None or count == 1:
+        if ex.tracer is None or count == 1:
             return await choose(ex, data, scope)
-        # ``_contained``, inlined: a branch runs several times per agent step
-        span = tracer.open("branch", "branch", scope.span, scope.prefix + "branch", _now())
-        span.attributes = {"branches": count}
-        sub = Scope(scope.wf, scope.prefix, scope.init_data, scope.state, None, span)
-        try:
-            out = await choose(ex, data, sub)
-        except BaseException as exc:
-            close_span(span, exc)
-            raise
-        finally:
-            scope.state = sub.state
-        span.end = _now()
-        span.status = "success"
-        return out
+        return await _contained(ex, "branch", "branch", scope,
+                                lambda sub: choose(ex, data, sub), branches=count)
     return branch
 
 
@@ -298,7 +288,7 @@ def map_node(map_id: str, fn: Callable[[Any], Any]) -> Node:
         try:
             out = fn(StepContext(ex, scope, path, data))
             return out if _plain(out) else await out
-        except (BailSignal, TripWire):
+        except (BailSignal, TripwireError):
             raise
         except Exception as exc:
             err = StepExecutionError(
@@ -337,7 +327,7 @@ def foreach_node(unit: Unit, concurrency: int, distribute: bool = False) -> Node
                 result = await _contained(
                     ex, "foreach", unit.id, scope,
                     lambda sub: fan_out(ex, ex.distributor, [unit] * len(data), data,
-                                        [path] * len(data), paths, path),
+                                        [path] * len(data), paths, path, sub.span),
                     items=len(data), distributed=True)
             except Failed as item_failed:
                 await ex.record(path, StepResult("failed", error=item_failed.error,
@@ -465,7 +455,7 @@ def loop_node(unit: Unit, condition: Condition, mode: Literal["dowhile", "dounti
             try:
                 holds = condition(ctx)
                 holds = bool(holds if _plain(holds) else await holds)
-            except (BailSignal, TripWire):
+            except (BailSignal, TripwireError):
                 raise
             except Exception as exc:
                 err = StepExecutionError(
@@ -554,3 +544,22 @@ def _sleep(entry_id: str, delay: Callable[[StepContext], Awaitable[float]]) -> N
             await ex.event("step-result", path, {"output": data})
         return data
     return sleep
+
+
+class RuntimeReader:
+    """The plan as the runtime reads it (``procflow.workflows.plan.Reader``): each
+    builder call as the ``Node`` that runs it."""
+
+    then = staticmethod(then_node)
+    parallel = staticmethod(parallel_node)
+    branch = staticmethod(branch_node)
+    when = staticmethod(when_node)
+    map = staticmethod(map_node)
+    foreach = staticmethod(foreach_node)
+    loop = staticmethod(loop_node)
+    sleep = staticmethod(sleep_node)
+    sleep_until = staticmethod(sleep_until_node)
+
+
+RUNTIME = RuntimeReader()
+"""The runtime's reader of plans: ``entry.compile()`` is ``entry.read(RUNTIME)``."""

@@ -1,36 +1,44 @@
-"""``Run``: one execution history of a workflow: start, stream, resume, cancel, restart."""
+"""``Run``: one execution history of a workflow: start, stream, resume, cancel, restart,
+and the entry points executors and workers call.
+
+A run is a binding — its workflow, id, storage, durability and ``RunMode`` — and a few
+collaborators, each in its own module: its data between executions (``RunData``), its
+trace (``RunTrace``), its lease (``LeaseKeeper``), the executor it was submitted to, and
+the execution under way (``RunExecution``, which drives the step runner).
+"""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-import anyio
+import warnings
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic
 
 from procflow.context import RequestContext
-from procflow.errors import RunNotFoundError, RunStateError
-from procflow.records import StepResult
-from procflow.runtime._run_exec import _CANCELED
-from procflow.runtime._run_remote import _Remote
-from procflow.runtime._run_state import _NULL_STORAGE, _as_context, _earlier_spans, _path_of
+from procflow.errors import RunStateError
+from procflow.messages import new_secret_id
+from procflow.records import RunSnapshot, RunStatus, StepResult
+from procflow.runtime import run_control as control
 from procflow.runtime.defaults import resolve_storage
-from procflow.runtime.execution import OutputT, PlanUnit
+from procflow.runtime.distributed import Distributor, Job
+from procflow.runtime.execution import Durability, OutputT, PlanUnit, Unit
 from procflow.runtime.executors import Executor, default_executor
-from procflow.runtime.leases import owner_is_dead
+from procflow.runtime.leases import DEFAULT_LEASE_TTL, owner_is_dead
 from procflow.runtime.results import WorkflowResult
+from procflow.runtime.run_data import NULL_STORAGE, RunData, as_context
+from procflow.runtime.run_execution import EPHEMERAL, PRIVATE, SHARED, RunExecution, RunMode
+from procflow.runtime.run_lease import LeaseKeeper
+from procflow.runtime.run_trace import RunTrace, earlier_spans
 from procflow.runtime.stream import RunStream
 from procflow.runtime.sync import call_sync
+from procflow.runtime.tracing import ParentSpan, Span, Tracer
 
 if TYPE_CHECKING:
     from procflow.storage.base import Storage
 
-__all__ = ["Run"]
-
-_log = logging.getLogger("procflow.runtime")
+__all__ = ["Run", "RunMode"]
 
 
-class Run(_Remote[OutputT]):
+class Run(Generic[OutputT]):
     """A run of a committed workflow. Make one with ``workflow.create_run()``;
     ``Run[Out]`` for a workflow whose output schema is ``Out``.
 
@@ -39,29 +47,59 @@ class Run(_Remote[OutputT]):
             ``resume`` take).
         workflow: The workflow it runs.
         storage: Where its snapshots go.
+        durability: "sync" (a snapshot at every step boundary) or "exit".
         status: "pending" until started, then as the last execution left it.
+        mode: Who holds the run (``RunMode``); a caller that alone holds this run
+            object while it executes sets ``RunMode.PRIVATE``.
         lease_ttl: Seconds the run's lease lasts unless renewed (see ``restart``).
         lease_owner: The id this run object takes its lease under.
-        private: Set by a caller that alone holds this run object while it executes,
-            for a run nothing outside this process can see or continue (an agent call
-            kept in an in-memory storage): executing then takes no lease (no heartbeat
-            task) and makes no cancel scope (cancel the calling task instead).
+        distributor: Where distributed fan-outs send their jobs (set by workers).
+        mark_steps: Store each step as started before it runs (set by workers).
     """
+
+    lease_ttl: float = DEFAULT_LEASE_TTL
+
+    def __init__(self, workflow: PlanUnit, *, run_id: str | None = None,
+                 storage: Storage | None = None, durability: Durability | None = None,
+                 tracing: bool = True, ephemeral: bool = False,
+                 parent_span: ParentSpan | None = None) -> None:
+        if run_id is not None and (not isinstance(run_id, str) or not run_id):
+            raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+        self.workflow = workflow
+        self.run_id = run_id or new_secret_id()
+        self._id_unchecked = run_id is not None
+        """The caller chose the id and nothing has looked yet whether a run is stored
+        under it (starting must not replace one; a random id cannot collide)."""
+        if ephemeral:
+            if storage is not None:
+                raise ValueError(
+                    f"a run of workflow '{workflow.id}' cannot be ephemeral and have a "
+                    "storage: an ephemeral run keeps nothing; drop storage= or ephemeral=True")
+            self.storage: Storage = NULL_STORAGE
+            self.durability: Durability = "exit"
+            self.mode = EPHEMERAL
+        else:
+            self.storage = resolve_storage(storage, workflow)
+            self.durability = durability or workflow.durability
+            self.mode = SHARED
+        self._data = RunData()
+        self._trace = RunTrace(tracing, parent_span)
+        self._lease: LeaseKeeper | None = None
+        self._executor: Executor | None = None
+        self._running: RunExecution | None = None
+        self._cancel_requested = False
+        self.distributor: Distributor | None = None
+        self.mark_steps = False
 
     @classmethod
     async def load(cls, workflow: PlanUnit, run_id: str, *,
                    storage: Storage | None = None) -> Run[Any]:
         """Rebuild a run from storage (``workflow.get_run``)."""
         store = resolve_storage(storage, workflow)
-        loaded = await store.load_snapshot(workflow.id, run_id)
-        if loaded is None:
-            raise RunNotFoundError(
-                f"workflow '{workflow.id}' has no stored run '{run_id}' in "
-                f"{type(store).__name__}; check the run id and the storage",
-                workflow_id=workflow.id, run_id=run_id)
+        loaded = await control.load_stored(store, workflow, run_id)
         run: Run[Any] = cls(workflow, run_id=run_id, storage=store)
-        run._restore(*loaded)
-        run._spans = await _earlier_spans(store, run_id)
+        run._data.restore(workflow, run_id, *loaded)
+        run._trace.spans = await earlier_spans(store, run_id)
         return run
 
     # -- public API ---------------------------------------------------------------
@@ -78,7 +116,7 @@ class Run(_Remote[OutputT]):
             RunStateError: The run was already started, or a run of the workflow is
                 already stored under the id given to ``create_run`` (it is left as is).
         """
-        return await self._start(None, input_data, request_context, initial_state)
+        return await control.start(self, None, input_data, request_context, initial_state)
 
     def start_sync(self, input_data: Any = None, *,
                    request_context: RequestContext | Mapping[str, Any] | None = None,
@@ -92,8 +130,8 @@ class Run(_Remote[OutputT]):
                 there instead).
             RunStateError: The run was already started.
         """
-        return call_sync(lambda: self._start(None, input_data, request_context,
-                                             initial_state),
+        return call_sync(lambda: control.start(self, None, input_data, request_context,
+                                               initial_state),
                          method="Run.start_sync()", instead="await run.start(...)")
 
     def stream(self, input_data: Any = None, *,
@@ -104,8 +142,8 @@ class Run(_Remote[OutputT]):
         Use ``async with run.stream(...) as events: async for event in events: ...``
         (or iterate it directly to the end). ``events.result`` is the result afterwards.
         """
-        return RunStream(lambda send: self._start(send, input_data, request_context,
-                                                  initial_state))
+        return RunStream(lambda send: control.start(self, send, input_data, request_context,
+                                                    initial_state))
 
     async def resume(self, step: Any = None, resume_data: Any = None, *,
                      request_context: RequestContext | Mapping[str, Any] | None = None,
@@ -126,13 +164,14 @@ class Run(_Remote[OutputT]):
                 or another process resumed the run first.
             StepValidationError: ``resume_data`` does not match the step's resume schema.
         """
-        return await self._resume(None, step, resume_data, request_context)
+        return await control.resume(self, None, step, resume_data, request_context)
 
     def resume_stream(self, step: Any = None, resume_data: Any = None, *,
                       request_context: RequestContext | Mapping[str, Any] | None = None,
                       ) -> RunStream:
         """Like ``resume``, streaming the run's events (see ``stream``)."""
-        return RunStream(lambda send: self._resume(send, step, resume_data, request_context))
+        return RunStream(lambda send: control.resume(self, send, step, resume_data,
+                                                     request_context))
 
     async def restart(self, *, request_context: RequestContext | Mapping[str, Any] | None = None,
                       ) -> WorkflowResult[OutputT]:
@@ -154,42 +193,13 @@ class Run(_Remote[OutputT]):
             RunStateError: The run is running in this process or holds a live lease in
                 another, was never started, or is suspended (use ``resume``).
         """
-        self._check_idle("restart")
-        if self.status == "success" and self._result is not None:
-            return self._result
-        await self._take_lease()
-        try:
-            if self.storage is not _NULL_STORAGE:
-                loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
-                if loaded is not None:
-                    self._restore(*loaded)
-            if self.status == "success" and self._result is not None:
-                await self._drop_lease()
-                return self._result
-            if self.status == "suspended":
-                raise RunStateError(
-                    f"run '{self.run_id}' is suspended at {self._suspended}; use resume() "
-                    "instead of restart()", workflow_id=self.workflow.id, run_id=self.run_id)
-            if self.status == "pending" and not self._records:
-                raise RunStateError(
-                    f"run '{self.run_id}' was never started; call start()",
-                    workflow_id=self.workflow.id, run_id=self.run_id)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self._drop_lease()
-            raise
-        if request_context is not None:
-            self._context.update(_as_context(request_context))
-        _log.info("run %s (workflow %s): restarting from status %s", self.run_id,
-                  self.workflow.id, self.status,
-                  extra={"run_id": self.run_id, "workflow_id": self.workflow.id})
-        return await self._execute(None, frozenset(), None)
+        return await control.restart(self, request_context)
 
     async def stalled(self) -> bool:
         """Whether the stored run is "running" with no live lease (or one held by a
         process of this host that is gone): the process that ran it stopped, and
         ``restart()`` continues it."""
-        if self._active or self.storage is _NULL_STORAGE:
+        if self._running is not None or self.storage is NULL_STORAGE:
             return False
         loaded = await self.storage.load_snapshot(self.workflow.id, self.run_id)
         if loaded is None or loaded[0].status != "running":
@@ -214,32 +224,7 @@ class Run(_Remote[OutputT]):
         Raises:
             RunStateError: This run is running, or ``step`` has no stored result.
         """
-        self._check_idle("replay_from")
-        path = _path_of(step)
-        record = self._records.get(path)
-        if record is None:
-            known = sorted(p for p in self._records if "[" not in p)
-            raise RunStateError(
-                f"step '{path}' has no stored result in run '{self.run_id}'; steps with "
-                f"results: {known}", workflow_id=self.workflow.id, run_id=self.run_id,
-                step_id=path)
-        t0 = record.started_at
-        inside = (path + ".", path + "[")
-        records = self._records
-        kept = {p: r for p, r in records.items()
-                if r.status == "success" and r.ended_at is not None and r.ended_at < t0
-                and p != path and not p.startswith(inside)
-                and not _superseded(records, p, r)}
-        new: Run[OutputT] = Run(self.workflow, run_id=run_id, storage=self.storage,
-                  durability=self.durability, tracing=self.tracing)
-        new._input = self._input
-        new._state = dict(self._state)
-        new._context = self._context.copy()
-        new._records = kept
-        new._replay_of = (self.run_id, path)
-        await new._check_new_id("replay into")
-        await new._execute(None, frozenset(), None)
-        return new
+        return await control.replay(self, step, run_id)
 
     async def submit(self, input_data: Any = None, *, executor: Executor | None = None,
                      request_context: RequestContext | Mapping[str, Any] | None = None,
@@ -258,13 +243,12 @@ class Run(_Remote[OutputT]):
             StepValidationError: The input does not match the workflow's input schema
                 (a remote executor checks it before sending).
         """
-        if self.status != "pending" or self._active:
+        if self._data.status != "pending" or self._running is not None:
             raise RunStateError(
                 f"run '{self.run_id}' cannot be submitted: it is not new (status "
-                f"{self.status!r})", workflow_id=self.workflow.id, run_id=self.run_id)
-        chosen = executor if executor is not None else default_executor()
-        self._executor = chosen
-        context = None if request_context is None else _as_context(request_context)
+                f"{self._data.status!r})", workflow_id=self.workflow.id, run_id=self.run_id)
+        chosen = self._executor = executor if executor is not None else default_executor()
+        context = None if request_context is None else as_context(request_context)
         return await chosen.submit(self, input_data, request_context=context,
                                    initial_state=initial_state)
 
@@ -300,9 +284,8 @@ class Run(_Remote[OutputT]):
             RunStateError: As for ``resume`` (another process resumed it first).
             StepValidationError: ``resume_data`` does not match the step's resume schema.
         """
-        path, resume_data = self._resume_request("resume_submit", step, resume_data)
-        chosen = executor if executor is not None else default_executor()
-        self._executor = chosen
+        path, resume_data = control.resume_request(self, "resume_submit", step, resume_data)
+        chosen = self._executor = executor if executor is not None else default_executor()
         return await chosen.resume(self, path, resume_data)
 
     async def refresh(self) -> None:
@@ -313,37 +296,179 @@ class Run(_Remote[OutputT]):
             RunNotFoundError: The run is not stored.
         """
         self._check_idle("refresh")
-        await self._reload()
+        await control.reload(self)
 
     async def cancel(self) -> None:
         """Cancel the run: a running execution stops (no task is left behind) and the
         run ends "canceled"; a pending or suspended run is marked "canceled". A run
         submitted to workers is cancelled where it runs, at its next step boundary (a
         running step's cancel scope is cancelled)."""
-        if self.internal or (self.private and self._active):
-            raise RunStateError(
-                f"run '{self.run_id}' of workflow '{self.workflow.id}' is internal to a "
-                "library call and cannot be cancelled on its own; cancel the call instead",
-                workflow_id=self.workflow.id, run_id=self.run_id)
+        await control.cancel(self)
+
+    # -- what executors and workers call -----------------------------------------
+
+    async def prepare(self, input_data: Any = None, *,
+                      request_context: RequestContext | Mapping[str, Any] | None = None,
+                      initial_state: Mapping[str, Any] | None = None) -> None:
+        """Validate the input and store the run as "pending", for another process to
+        execute (``run_submitted``); what remote executors do on ``submit``.
+
+        Raises:
+            StepValidationError: The input does not match the workflow's input schema.
+        """
+        await control.prepare(self, input_data, request_context, initial_state)
+
+    async def run_submitted(self, step: str | None = None,
+                            resume_data: Any = None) -> WorkflowResult:
+        """What a worker does with a delivered run: start a stored "pending" run from its
+        stored input, continue a "running" one (a redelivery after a lost worker, or a
+        parked fan-out whose jobs are done), or return a settled run's stored result.
+        With ``step``, the run (claimed "running" by ``resume_submit``) continues by
+        resuming that step with ``resume_data``.
+
+        The run is loaded after its lease is taken: a run object made with
+        ``Run(workflow, run_id=..., storage=...)``, without ``load``, will do.
+
+        Raises:
+            RunStateError: Another live process holds the run's lease.
+        """
+        return await control.run_submitted(self, step, resume_data)
+
+    async def run_job(self, job: Job) -> StepResult:
+        """Run one job of this run's distributed fan-out (under the job's own lease) and
+        store its result; a job already stored is not run again. The run is loaded after
+        the lease is taken (an unloaded run object will do).
+
+        Raises:
+            RunStateError: Another live process holds the job's lease.
+            RunNotFoundError: The run is not stored.
+            LookupError: The job's step is not in the workflow.
+        """
+        return await control.run_job(self, job)
+
+    async def run_claimed_job(
+            self, job: Job, snapshot: RunSnapshot, steps: dict[str, StepResult],
+            save_steps: Callable[[Mapping[str, StepResult]], Awaitable[None]],
+            load_input: Callable[[], Any],
+    ) -> dict[str, StepResult]:
+        """Run one job of this run's distributed fan-out that the caller claimed (it holds
+        the job's lease and loaded ``snapshot`` and the ``steps`` the job needs, not the
+        whole run). The run's header is not written; the job's inner rows (a nested
+        workflow's) go to ``save_steps`` as they finish.
+
+        Args:
+            load_input: Decodes the run's input, left out of ``snapshot`` (called, and
+                the input checked, only if a step asks for it).
+
+        Returns:
+            The rows left to store, the job's own result among them (the caller writes
+            them with the join).
+
+        Raises:
+            LookupError: The job's step is not in the workflow.
+        """
+        return await control.run_claimed_job(self, job, snapshot, steps, save_steps,
+                                             load_input)
+
+    def job_unit(self, job: Job) -> Unit:
+        """The step (or nested workflow) a job of this run runs.
+
+        Raises:
+            LookupError: The job's step is not in the workflow.
+        """
+        return control.job_unit(self, job)
+
+    def request_cancel(self) -> None:
+        """Cancel the run's execution in this process, now or as soon as it starts
+        (what a worker does when another process cancels the run)."""
         self._cancel_requested = True
-        if self._cancel_scope is not None:
-            self._cancel_scope.cancel()
-            return
-        if not self._active and self._executor is not None \
-                and await self._executor.cancel(self):
-            return
-        if self.status in ("pending", "suspended", "running"):
-            ex = self._execution(None, frozenset(), None)
-            await self._finish(ex, _CANCELED)
+        if self._running is not None:
+            self._running.cancel()
+
+    # -- state ----------------------------------------------------------------------
+
+    @property
+    def status(self) -> RunStatus:
+        """"pending" until started, then as the last execution left it."""
+        return self._data.status
+
+    @status.setter
+    def status(self, value: RunStatus) -> None:
+        self._data.status = value
+
+    @property
+    def last_result(self) -> WorkflowResult[OutputT] | None:
+        """The result of this object's last execution (or of the stored run it was loaded
+        from), if any; ``await run.result()`` waits for a submitted run instead."""
+        return self._data.result
+
+    @property
+    def lease_owner(self) -> str:
+        """The id this run object takes its lease under (made when first needed)."""
+        return self._lease_keeper().owner
+
+    @property
+    def tracing(self) -> bool:
+        """Whether the run records a trace of its own."""
+        return self._trace.enabled
+
+    @tracing.setter
+    def tracing(self, value: bool) -> None:
+        self._trace.enabled = value
+
+    @property
+    def trace_parent(self) -> tuple[Tracer, Span] | None:
+        """Where this run's spans go inside another run's trace (instead of its own)."""
+        return self._trace.parent
+
+    @trace_parent.setter
+    def trace_parent(self, value: tuple[Tracer, Span] | None) -> None:
+        self._trace.parent = value
+
+    @property
+    def private(self) -> bool:
+        """Deprecated: ``run.mode is RunMode.PRIVATE``."""
+        _deprecated("Run.private", "run.mode is RunMode.PRIVATE")
+        return self.mode is PRIVATE
+
+    @private.setter
+    def private(self, value: bool) -> None:
+        _deprecated("Run.private = ...", "run.mode = RunMode.PRIVATE")
+        if value:
+            self.mode = PRIVATE
+        elif self.mode is PRIVATE:
+            self.mode = SHARED
+
+    def _lease_keeper(self) -> LeaseKeeper:
+        """The run's lease keeper (made when first needed: not every run takes a lease)."""
+        keeper = self._lease
+        if keeper is None:
+            keeper = self._lease = LeaseKeeper(self.workflow.id, self.run_id)
+        return keeper
+
+    async def _drop_lease(self) -> None:
+        if self._lease is not None:
+            await self._lease.drop()
+
+    def _idle(self) -> None:
+        """The execution under way ended (``RunExecution.run`` calls this)."""
+        self._running = None
+
+    def _check_idle(self, what: str) -> None:
+        if self._running is not None:
+            raise RunStateError(
+                f"run '{self.run_id}' is running; {what}() must wait until it ends",
+                workflow_id=self.workflow.id, run_id=self.run_id)
+
+    async def _check_new_id(self, what: str) -> None:
+        """See ``run_control.check_new_id`` (``LocalExecutor`` checks before it starts)."""
+        await control.check_new_id(self, what)
+
+    def __repr__(self) -> str:
+        return (f"Run(workflow={self.workflow.id!r}, run_id={self.run_id!r}, "
+                f"status={self._data.status!r})")
 
 
-def _superseded(records: Mapping[str, StepResult], path: str, record: StepResult) -> bool:
-    """Whether a step enclosing ``path`` (a nested workflow, a branch, a loop) started
-    again after ``record`` did: the record is then from an earlier pass of a loop (its
-    step was skipped or not reached since), not part of the pass being replayed."""
-    for i, ch in enumerate(path):
-        if ch in ".[":
-            outer = records.get(path[:i])
-            if outer is not None and outer.started_at > record.started_at:
-                return True
-    return False
+def _deprecated(name: str, instead: str) -> None:
+    warnings.warn(f"{name} is deprecated; use {instead} (procflow.runtime.RunMode)",
+                  DeprecationWarning, stacklevel=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, NoReturn
 
-from procflow.errors import TripWire
+from procflow.errors import TripwireError
 from procflow.records import Usage
 from procflow.runtime.execution import Deferred, InputT
 
@@ -144,9 +144,9 @@ class StepContext(Generic[InputT]):
         """Stop the run with status "tripwire" and this reason.
 
         Raises:
-            TripWire: Always.
+            TripwireError: Always.
         """
-        raise TripWire(reason, retry=retry, metadata=metadata, processor_id=self.step_id)
+        raise TripwireError(reason, retry=retry, metadata=metadata, processor_id=self.step_id)
 
     def add_usage(self, usage: Usage | Mapping[str, Any]) -> None:
         """Report tokens this step spent (a model call, an agent call): they add up in

@@ -1,4 +1,16 @@
-"""Steps: the units of work a workflow runs, and the ways to make them."""
+"""Steps: the units of work a workflow runs, and the way to make them.
+
+There is one obvious way for each kind of thing:
+
+- a function becomes a step with ``@step`` (``@step(id=..., input_schema=...,
+  metadata=...)`` takes every option a step has);
+- an object that already is or has a step (a ``Processor``, an ``Agent``, a committed
+  ``Workflow``) is wrapped with ``create_step(obj)``.
+
+``create_step(id=..., execute=fn, ...)`` is ``@step`` written as a call, for a lambda or
+a function made at run time; both build a ``Step`` through ``create_step``, the one
+implementation (``Step(...)`` itself is what it builds, not a third way).
+"""
 
 from __future__ import annotations
 
@@ -44,7 +56,8 @@ def validate_id(value: object, *, what: str) -> str:
 class Step(Generic[InputT, OutputT]):
     """A unit of work: an ``execute`` function with optional schemas, retries and timeout.
 
-    Build one with ``create_step(...)`` or the ``@step`` decorator. ``Step[In, Out]`` takes
+    Make one with the ``@step`` decorator (or ``create_step(id=..., execute=...)``, the
+    same as a call); this constructor is what both call. ``Step[In, Out]`` takes
     an ``In`` and returns an ``Out`` (``Any`` where no schema says).
 
     Attributes:
@@ -138,14 +151,16 @@ def create_step(obj: Any, /) -> Step: ...
 
 
 def create_step(obj: Any = None, /, **options: Any) -> Step | PlanUnit:
-    """Make a step.
+    """Make a step: the way to wrap an object, and the one implementation ``@step`` uses.
 
     Forms:
-        ``create_step(id=..., execute=fn, input_schema=..., output_schema=..., retries=...,
-        timeout=..., suspend_schema=..., resume_schema=...)``: a plain step.
-        ``create_step(workflow)``: a committed workflow, used as a nested step.
         ``create_step(processor)`` / ``create_step(agent)``: any object with an
         ``as_step()`` method (processors, agents) becomes its step.
+        ``create_step(workflow)``: a committed workflow, used as a nested step.
+        ``create_step(id=..., execute=fn, input_schema=..., output_schema=..., retries=...,
+        timeout=..., suspend_schema=..., resume_schema=..., description=...,
+        run_in_thread=..., metadata=..., trace_io=...)``: a step from a function, the
+        same as ``@step(...)`` on ``fn`` (prefer the decorator for a ``def``).
 
     Raises:
         WorkflowDefinitionError: The arguments do not make a step.
@@ -185,40 +200,59 @@ def step(*, id: str | None = None, input_schema: type[InputT], output_schema: ty
          suspend_schema: Any = None, resume_schema: Any = None,
          retries: int | None = None, timeout: float | None = None,
          description: str | None = None, run_in_thread: bool = False,
+         metadata: dict[str, Any] | None = None, trace_io: bool = True,
          ) -> Callable[[ExecuteFn[InputT, OutputT]], Step[InputT, OutputT]]: ...
 @overload
 def step(*, id: str | None = None, input_schema: type[InputT], output_schema: Any = None,
          suspend_schema: Any = None, resume_schema: Any = None,
          retries: int | None = None, timeout: float | None = None,
          description: str | None = None, run_in_thread: bool = False,
+         metadata: dict[str, Any] | None = None, trace_io: bool = True,
          ) -> Callable[[ExecuteFn[InputT, Any]], Step[InputT, Any]]: ...
 @overload
 def step(*, id: str | None = None, input_schema: Any = None, output_schema: type[OutputT],
          suspend_schema: Any = None, resume_schema: Any = None,
          retries: int | None = None, timeout: float | None = None,
          description: str | None = None, run_in_thread: bool = False,
+         metadata: dict[str, Any] | None = None, trace_io: bool = True,
          ) -> Callable[[ExecuteFn[Any, OutputT]], Step[Any, OutputT]]: ...
 @overload
 def step(*, id: str | None = None, input_schema: Any = None, output_schema: Any = None,
          suspend_schema: Any = None, resume_schema: Any = None,
          retries: int | None = None, timeout: float | None = None,
          description: str | None = None, run_in_thread: bool = False,
+         metadata: dict[str, Any] | None = None, trace_io: bool = True,
          ) -> Callable[[ExecuteFn[Any, Any]], Step[Any, Any]]: ...
 
 
 def step(fn: Any = None, /, *, id: str | None = None, input_schema: Any = None,
          output_schema: Any = None, suspend_schema: Any = None, resume_schema: Any = None,
          retries: int | None = None, timeout: float | None = None,
-         description: str | None = None, run_in_thread: bool = False) -> Any:
-    """Decorator form of ``create_step``: ``@step`` or ``@step(...)``; the id defaults to
-    the function's name.
+         description: str | None = None, run_in_thread: bool = False,
+         metadata: dict[str, Any] | None = None, trace_io: bool = True) -> Any:
+    """Make a step from a function: the obvious way. ``@step`` or ``@step(...)``; the id
+    defaults to the function's name, the description to its docstring.
 
     With schemas, the step is typed: ``@step(input_schema=In, output_schema=Out)`` makes a
     ``Step[In, Out]`` whose function takes a ``StepContext[In]`` and returns an ``Out``.
 
+    Args:
+        id: Unique within its workflow (default: the function's name).
+        input_schema: What the step takes (a pydantic model or any type pydantic
+            validates; ``None``: passed unvalidated).
+        output_schema: What the step returns (as ``input_schema``).
+        suspend_schema: What ``ctx.suspend(...)`` sends.
+        resume_schema: What the resume brings back (``ctx.resume_data``).
+        retries: Extra attempts after a failure (``None``: the workflow's default).
+        timeout: Seconds an attempt may take (``None``: the workflow's default).
+        description: Free text shown by the studio (default: the docstring).
+        run_in_thread: Run a blocking sync function in a worker thread.
+        metadata: Free-form data kept on the step (``step.metadata``), for your tools.
+        trace_io: Record the step's input and output on its trace span.
+
     Example::
 
-        @step(input_schema=In, output_schema=Out)
+        @step(input_schema=In, output_schema=Out, metadata={"owner": "billing"})
         async def double(ctx: StepContext[In]) -> Out:
             return Out(value=ctx.input_data.value * 2)
 
@@ -228,11 +262,12 @@ def step(fn: Any = None, /, *, id: str | None = None, input_schema: Any = None,
     """
 
     def decorate(fn: ExecuteFn) -> Step:
-        return Step(id=id if id is not None else getattr(fn, "__name__", ""), execute=fn,
-                    input_schema=input_schema, output_schema=output_schema,
-                    suspend_schema=suspend_schema, resume_schema=resume_schema,
-                    retries=retries, timeout=timeout, description=description,
-                    run_in_thread=run_in_thread)
+        return create_step(id=id if id is not None else getattr(fn, "__name__", ""),
+                           execute=fn, input_schema=input_schema,
+                           output_schema=output_schema, suspend_schema=suspend_schema,
+                           resume_schema=resume_schema, retries=retries, timeout=timeout,
+                           description=description, run_in_thread=run_in_thread,
+                           metadata=metadata, trace_io=trace_io)
 
     if fn is None:
         return decorate

@@ -4,7 +4,8 @@
 ``RedisStorage`` (several processes sharing state) and ``PostgresStorage`` (the durable
 system of record). The three backends are imported on first access, so importing this
 package imports none of ``sqlite3``, ``redis`` or ``psycopg``. ``prune_runs`` deletes
-finished runs older than a cut-off (``procflow.storage.retention``).
+finished runs older than a cut-off (``procflow.storage.retention``). Where runs and
+memory go when no ``storage=`` is given is ``procflow.storage.locate``'s one order.
 """
 
 from __future__ import annotations
@@ -26,6 +27,4 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryStorage", "NullStorage", "PostgresStorage", "PrunedRun", "RedisStorage",
            "SQLiteStorage", "Storage", "prune_runs", "register_type"]
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisStorage": ".redis",
-                                                             "PostgresStorage": ".postgres",
-                                                             "SQLiteStorage": ".sqlite"})
+__getattr__, __dir__ = lazy_exports(__name__, globals())

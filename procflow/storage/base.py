@@ -8,14 +8,22 @@ once, not a cumulative history on every step.
 A run being executed holds a *lease* (``acquire_lease``): an owner id and an expiry,
 renewed by a heartbeat while it runs. Taking a lease is atomic (of two processes, one
 wins), and a "running" run whose lease expired is *stalled*: anyone may restart it.
+
+What the runtime asks of a backend beyond its methods is declared here as a
+*capability*, a class attribute with a default (``persistent``, ``keeps_objects``,
+``process_local``). A backend subclasses ``Storage`` and overrides the capabilities that
+differ; the runtime reads them as attributes and never probes for them. Likewise the
+four retention methods (``prune_runs``) have defaults built on ``list_runs`` and
+``delete_run``, which the built-in backends replace with their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Protocol, runtime_checkable
 
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.storage.retention import PrunedRun, oldest_first
 
 __all__ = ["Storage"]
 
@@ -23,7 +31,29 @@ __all__ = ["Storage"]
 @runtime_checkable
 class Storage(Protocol):
     """Persists workflow runs. Implementations: InMemoryStorage, SQLiteStorage, RedisStorage,
-    PostgresStorage."""
+    PostgresStorage, NullStorage.
+
+    Subclass it to write a backend: the capabilities below then have their defaults
+    (those of a durable store shared between processes, like ``SQLiteStorage``), and
+    mypy checks that every method is implemented.
+    """
+
+    __slots__ = ()
+
+    persistent: ClassVar[bool] = True
+    """Whether what is saved can be loaded again. ``False`` (``NullStorage``): the runtime
+    builds no snapshots, takes no lease and stores the run's trace in the storage the run
+    would otherwise resolve to."""
+
+    keeps_objects: ClassVar[bool] = False
+    """Whether values are kept as they are (by reference), never encoded. ``True``
+    (``InMemoryStorage``): any value can be stored, and a stored run holds the objects as
+    the run left them, not a copy per step (so an agent run cannot be replayed from it)."""
+
+    process_local: ClassVar[bool] = False
+    """Whether the storage lives and dies with this process. ``True``
+    (``InMemoryStorage``): no other process can take a lease over, so runs hold theirs
+    without expiry or heartbeat, and an agent call keeps its run private."""
 
     async def save_snapshot(self, snapshot: RunSnapshot,
                             steps: Mapping[str, StepResult]) -> None:
@@ -131,3 +161,33 @@ class Storage(Protocol):
     async def aclose(self) -> None:
         """Release connections; the storage is not used afterwards."""
         ...
+
+    # -- retention (``procflow.storage.retention``); defaults on the methods above ------
+
+    async def list_finished(self, *, before: float, workflow_id: str | None,
+                            statuses: frozenset[str]) -> list[PrunedRun]:
+        """Finished runs with a status in ``statuses`` last updated before ``before``,
+        oldest first. Default: filtered from ``list_runs``."""
+        return oldest_first([
+            PrunedRun(run.workflow_id, run.run_id, run.status, run.updated_at)
+            for run in await self.list_runs(workflow_id=workflow_id)
+            if run.status in statuses and run.updated_at < before])
+
+    async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``runs`` that is still as listed and holds no live lease; return
+        those deleted. Default: ``delete_run`` on each, without those checks."""
+        for run in runs:
+            await self.delete_run(run.workflow_id, run.run_id)
+        return list(runs)
+
+    async def list_orphan_traces(self, *, before: float, workflow_id: str | None,
+                                 statuses: frozenset[str] | None) -> list[PrunedRun]:
+        """Traces with no run record that ended (or, with no end, started) before
+        ``before``, with a status in ``statuses`` (``None``: any), oldest first, as
+        ``trace_only`` rows. Default: none (such traces are kept)."""
+        return []
+
+    async def delete_orphan_traces(self, traces: Sequence[PrunedRun]) -> list[PrunedRun]:
+        """Delete each of ``traces`` that is still as listed and still has no run record;
+        return those deleted. Default: none."""
+        return []

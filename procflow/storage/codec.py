@@ -232,6 +232,8 @@ def encode_step(result: StepResult, *, blob_size: int | None = BLOB_SIZE,
         "iterations": result.iterations,
         "partial": result.partial,
     }
+    if result.lost:  # (rare: left out otherwise; a document without it reads as 0)
+        document["lost"] = result.lost
     blobs: dict[str, str | bytes] = {}
     return _encode_fields(document, _STEP_VALUES, blobs, blob_size, digests), blobs
 
@@ -451,6 +453,7 @@ class _StoredStep(BaseModel):
     resume_data: Any
     iterations: int
     partial: Any
+    lost: int = 0
 
 
 class _StoredRun(BaseModel):
@@ -674,6 +677,7 @@ def load_step_json(text: str | bytes, *, workflow_id: str, run_id: str,
         resume_data=resume_data,
         iterations=stored.iterations,
         partial=partial,
+        lost=stored.lost,
     )
 
 

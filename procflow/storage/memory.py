@@ -23,6 +23,7 @@ from procflow.records import (
     StepResult,
     TraceRecord,
 )
+from procflow.storage.base import Storage
 from procflow.storage.retention import PrunedRun, oldest_first, trace_time
 
 __all__ = ["InMemoryStorage"]
@@ -31,7 +32,7 @@ _RunKey = tuple[str, str]
 
 
 @final
-class InMemoryStorage:
+class InMemoryStorage(Storage):
     """A ``Storage`` that keeps runs in this process's memory.
 
     Data lives as long as the instance; ``aclose()`` keeps it. Stored objects are shared,
@@ -47,6 +48,7 @@ class InMemoryStorage:
     __slots__ = ("__weakref__", "_finished", "_leases", "_max_runs", "_runs", "_steps",
                  "_traces")
 
+    persistent = True
     keeps_objects = True
     """Values are kept as they are, never encoded (so any value can be stored)."""
     process_local = True

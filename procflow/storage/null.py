@@ -7,17 +7,20 @@ import time
 from collections.abc import Mapping
 
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.storage.base import Storage
 
 __all__ = ["NullStorage"]
 
 
-class NullStorage:
+class NullStorage(Storage):
     """A ``Storage`` that stores nothing: saves are dropped, loads find nothing.
 
     ``persistent = False`` tells the runtime it need not build snapshots at all.
     """
 
     persistent = False
+    keeps_objects = False
+    process_local = False
 
     async def save_snapshot(self, snapshot: RunSnapshot,
                             steps: Mapping[str, StepResult]) -> None:

@@ -26,9 +26,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, final
 
 from procflow._backends import AsyncResource
-from procflow._backends.postgres import PostgresPool
+from procflow._backends.postgres import OPERATION_TIMEOUT, PostgresPool
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage._sql import lease_request, run_rows, trace_row
+from procflow.storage.base import Storage
 from procflow.storage.codec import (
     listed_snapshot,
     load_run,
@@ -101,7 +102,7 @@ _ACQUIRE: Final = """
 
 
 @final
-class PostgresStorage(AsyncResource):
+class PostgresStorage(AsyncResource, Storage):
     """A ``Storage`` on a PostgreSQL server (psycopg 3 async, a connection pool).
 
     The schema is created (or upgraded) on first use, unless ``create`` is false. Needs
@@ -115,6 +116,9 @@ class PostgresStorage(AsyncResource):
             read-only commands of ``procflow``), a schema without them is a
             ``StorageError`` saying so, and nothing is created (an older version of the
             tables is still upgraded).
+        timeout: Seconds one operation may take, waiting for a pooled connection
+            included (``None``: no limit); past it the operation raises
+            ``StorageError`` (a frozen server or network never hangs a run).
 
     Every method raises ``StorageError`` when the database cannot be reached, read or
     written, and ``SnapshotCorruptedError`` (naming the run) for a stored row that cannot be
@@ -132,9 +136,14 @@ class PostgresStorage(AsyncResource):
         ```
     """
 
+    persistent = True
+    keeps_objects = False
+    process_local = False
+
     def __init__(self, dsn: str, *, schema: str = "public", max_connections: int = 10,
-                 create: bool = True) -> None:
-        self.pool = PostgresPool(dsn, schema=schema, max_size=max_connections, create=create)
+                 create: bool = True, timeout: float | None = OPERATION_TIMEOUT) -> None:
+        self.pool = PostgresPool(dsn, schema=schema, max_size=max_connections, create=create,
+                                 timeout=timeout)
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self.pool.display!r}, schema={self.pool.schema!r})"

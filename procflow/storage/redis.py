@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -39,9 +40,15 @@ from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
 from procflow._backends import AsyncResource, lease_ttl
-from procflow._backends.redis import RedisConnection, escape_key
+from procflow._backends.redis import (
+    CONNECT_TIMEOUT,
+    OPERATION_TIMEOUT,
+    RedisConnection,
+    escape_key,
+)
 from procflow.errors import SnapshotCorruptedError, StorageError
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
+from procflow.storage.base import Storage
 from procflow.storage.codec import (
     dump_run,
     dump_steps,
@@ -195,7 +202,7 @@ class JobClaim:
 
 
 @final
-class RedisStorage(AsyncResource):
+class RedisStorage(AsyncResource, Storage):
     """A ``Storage`` on a Redis server (``redis.asyncio``; asyncio event loops only).
 
     Args:
@@ -203,6 +210,10 @@ class RedisStorage(AsyncResource):
         prefix: Namespace of every key this storage writes.
         client: A ``redis.asyncio.Redis`` to use instead of connecting to ``url``; it is
             not closed by ``aclose()``.
+        timeout: Seconds each command waits for the server's reply (``None``: no
+            limit); a command past it raises ``StorageError``. Applies to a client made
+            from ``url``; a given ``client`` keeps its own ``socket_timeout``.
+        connect_timeout: Seconds to wait for a connection (a client made from ``url``).
 
     Example:
         ```python
@@ -211,10 +222,17 @@ class RedisStorage(AsyncResource):
         ```
     """
 
+    persistent = True
+    keeps_objects = False
+    process_local = False
+
     def __init__(self, url: str = "redis://127.0.0.1:6379", *, prefix: str = "procflow",
-                 client: aioredis.Redis | None = None) -> None:
+                 client: aioredis.Redis | None = None,
+                 timeout: float | None = OPERATION_TIMEOUT,
+                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
         self._prefix = prefix
-        self._redis = RedisConnection(url, client=client, name="Redis storage")
+        self._redis = RedisConnection(url, client=client, name="Redis storage",
+                                      connect_timeout=connect_timeout, timeout=timeout)
         self._client = self._redis.client
         self._claim_job = self._client.register_script(_CLAIM_JOB)
         self._renew_job = self._client.register_script(_RENEW_JOB)
@@ -775,12 +793,13 @@ class RedisStorage(AsyncResource):
                     document_key: Callable[[_K], str]) -> AsyncGenerator[tuple[_K, Any]]:
         """``(key, document)`` for the members of the ``index`` zset, highest score first,
         read in batches; a document missing (deleted since the index was read, or a
-        trace written without its header) is skipped."""
+        trace written without its header) is skipped, and so is a damaged member (it
+        names no run; logged): the other runs stay listed."""
         start = 0
         while True:
             with self._redis.translate(operation):
                 members = await self._client.zrevrange(index, start, start + _LIST_BATCH - 1)
-                keys = [member_key(member) for member in members]
+                keys = _readable(members, member_key)
                 documents = (await self._client.mget([document_key(k) for k in keys])
                              if keys else [])
             for key, document in zip(keys, documents, strict=True):
@@ -815,6 +834,17 @@ class RedisStorage(AsyncResource):
         raise SnapshotCorruptedError(
             f"Redis storage at {self._redis.display}: the trace index {index!r} holds a member "
             f"that is not a run id: {member!r}")
+
+
+def _readable(members: list[Any], member_key: Callable[[object], _K]) -> list[_K]:
+    """The keys of the index ``members``, a damaged member left out (logged)."""
+    keys: list[_K] = []
+    for member in members:
+        try:
+            keys.append(member_key(member))
+        except SnapshotCorruptedError as exc:
+            logging.getLogger("procflow").warning("%s; it is not listed", exc)
+    return keys
 
 
 def _head_workflow(head: object) -> str | None:

@@ -4,7 +4,7 @@ Every workflow run and every agent call is stored; nothing expires on its own. A
 service calls ``prune_runs`` (or runs ``procflow prune --older-than 30d``) on a
 schedule to keep its store bounded.
 
-A built-in backend answers with two methods of its own, the retention protocol:
+A storage answers with two methods of the ``Storage`` protocol:
 
 - ``list_finished(before=, workflow_id=, statuses=)``: the finished runs last updated
   before ``before``, oldest first, as ``PrunedRun`` rows (no header is decoded where
@@ -15,13 +15,14 @@ A built-in backend answers with two methods of its own, the retention protocol:
   PostgreSQL delete a batch in one transaction.
 
 So a run resumed, restarted or replayed while the store is being pruned is never
-deleted under it. Any other ``Storage`` is pruned through ``list_runs`` and
-``delete_run`` (without that last check).
+deleted under it. The built-in backends implement both; ``Storage``'s defaults, which a
+backend of your own inherits, go through ``list_runs`` and ``delete_run`` (without that
+last check).
 
 A trace can also be stored without a run: an ephemeral run (``create_run(ephemeral=
 True)``, traced) keeps no record of its own and leaves its trace in the default
 storage. The built-in backends prune those too, by the time the trace ended, with two
-more methods (``TraceRetentionStorage``): ``list_orphan_traces`` (same arguments as
+more methods (``Storage``'s defaults find none): ``list_orphan_traces`` (same arguments as
 ``list_finished``) and ``delete_orphan_traces`` (each only if it is unchanged and still
 has no run). A run finishing saves its trace a moment before its record, so a trace
 is taken for an orphan only once it ended ``ORPHAN_GRACE`` seconds ago.
@@ -34,13 +35,15 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from procflow.records import TERMINAL_STATUSES, TraceRecord
-from procflow.storage.base import Storage
 
-__all__ = ["BATCH", "ORPHAN_GRACE", "PrunedRun", "RetentionStorage", "TraceRetentionStorage",
-           "finished_statuses", "oldest_first", "prune_runs", "trace_time"]
+if TYPE_CHECKING:
+    from procflow.storage.base import Storage
+
+__all__ = ["BATCH", "ORPHAN_GRACE", "PrunedRun", "finished_statuses", "oldest_first",
+           "prune_runs", "trace_time"]
 
 BATCH = 500
 """Runs ``prune_runs`` hands to one ``delete_finished`` call (one transaction on SQL)."""
@@ -69,40 +72,6 @@ class PrunedRun:
     status: str
     updated_at: float
     trace_only: bool = False
-
-
-@runtime_checkable
-class RetentionStorage(Protocol):
-    """A storage that lists and deletes finished runs itself (see the module docstring)."""
-
-    async def list_finished(self, *, before: float, workflow_id: str | None,
-                            statuses: frozenset[str]) -> list[PrunedRun]:
-        """Finished runs with a status in ``statuses`` last updated before ``before``,
-        oldest first."""
-        ...
-
-    async def delete_finished(self, runs: Sequence[PrunedRun]) -> list[PrunedRun]:
-        """Delete each of ``runs`` that is still as listed and holds no live lease;
-        return those deleted."""
-        ...
-
-
-@runtime_checkable
-class TraceRetentionStorage(Protocol):
-    """A storage that lists and deletes the traces stored without a run (see the module
-    docstring)."""
-
-    async def list_orphan_traces(self, *, before: float, workflow_id: str | None,
-                                 statuses: frozenset[str] | None) -> list[PrunedRun]:
-        """Traces with no run record that ended (or, with no end, started) before
-        ``before``, with a status in ``statuses`` (``None``: any), oldest first, as
-        ``trace_only`` rows."""
-        ...
-
-    async def delete_orphan_traces(self, traces: Sequence[PrunedRun]) -> list[PrunedRun]:
-        """Delete each of ``traces`` that is still as listed and still has no run record;
-        return those deleted."""
-        ...
 
 
 def finished_statuses(status: str | Collection[str] | None) -> frozenset[str]:
@@ -166,28 +135,17 @@ async def prune_runs(storage: Storage, *, older_than: timedelta | float,
     """
     cutoff = time.time() - _seconds(older_than)
     statuses = finished_statuses(status)
-    if isinstance(storage, RetentionStorage):
-        found = await storage.list_finished(before=cutoff, workflow_id=workflow_id,
-                                            statuses=statuses)
-        if not dry_run:
-            found = await _in_batches(storage.delete_finished, found)
-    else:
-        listed = [run for run in await storage.list_runs(workflow_id=workflow_id)
-                  if run.status in statuses and run.updated_at < cutoff]
-        found = oldest_first([PrunedRun(run.workflow_id, run.run_id, run.status,
-                                        run.updated_at) for run in listed])
-        if not dry_run:
-            for run in found:
-                await storage.delete_run(run.workflow_id, run.run_id)
-    if isinstance(storage, TraceRetentionStorage):
-        # of any status unless one is asked for: no run can go on from a lone trace
-        lone = await storage.list_orphan_traces(
-            before=min(cutoff, time.time() - ORPHAN_GRACE), workflow_id=workflow_id,
-            statuses=None if status is None else statuses)
-        if not dry_run:
-            lone = await _in_batches(storage.delete_orphan_traces, lone)
-        found = oldest_first(found + lone)
-    return found
+    found = await storage.list_finished(before=cutoff, workflow_id=workflow_id,
+                                        statuses=statuses)
+    if not dry_run:
+        found = await _in_batches(storage.delete_finished, found)
+    # of any status unless one is asked for: no run can go on from a lone trace
+    lone = await storage.list_orphan_traces(
+        before=min(cutoff, time.time() - ORPHAN_GRACE), workflow_id=workflow_id,
+        statuses=None if status is None else statuses)
+    if not dry_run:
+        lone = await _in_batches(storage.delete_orphan_traces, lone)
+    return oldest_first(found + lone)
 
 
 async def _in_batches(delete: Callable[[Sequence[PrunedRun]], Awaitable[list[PrunedRun]]],

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any, Final, final
 
 from procflow._backends import AsyncResource
-from procflow._backends.sqlite import SQLiteFile, transaction
+from procflow._backends.sqlite import BUSY_TIMEOUT, SQLiteFile, raw_text, transaction
 from procflow.errors import SnapshotCorruptedError
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
 from procflow.storage._sql import lease_request, run_rows, trace_row
+from procflow.storage.base import Storage
 from procflow.storage.codec import (
     listed_snapshot,
     load_run,
@@ -137,13 +138,16 @@ _ACQUIRE: Final = """
 
 
 @final
-class SQLiteStorage(AsyncResource):
+class SQLiteStorage(AsyncResource, Storage):
     """A ``Storage`` in one SQLite file, safe to share between processes.
 
     The file, its parent directories and the schema are created on first use.
 
     Args:
         path: The database file (e.g. ``".procflow/procflow.db"``).
+        timeout: Seconds an operation waits for another connection's lock (SQLite's
+            busy timeout, then retries until the same deadline) before it fails with
+            ``StorageError``.
 
     Example:
         ```python
@@ -153,9 +157,14 @@ class SQLiteStorage(AsyncResource):
         ```
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    persistent = True
+    keeps_objects = False
+    process_local = False
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = BUSY_TIMEOUT) -> None:
         self._file = SQLiteFile(path, schema=_SCHEMA, name="SQLite storage",
-                                reopen="create a new SQLiteStorage to use the file again")
+                                reopen="create a new SQLiteStorage to use the file again",
+                                busy_timeout=timeout)
 
     @property
     def path(self) -> Path:
@@ -195,8 +204,8 @@ class SQLiteStorage(AsyncResource):
         """
         key = (workflow_id, run_id)
 
-        def load(connection: sqlite3.Connection) -> tuple[str, list[tuple[str, str]]] | None:
-            with transaction(connection, "BEGIN"):  # one consistent read snapshot
+        def load(connection: sqlite3.Connection) -> tuple[bytes, list[tuple[bytes, bytes]]] | None:
+            with raw_text(connection), transaction(connection, "BEGIN"):  # one read snapshot
                 row = connection.execute(
                     "SELECT snapshot FROM runs WHERE workflow_id = ? AND run_id = ?", key,
                 ).fetchone()
@@ -211,7 +220,8 @@ class SQLiteStorage(AsyncResource):
         if rows is None:
             return None
         header, step_rows = rows
-        return load_run(_text(header), [(path, _text(result)) for path, result in step_rows],
+        return load_run(_text(header), [(_path(path, workflow_id=workflow_id, run_id=run_id),
+                                         _text(result)) for path, result in step_rows],
                         workflow_id=workflow_id, run_id=run_id)
 
     async def list_runs(self, *, workflow_id: str | None = None,
@@ -228,11 +238,12 @@ class SQLiteStorage(AsyncResource):
         query = (f"SELECT workflow_id, run_id, snapshot, updated_at FROM runs {where} "
                  "ORDER BY updated_at DESC, rowid DESC LIMIT ?")
 
-        def select(connection: sqlite3.Connection) -> list[tuple[str, str, str, float]]:
-            return connection.execute(query, params).fetchall()
+        def select(connection: sqlite3.Connection) -> list[tuple[Any, Any, Any, Any]]:
+            with raw_text(connection):
+                return connection.execute(query, params).fetchall()
 
         rows = await self._file.run("listing runs", select)
-        return [listed_snapshot(_text(header), workflow_id=wf, run_id=run,
+        return [listed_snapshot(_text(header), workflow_id=_text_id(wf), run_id=_text_id(run),
                                 updated_at=_time(updated))
                 for wf, run, header, updated in rows]
 
@@ -432,8 +443,9 @@ class SQLiteStorage(AsyncResource):
         """
 
         def load(connection: sqlite3.Connection) -> tuple[object] | None:
-            row: tuple[object] | None = connection.execute(
-                "SELECT data FROM traces WHERE run_id = ?", (run_id,)).fetchone()
+            with raw_text(connection):
+                row: tuple[object] | None = connection.execute(
+                    "SELECT data FROM traces WHERE run_id = ?", (run_id,)).fetchone()
             return row
 
         row = await self._file.run(f"loading the trace of run {run_id!r}", load)
@@ -457,11 +469,13 @@ class SQLiteStorage(AsyncResource):
                  "ORDER BY started_at DESC, rowid DESC LIMIT ?")
 
         def select(connection: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return connection.execute(query, params).fetchall()
+            with raw_text(connection):
+                return connection.execute(query, params).fetchall()
 
         rows = await self._file.run("listing traces", select)
-        return [load_trace_header(dict(zip(_TRACE_HEADER, row, strict=True)),
-                                  run_id=_text_id(row[0]))
+        return [load_trace_header(
+                    dict(zip(_TRACE_HEADER, map(_lenient, row), strict=True)),
+                    run_id=_text_id(row[0]))
                 for row in rows]
 
     async def aclose(self) -> None:
@@ -490,8 +504,33 @@ def _delete_rows_of(connection: sqlite3.Connection, key: tuple[str, str]) -> Non
 
 
 def _text_id(value: object) -> str:
-    """A stored id column as text, for messages (garbage of another type included)."""
+    """A stored id column as text, for messages (garbage of another type included;
+    bytes that are not UTF-8 with their bad bytes as ``\\xff`` escapes)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
     return value if isinstance(value, str) else repr(value)
+
+
+def _lenient(value: object) -> object:
+    """A column read by ``raw_text`` as ``str`` (damaged text with escapes), other
+    types as they are: the header check then judges the types."""
+    return _text_id(value) if isinstance(value, bytes) else value
+
+
+def _path(value: object, *, workflow_id: str, run_id: str) -> str:
+    """A stored step path (read as bytes); not UTF-8: the run is corrupted."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            pass
+    if isinstance(value, str):
+        return value
+    raise SnapshotCorruptedError(
+        f"Stored step row of run {run_id!r} of workflow {workflow_id!r} is corrupted: its "
+        f"path {value!r} is not text. The stored data was left as it is; delete the run "
+        "with delete_run() or restore it from a backup.",
+        workflow_id=workflow_id, run_id=run_id)
 
 
 def _time(value: object) -> float:

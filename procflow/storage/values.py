@@ -43,6 +43,7 @@ import dataclasses
 import enum
 import importlib
 import math
+import re
 import sys
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
@@ -191,6 +192,8 @@ class _Encoder:
         if cls is str:
             if self.blob_size is not None and len(value) > self.blob_size:
                 return self.blob("str", value)
+            if not value.isascii():  # (O(1): CPython keeps the flag)
+                _check_text(value)
             return value
         if cls is int or cls is bool or value is None:
             return value
@@ -228,6 +231,8 @@ class _Encoder:
             out = {}
             for key, item in value.items():
                 try:
+                    if not key.isascii():
+                        _check_text(key, key=True)
                     out[key] = self.value(item, depth + 1)
                 except UnstorableValueError as exc:
                     exc.parts.append(f".{key}" if key.isidentifier() else f"[{key!r}]")
@@ -286,6 +291,27 @@ class _Encoder:
         if digests is not None and kind != "bytearray":
             digests[id(value)] = (value, digest)
         return {TAG: "blob", "kind": kind, "sha256": digest}
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(text: str, *, key: bool = False) -> None:
+    """Refuse text UTF-8 cannot encode: a lone surrogate, as ``os.fsdecode`` and
+    ``surrogateescape`` give for bytes that are not UTF-8 (``"ok \\udcff"``). Such text
+    is refused rather than stored in an escaped form: read back, it would not be the
+    same string.
+
+    Raises:
+        UnstorableValueError: ``text`` holds a lone surrogate.
+    """
+    found = _SURROGATE.search(text)
+    if found is not None:
+        what = "mapping key" if key else "text"
+        raise UnstorableValueError(
+            "str", f"the {what} holds a lone surrogate ({found.group()!r} at index "
+            f"{found.start()}), which UTF-8 cannot encode (bytes that are not UTF-8, "
+            "decoded with surrogateescape?); decode it properly or pass bytes")
 
 
 def _sorted(values: Any) -> list[Any]:

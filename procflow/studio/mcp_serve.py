@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+from procflow._extras import MissingExtraError, needs
 from procflow.studio.commands import UsageError
 from procflow.studio.store import find_store
 from procflow.studio.targets import load_target
@@ -48,9 +49,10 @@ def mcp_main(args: argparse.Namespace) -> int:
     if args.mcp_command != "serve":
         raise UsageError("say 'procflow mcp serve TARGET...' (see 'procflow mcp --help')")
     try:
-        from procflow.mcp.server import TOKEN_ENV, parse_address, serve
-    except ImportError as exc:
-        raise UsageError("'procflow mcp' needs the MCP SDK: pip install 'procflow[mcp]'") from exc
+        with needs("mcp", feature="procflow mcp serve"):
+            from procflow.mcp.server import TOKEN_ENV, parse_address, serve
+    except MissingExtraError as exc:
+        raise UsageError(str(exc)) from None
     targets = [load_target(spec) for spec in args.targets]
     if args.http is not None:
         parse_address(args.http)

@@ -1,11 +1,11 @@
 """Where a ``procflow`` command finds its runs, and run ids given as unique prefixes.
 
-Resolution (documented in docs/storage.md): ``--db`` → the target workflow's own
-``storage=`` (``run`` only) → ``PROCFLOW_DB`` (a path, a ``redis://`` or a
-``postgresql://`` URL) → the
-project's ``.procflow/procflow.db`` found walking up from the working directory → for
-``run``, a new ``.procflow/procflow.db`` in the working directory. Read-only commands
-never create a database: with none found they say so.
+The order is ``procflow.storage.locate``'s (documented in docs/storage.md): ``--db`` →
+the target workflow's own ``storage=`` (``run`` only) → ``PROCFLOW_DB`` (a path, a
+``redis://`` or a ``postgresql://`` URL) → the project's ``.procflow/procflow.db`` found
+walking up from the working directory → for ``run``, a new ``.procflow/procflow.db`` in
+the working directory. Read-only commands never create a database: with none found they
+say so.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from procflow.errors import RunNotFoundError
-from procflow.runtime.defaults import DB_ENV, PROJECT_DB, storage_for, storage_location
+from procflow.storage.locate import DB_ENV, PROJECT_DB, configured_location, storage_for
 
 if TYPE_CHECKING:
     from procflow.storage.base import Storage
@@ -72,9 +72,9 @@ def find_store(db: str | None, *, create: bool, own: Storage | None = None) -> S
         return Store(storage_for(db, create=create), _display(db), "--db")
     if own is not None:
         return Store(own, _describe(own), "workflow", owned=False)
-    found = storage_location()
+    found = configured_location()
     if found is not None:
-        location, source = found
+        location, source = found.where, found.source
         if not create and source == DB_ENV and "://" not in location \
                 and not Path(location).is_file():
             raise NoStoreError(f"no database at {location} (from {DB_ENV}; it is created "
@@ -94,8 +94,9 @@ def _display(location: str) -> str:
 
 
 def _describe(storage: Storage) -> str:
-    path = getattr(storage, "path", None)
-    return str(path) if path is not None else repr(storage)
+    from procflow.storage.sqlite import SQLiteStorage
+
+    return str(storage.path) if isinstance(storage, SQLiteStorage) else repr(storage)
 
 
 async def _all_ids(storage: Storage) -> list[str]:

@@ -104,8 +104,11 @@ def print_agent_summary(console: Console, output: FullOutput, *,
                                f"({short(call.args, 80)}) {what}"), soft_wrap=True)
     else:
         console.print(_status("success", f"finish reason {output.finish_reason}"))
-        console.print(Panel(Text(masked(output.text)), title="answer", title_align="left",
-                            expand=False))
+        if console.is_terminal:
+            console.print(Panel(Text(masked(output.text)), title="answer", title_align="left",
+                                expand=False))
+        else:  # piped: the answer as it is, no frame (a long one is not one wide line)
+            console.print(Text(f"answer:\n{masked(output.text)}"), soft_wrap=True)
     if output.usage:
         usage = ", ".join(f"{k} {v}" for k, v in output.usage.to_dict().items())
         console.print(Text(f"usage: {usage}", style="dim"), soft_wrap=True)

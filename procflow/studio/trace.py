@@ -91,6 +91,8 @@ def _notes(attributes: dict[str, Any]) -> list[str]:
         notes.append(f"retry {attempts - 1}")
     if attributes.get("from_cache"):
         notes.append("cached")
+    if attributes.get("parked"):
+        notes.append("parked: continued by a later execution")
     note = attributes.get("note")  # e.g. "attempt 2 after worker loss"
     if isinstance(note, str) and note:
         notes.append(note)
@@ -279,7 +281,8 @@ class TraceView:
         if self.max_depth is not None and depth >= self.max_depth and i in self.tree.children:
             notes.append("+9999 nested spans")
         note_cells = cell_len("  " + " · ".join(notes)) if notes else 0
-        return (cell_len(lead) + 2 + cell_len(_label(row)) + cell_len(_kind_tag(row))
+        mark = cell_len(_symbol(str(row.get("status")))[0]) + 1  # "⚡" takes two cells
+        return (cell_len(lead) + mark + cell_len(_label(row)) + cell_len(_kind_tag(row))
                 + min(note_cells, 40))
 
     def _header(self) -> Text:

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
+from procflow._extras import MissingExtraError, needs
 from procflow.studio.targets import TargetError, load_target
 
 __all__ = ["BOOT_ENV", "add_worker_parser", "worker_main"]
@@ -109,10 +110,10 @@ def worker_main(args: argparse.Namespace) -> int:
     # Read by Dramatiq when its worker module is imported (forked workers inherit it).
     os.environ.setdefault("dramatiq_worker_timeout", str(max(1, round(args.idle_poll * 1000))))
     try:
-        import dramatiq.cli
-    except ImportError:
-        raise TargetError("procflow worker needs Dramatiq: pip install 'procflow[dramatiq]'"
-                          ) from None
+        with needs("dramatiq", feature="procflow worker"):
+            import dramatiq.cli
+    except MissingExtraError as exc:
+        raise TargetError(str(exc)) from None
     from procflow.workers.settings import WorkerSettings
 
     settings = WorkerSettings(

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.to_thread
-import dramatiq
 
-from procflow._backends.redis import RedisConnection
+from procflow._backends.deadline import shielded
+from procflow._backends.redis import OPERATION_TIMEOUT, RedisConnection
+from procflow._extras import needs
 from procflow.agent import Agent
 from procflow.errors import RunNotFoundError, RunStateError
 from procflow.runtime.distributed import Job
@@ -39,6 +40,9 @@ from procflow.workers.broker import (
 from procflow.workers.channels import CancelListener, glob_escape
 from procflow.workers.settings import WorkerSettings
 from procflow.workflows.workflow import Workflow
+
+with needs("dramatiq", feature="procflow.workers"):
+    import dramatiq
 
 if TYPE_CHECKING:
     from procflow.records import StepResult
@@ -101,7 +105,8 @@ class WorkerApp:
     def redis(self) -> RedisConnection:
         """A client for channels, cancel flags and joins."""
         if self._redis is None:
-            self._redis = RedisConnection(self.settings.redis_url, name="procflow worker")
+            self._redis = RedisConnection(self.settings.redis_url, name="procflow worker",
+                                          timeout=OPERATION_TIMEOUT)
         return self._redis
 
     def _workflow(self, workflow_id: str) -> Workflow:
@@ -248,7 +253,7 @@ class WorkerApp:
             return await storage.finish_job(wf_id, run_id, job.path, join=join,
                                             owner=owner, steps=rows)
         except BaseException:
-            with anyio.CancelScope(shield=True):
+            with shielded(f"releasing the lease of job {job.path} of run {run_id!r}"):
                 try:
                     await storage.release_job(wf_id, run_id, job.path, owner=owner)
                 except Exception:  # the lease expires anyway

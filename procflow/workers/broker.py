@@ -25,22 +25,26 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import anyio.to_thread
-import dramatiq
-from dramatiq.brokers.redis import RedisBroker
-from dramatiq.middleware import (
-    AgeLimit,
-    AsyncIO,
-    Callbacks,
-    CurrentMessage,
-    Pipelines,
-    Retries,
-    ShutdownNotifications,
-    TimeLimit,
-)
+import redis
 
 from procflow._backends.redis import escape_key
+from procflow._extras import needs
 from procflow.workers.settings import WorkerSettings
 from procflow.workers.waking import WakingRedisBroker
+
+with needs("dramatiq", feature="procflow.workers"):
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
+    from dramatiq.middleware import (
+        AgeLimit,
+        AsyncIO,
+        Callbacks,
+        CurrentMessage,
+        Pipelines,
+        Retries,
+        ShutdownNotifications,
+        TimeLimit,
+    )
 
 __all__ = [
     "JOB_ACTOR",
@@ -56,6 +60,11 @@ __all__ = [
 RUN_ACTOR: Final = "procflow_run"
 JOB_ACTOR: Final = "procflow_job"
 _MAINTENANCE_SCALE: Final = 1_000_000  # Dramatiq's maintenance chance is per million
+BROKER_CONNECT_TIMEOUT: Final = 5.0
+"""Seconds the broker waits for a connection to Redis."""
+BROKER_TIMEOUT: Final = 30.0
+"""Seconds the broker waits for a reply: well above a consumer's idle wait (BLPOP of
+about a second), so only a frozen or unreachable server reaches it."""
 
 
 def make_broker(settings: WorkerSettings) -> RedisBroker:
@@ -63,10 +72,15 @@ def make_broker(settings: WorkerSettings) -> RedisBroker:
 
     The middleware is Dramatiq's default set without Prometheus, with ``AsyncIO`` (the
     actors are ``async def``) and ``CurrentMessage``. An idle worker wakes as soon as a
-    message is sent (``WakingRedisBroker``) instead of at its next poll.
+    message is sent (``WakingRedisBroker``) instead of at its next poll. Its connections
+    have a connect timeout (``BROKER_CONNECT_TIMEOUT``) and a reply timeout
+    (``BROKER_TIMEOUT``): a frozen server fails a send instead of hanging it.
     """
+    pool = redis.ConnectionPool.from_url(settings.redis_url,
+                                         socket_connect_timeout=BROKER_CONNECT_TIMEOUT,
+                                         socket_timeout=BROKER_TIMEOUT)
     return WakingRedisBroker(  # type: ignore[no-untyped-call]  # untyped in dramatiq
-        url=settings.redis_url, namespace=settings.namespace,
+        connection_pool=pool, namespace=settings.namespace,
         heartbeat_timeout=round(settings.heartbeat_timeout * 1000),
         maintenance_chance=max(1, round(settings.maintenance_chance * _MAINTENANCE_SCALE)),
         middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(),

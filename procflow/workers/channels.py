@@ -21,6 +21,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import redis
 
+from procflow._backends.deadline import shielded
 from procflow._backends.redis import RedisConnection
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ class Subscriptions:
             with self._connection.translate(f"unsubscribing from {channel}"):
                 await pubsub.unsubscribe(channel)
         except BaseException:
-            with anyio.CancelScope(shield=True):
+            with shielded(f"closing the subscription to {channel}"):
                 await _close(pubsub)
             raise
         if len(self._idle) < _KEEP:

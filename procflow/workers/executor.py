@@ -9,6 +9,7 @@ import anyio
 from pydantic_core import to_jsonable_python
 
 from procflow._backends import AsyncResource
+from procflow._backends.deadline import shielded
 from procflow._backends.redis import RedisConnection
 from procflow.errors import RunStateError
 from procflow.runtime.executors import SETTLED
@@ -113,7 +114,7 @@ class DramatiqExecutor(AsyncResource):
             await enqueue(self.broker, [run_message(self.settings, wf_id, run.run_id,
                                                     (step, data))])
         except BaseException:  # not sent: the run stays suspended
-            with anyio.CancelScope(shield=True):
+            with shielded(f"putting run {run.run_id!r} back to suspended"):
                 await self.storage.claim_run(wf_id, run.run_id, expected="running",
                                              new="suspended")
             raise

@@ -22,10 +22,14 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import redis
-from dramatiq import Message
-from dramatiq.broker import Consumer, MessageProxy
-from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
-from dramatiq.errors import ConnectionClosed
+
+from procflow._extras import needs
+
+with needs("dramatiq", feature="procflow.workers"):
+    from dramatiq import Message
+    from dramatiq.broker import Consumer, MessageProxy
+    from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
+    from dramatiq.errors import ConnectionClosed
 
 __all__ = ["WakingRedisBroker", "wake_key"]
 
@@ -104,6 +108,6 @@ class _WakingConsumer(_RedisConsumer):
                 proxy = super().__next__()  # type: ignore[no-untyped-call]
                 return proxy
             self.broker.client.blpop([self.wake], timeout=self.timeout / 1000)
-        except redis.ConnectionError as exc:
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
         return None

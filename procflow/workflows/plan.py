@@ -3,8 +3,14 @@
 Every consumer of a plan goes through the ``Entry`` methods, so a new kind of entry
 is one new subclass here:
 
-- ``compile()``: the runtime node it runs as (``procflow.runtime.nodes``);
-- ``units()``: the steps (or nested workflows) it runs;
+- ``read(reader)``: what it means, as calls of a ``Reader`` (``then``, ``parallel``,
+  ``branch``, ``map``, ...). The plan has two readers, so one meaning: the runtime's
+  (``procflow.runtime.nodes.RUNTIME``: ``compile()`` is ``read(RUNTIME)``, the node
+  a run calls) and the output stream's (``procflow.processors._compile``: a processor
+  workflow as in-process stream stages). An entry made of existing calls runs on
+  both unchanged; a new kind of call is one new ``Reader`` method, which mypy makes
+  each reader define;
+- ``units()``: the steps (or nested workflows) it runs, ``with_unit()`` one swapped;
 - ``ids()``: the ids it claims, for the duplicate check;
 - ``output_shape()``: what it outputs, checking what its steps take (``commit()``);
 - ``layout()``: how it is drawn, as one of three shapes (``UnitLayout``,
@@ -15,9 +21,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 from procflow.runtime import nodes
 from procflow.runtime.nodes import Condition
@@ -40,6 +46,8 @@ __all__ = [
     "MapEntry",
     "NodeLayout",
     "ParallelEntry",
+    "ReadT",
+    "Reader",
     "SleepEntry",
     "SleepUntilEntry",
     "StepEntry",
@@ -105,18 +113,58 @@ class NodeLayout:
 Layout: TypeAlias = UnitLayout | LanesLayout | NodeLayout
 
 
+ReadT = TypeVar("ReadT")
+ReadT_co = TypeVar("ReadT_co", covariant=True)
+
+
+class Reader(Protocol[ReadT_co]):
+    """What each builder call means to one interpreter of plans: one method a call.
+
+    ``procflow.runtime.nodes.RUNTIME`` makes the ``Node`` a run calls; the output
+    stream's reader (``procflow.processors._compile``) makes stream stages, and refuses
+    what cannot run per chunk.
+    """
+
+    def then(self, unit: StepLike, /) -> ReadT_co: ...
+
+    def parallel(self, steps: tuple[StepLike, ...], distribute: bool, /) -> ReadT_co: ...
+
+    def branch(self, branches: tuple[tuple[Condition, StepLike], ...], /) -> ReadT_co: ...
+
+    def when(self, condition: Condition, unit: StepLike, /) -> ReadT_co: ...
+
+    def map(self, id: str, fn: Callable[[Any], Any], /) -> ReadT_co: ...
+
+    def foreach(self, unit: StepLike, concurrency: int, distribute: bool, /) -> ReadT_co: ...
+
+    def loop(self, unit: StepLike, condition: Condition, mode: Literal["dowhile", "dountil"],
+             max_iterations: int | None, /) -> ReadT_co: ...
+
+    def sleep(self, id: str, seconds: float | Callable[[Any], Any], /) -> ReadT_co: ...
+
+    def sleep_until(self, id: str, until: datetime | Callable[[Any], Any], /) -> ReadT_co: ...
+
+
 class Entry(ABC):
     """One builder call in a workflow's plan (see the module docstring)."""
 
     __slots__ = ()
 
     @abstractmethod
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        """What the entry means, as ``reader`` reads it (the one definition of it)."""
+
     def compile(self) -> Node:
         """The runtime node that runs this entry."""
+        return self.read(nodes.RUNTIME)
 
     def units(self) -> tuple[StepLike, ...]:
         """The steps (and nested workflows) the entry runs; none by default."""
         return ()
+
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        """This entry with ``unit`` in place of its step ``id`` (itself when it has none)."""
+        return self
 
     @abstractmethod
     def ids(self) -> list[tuple[str, str]]:
@@ -141,11 +189,14 @@ class StepEntry(Entry):
 
     step: StepLike
 
-    def compile(self) -> Node:
-        return nodes.then_node(self.step)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.then(self.step)
 
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)
+
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, step=unit) if self.step.id == id else self
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.step.id, "then()")]
@@ -182,11 +233,14 @@ class ParallelEntry(_Lanes):
     steps: tuple[StepLike, ...]
     distribute: bool = False
 
-    def compile(self) -> Node:
-        return nodes.parallel_node(self.steps, self.distribute)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.parallel(self.steps, self.distribute)
 
     def units(self) -> tuple[StepLike, ...]:
         return self.steps
+
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, steps=tuple(unit if s.id == id else s for s in self.steps))
 
     def layout(self) -> Layout:
         return LanesLayout("parallel", tuple((None, s) for s in self.steps))
@@ -200,11 +254,15 @@ class BranchEntry(_Lanes):
     branches: tuple[tuple[Condition, StepLike], ...]
     labels: tuple[str | None, ...] = ()
 
-    def compile(self) -> Node:
-        return nodes.branch_node(self.branches)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.branch(self.branches)
 
     def units(self) -> tuple[StepLike, ...]:
         return tuple(s for _, s in self.branches)
+
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, branches=tuple((c, unit if s.id == id else s)
+                                            for c, s in self.branches))
 
     def layout(self) -> Layout:
         labels = self.labels or (None,) * len(self.branches)
@@ -221,9 +279,9 @@ class WhenEntry(BranchEntry):
 
     method: ClassVar[str] = "when()"
 
-    def compile(self) -> Node:
+    def read(self, reader: Reader[ReadT]) -> ReadT:
         ((condition, step),) = self.branches
-        return nodes.when_node(condition, step)
+        return reader.when(condition, step)
 
     def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
         ((_, step),) = self.branches
@@ -249,8 +307,8 @@ class MapEntry(Entry):
     id: str
     fn: Callable[[Any], Any]
 
-    def compile(self) -> Node:
-        return nodes.map_node(self.id, self.fn)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.map(self.id, self.fn)
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.id, "map()")]
@@ -270,11 +328,14 @@ class ForeachEntry(Entry):
     concurrency: int
     distribute: bool = False
 
-    def compile(self) -> Node:
-        return nodes.foreach_node(self.step, self.concurrency, self.distribute)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.foreach(self.step, self.concurrency, self.distribute)
 
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)
+
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, step=unit) if self.step.id == id else self
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.step.id, "foreach()")]
@@ -298,11 +359,14 @@ class LoopEntry(Entry):
     max_iterations: int | None
     label: str | None = None
 
-    def compile(self) -> Node:
-        return nodes.loop_node(self.step, self.condition, self.mode, self.max_iterations)
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.loop(self.step, self.condition, self.mode, self.max_iterations)
 
     def units(self) -> tuple[StepLike, ...]:
         return (self.step,)
+
+    def with_unit(self, id: str, unit: StepLike) -> Entry:
+        return replace(self, step=unit) if self.step.id == id else self
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.step.id, f"{self.mode}()")]
@@ -322,21 +386,28 @@ class LoopEntry(Entry):
                           {"loop": self.mode, "max_iterations": self.max_iterations})
 
 
-@dataclass(frozen=True, slots=True)
-class SleepEntry(Entry):
-    """``.sleep(seconds)``: wait, passing the data through."""
+class _Wait(Entry):
+    """A wait: an ``id`` of its own, the data passing through."""
 
+    __slots__ = ()
     id: str
-    seconds: float | Callable[[Any], Any]
-
-    def compile(self) -> Node:
-        return nodes.sleep_node(self.id, self.seconds)
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.id, "sleep()")]
 
     def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
         return shape  # the data passes through
+
+
+@dataclass(frozen=True, slots=True)
+class SleepEntry(_Wait):
+    """``.sleep(seconds)``: wait, passing the data through."""
+
+    id: str
+    seconds: float | Callable[[Any], Any]
+
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.sleep(self.id, self.seconds)
 
     def layout(self) -> Layout:
         seconds = self.seconds
@@ -345,20 +416,14 @@ class SleepEntry(Entry):
 
 
 @dataclass(frozen=True, slots=True)
-class SleepUntilEntry(Entry):
+class SleepUntilEntry(_Wait):
     """``.sleep_until(when)``: wait until a moment, passing the data through."""
 
     id: str
     until: datetime | Callable[[Any], Any]
 
-    def compile(self) -> Node:
-        return nodes.sleep_until_node(self.id, self.until)
-
-    def ids(self) -> list[tuple[str, str]]:
-        return [(self.id, "sleep()")]
-
-    def output_shape(self, wf: Workflow, shape: Shape) -> Shape:
-        return shape  # the data passes through
+    def read(self, reader: Reader[ReadT]) -> ReadT:
+        return reader.sleep_until(self.id, self.until)
 
     def layout(self) -> Layout:
         until = self.until

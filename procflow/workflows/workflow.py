@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, overload
 
-from procflow.errors import WorkflowDefinitionError
+from procflow.errors import RunNotFoundError, WorkflowDefinitionError
 from procflow.runtime.execution import Durability, InputT, OutputT
 from procflow.runtime.tracing import ParentSpan
 from procflow.steps.schema import Schema
@@ -271,9 +272,13 @@ class Workflow(Generic[InputT, OutputT]):
                 caller may be untraced) instead of a trace of its own.
 
         Raises:
-            ValueError: ``ephemeral=True`` together with a ``storage``.
+            ValueError: ``ephemeral=True`` together with a ``storage``, or a ``run_id``
+                that is not valid Unicode text (a lone surrogate: no storage keeps it).
         """
         global _Run
+        if run_id is not None and not run_id.isascii() and _lone_surrogate(run_id):
+            raise ValueError(f"run id {run_id!r} is not valid Unicode text (it holds a lone "
+                             "surrogate, which no storage can keep); choose another id")
         run_class = _Run
         if run_class is None:  # imported once, not per call: runs are made on hot paths
             from procflow.runtime.run import Run
@@ -288,12 +293,22 @@ class Workflow(Generic[InputT, OutputT]):
         """Rebuild a run from its stored snapshot.
 
         Raises:
-            RunNotFoundError: No run with that id is stored for this workflow.
+            TypeError: ``run_id`` is not a ``str`` (whatever the storage).
+            RunNotFoundError: No run with that id is stored for this workflow (an id that
+                is not valid Unicode text, e.g. with a lone surrogate, never is).
             SnapshotCorruptedError: Its stored data cannot be loaded.
         """
         from procflow.runtime.run import Run
 
         self._check_committed("get_run")
+        if not isinstance(run_id, str):
+            raise TypeError(f"get_run() takes the run id as a str, not "
+                            f"{type(run_id).__name__} ({run_id!r})")
+        if not run_id.isascii() and _lone_surrogate(run_id):
+            raise RunNotFoundError(
+                f"workflow '{self.id}' has no stored run {run_id!r}: the id is not valid "
+                "Unicode text (a lone surrogate), so no run can have it",
+                workflow_id=self.id, run_id=run_id)
         return await Run.load(self, run_id, storage=storage)
 
     async def list_runs(self, *, status: str | None = None, storage: Storage | None = None,
@@ -328,6 +343,29 @@ class Workflow(Generic[InputT, OutputT]):
                 if unit.id == step_id:
                     return unit
         return None
+
+    def with_entries(self, entries: Iterable[Entry]) -> Self:
+        """A new, uncommitted workflow with this one's id and settings and the plan
+        ``entries``: how a plan is rewired (an entry inserted, swapped with
+        ``Entry.with_unit``, removed) without changing this workflow, committed or not.
+
+        Raises:
+            WorkflowDefinitionError: An item of ``entries`` is not a plan entry.
+        """
+        new = copy.copy(self)
+        new.entries = []
+        new.committed = False
+        new.compiled = None
+        new._graph = None
+        new.metadata = dict(self.metadata)
+        for entry in entries:
+            if not isinstance(entry, Entry):
+                raise WorkflowDefinitionError(
+                    f"workflow '{self.id}': with_entries() takes plan entries "
+                    f"(procflow.workflows.plan), got {type(entry).__name__}",
+                    workflow_id=self.id)
+            new._add(entry)
+        return new
 
     def compile(self) -> Sequence[Node]:
         """The plan as runtime nodes (compiled once; the runtime calls this on first run)."""
@@ -491,3 +529,12 @@ def _flag(value: object, method: str, workflow_id: str) -> bool:
             f"workflow '{workflow_id}': {method}(distribute=...) takes True or False, got "
             f"{value!r}", workflow_id=workflow_id)
     return value
+
+
+def _lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (UTF-8 cannot encode it)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False

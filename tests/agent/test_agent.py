@@ -21,6 +21,7 @@ from procflow.processors import (
     merge_processor_results,
 )
 from procflow.records import ToolResultRecord, Tripwire
+from procflow.runtime import RunMode
 
 
 async def run_both(make_agent: Any, prompt: Any = "hi", **options: Any,
@@ -410,7 +411,7 @@ async def test_cancelling_the_caller_stops_the_call_and_its_tools() -> None:
     # Runs the library keeps to itself refuse cancel(): their caller is what to cancel.
     wf = cw(id="w").then(create_step(id="s", execute=lambda c: 1)).commit()
     run = wf.create_run()
-    run.internal = True
+    run.mode = RunMode.EPHEMERAL
     with pytest.raises(RunStateError, match="cannot be cancelled on its own"):
         await run.cancel()
 

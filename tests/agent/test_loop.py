@@ -381,3 +381,17 @@ async def test_an_agent_step_streams_its_chunks_to_the_outer_run() -> None:
                     texts.append(chunk.text)
     assert texts == ["Hello ", "there ", "world"]
     assert events.result.result == {"text": "Hello there world"}
+
+
+async def test_rewiring_a_nested_step_leaves_the_built_workflows_unchanged() -> None:
+    from procflow.agent.loop import build_loop
+
+    agent = Agent(id="plain", model=ScriptedModel(["x"]))
+    built = build_loop(agent)
+    step = built.get_step("agent-step")
+    assert step is not None and step.is_workflow
+    before = list(step.entries)  # type: ignore[union-attr]
+    loop = AgentLoop(built).insert_after("llm-call", _audit([]))
+    assert list(step.entries) == before and step.committed  # type: ignore[union-attr]
+    assert "audit" not in AgentLoop(built).step_ids()
+    assert loop.step_ids().index("audit") == loop.step_ids().index("llm-call") + 1

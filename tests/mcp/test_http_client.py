@@ -99,5 +99,5 @@ def test_importing_procflow_mcp_without_the_sdk_names_the_extra() -> None:
             "try:\n    import procflow.mcp\nexcept ImportError as exc:\n    print(exc)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
-    assert out.stdout.strip() == ("procflow.mcp needs the MCP SDK: pip install "
-                                  "'procflow[mcp]'")
+    assert out.stdout.strip() == ("procflow.mcp needs mcp, which is not installed: pip "
+                                  "install 'procflow[mcp]'")

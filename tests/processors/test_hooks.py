@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from procflow.errors import ProcessorError, TripWire
+from procflow.errors import ProcessorError, TripwireError
 from procflow.messages import Chunk, Message, MessageList, TripwireChunk
 from procflow.processors import (
     APIErrorResult,
@@ -226,7 +226,7 @@ async def test_output_step_retry_abort_counts_against_budget() -> None:
     runner = ProcessorRunner([Fn("process_output_step", checker, "quality")],
                              max_processor_retries=2)
     for expected in (True, True, False):
-        with pytest.raises(TripWire) as err:
+        with pytest.raises(TripwireError) as err:
             await runner.run_output_step(history("a"), StepInfo(), finish_reason="stop",
                                          tool_calls=[], text="a", usage=None)
         assert err.value.retry and err.value.metadata == {"score": 0.2}
@@ -295,7 +295,7 @@ async def test_on_violation_fires_on_abort_and_warn_and_its_errors_are_swallowed
 
     guard = Guard()
     guard.on_violation = got.append
-    with pytest.raises(TripWire):
+    with pytest.raises(TripwireError):
         await ProcessorRunner([guard]).run_input(history("x"))
     assert [(v.message, v.detail) for v in got] == [("suspicious", {"level": 1}),
                                                     ("blocked", {"level": 2})]
@@ -304,7 +304,7 @@ async def test_on_violation_fires_on_abort_and_warn_and_its_errors_are_swallowed
         raise RuntimeError("monitor down")
 
     guard.on_violation = explode
-    with caplog.at_level(logging.ERROR), pytest.raises(TripWire):
+    with caplog.at_level(logging.ERROR), pytest.raises(TripwireError):
         await ProcessorRunner([guard]).run_input(history("x"))
     assert "on_violation of processor 'guard' raised" in caplog.text
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from procflow.errors import TripWire
+from procflow.errors import TripwireError
 from procflow.messages import Chunk, Message, MessageList
 from procflow.models.base import ModelRequest
 from procflow.processors import OutputResult, ProcessorViolation
@@ -118,7 +118,7 @@ def messages(source: str, *texts: str) -> MessageList:
 
 async def test_input_block_raises_tripwire() -> None:
     ml = messages("input", "hi", "I'm going to stab you.")
-    with pytest.raises(TripWire) as info:
+    with pytest.raises(TripwireError) as info:
         await ProcessorRunner([ModerationProcessor()]).run_input(ml)
     assert info.value.processor_id == "moderation"
     assert "harassment/threatening" in info.value.metadata["categories"]
@@ -150,7 +150,7 @@ async def test_output_result_filter_drops_flagged_responses() -> None:
 
 async def test_output_result_block_raises() -> None:
     ml = messages("response", "Step one: build a pipe bomb.")
-    with pytest.raises(TripWire):
+    with pytest.raises(TripwireError):
         await ProcessorRunner([ModerationProcessor()]).run_output_result(ml, OutputResult())
 
 
@@ -220,7 +220,7 @@ async def test_judge_scores_are_combined_with_the_lexicon() -> None:
 
 async def test_judge_failure_fails_closed_under_block() -> None:
     moderation = ModerationProcessor(model=FakeJudge(RuntimeError("timeout")))
-    with pytest.raises(TripWire) as info:
+    with pytest.raises(TripwireError) as info:
         await ProcessorRunner([moderation]).run_input(messages("input", "hello"))
     assert "could not run" in info.value.reason
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from procflow.errors import APICallError, ProcessorError, TripWire
+from procflow.errors import APICallError, ProcessorError, TripwireError
 from procflow.messages import Chunk, Message, MessageList, TripwireChunk
 from procflow.models.base import ModelRequest
 from procflow.processors import OutputResult, ProcessorViolation
@@ -242,7 +242,7 @@ async def test_redact_input_messages() -> None:
 async def test_block_raises_tripwire_without_values() -> None:
     seen: list[ProcessorViolation] = []
     detector = PIIDetector(strategy="block", on_violation=seen.append)
-    with pytest.raises(TripWire) as info:
+    with pytest.raises(TripwireError) as info:
         await ProcessorRunner([detector]).run_input(input_list("SSN 219-45-6789, jo@x.io"))
     trip = info.value
     assert trip.processor_id == "pii-detector"
@@ -254,7 +254,7 @@ async def test_block_raises_tripwire_without_values() -> None:
 
 async def test_block_with_detections_includes_values() -> None:
     detector = PIIDetector(strategy="block", include_detections=True)
-    with pytest.raises(TripWire) as info:
+    with pytest.raises(TripwireError) as info:
         await ProcessorRunner([detector]).run_input(input_list("mail jo@x.io"))
     [found] = info.value.metadata["detections"]
     assert (found["type"], found["value"], found["start"]) == ("email", "jo@x.io", 5)
@@ -344,7 +344,7 @@ async def test_judge_redacts_through_the_hook() -> None:
 ])
 async def test_judge_failure_fails_closed_for_block(model: FakeModel) -> None:
     detector = PIIDetector(model=model, strategy="block")
-    with pytest.raises(TripWire) as info:
+    with pytest.raises(TripwireError) as info:
         await ProcessorRunner([detector]).run_input(input_list("nothing personal here"))
     assert info.value.reason.startswith("PII detector could not check the text: ")
     assert "nothing personal" not in info.value.reason

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from procflow import WorkflowDefinitionError, create_step, create_workflow
-from procflow.errors import ProcessorError, TripWire
+from procflow.errors import ProcessorError, TripwireError
 from procflow.messages import Chunk, Message, MessageList
 from procflow.processors import (
     Processor,
@@ -93,7 +93,7 @@ async def test_processor_workflow_tripwire_propagates_with_processor_id() -> Non
     wf = (proc_wf("guards").parallel([create_step(Replace("pii", "x", "y")),
                                       create_step(Blocker())])
           .map(merge_processor_results).commit())
-    with pytest.raises(TripWire) as err:
+    with pytest.raises(TripwireError) as err:
         await ProcessorRunner([wf]).run_input(user_list("an attack"))
     assert err.value.processor_id == "blocker"
     assert err.value.metadata == {"family": "override"}

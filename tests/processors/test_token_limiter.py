@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from procflow.errors import TripWire
+from procflow.errors import TripwireError
 from procflow.messages import Chunk, Message, MessageList, ToolCallPart, ToolResultPart
 from procflow.processors import OutputResult
 from procflow.processors._hooks import StepInfo, StepOverrides
@@ -120,20 +120,20 @@ async def test_best_fit_skips_a_big_message_contiguous_stops(trim_mode: Any,
 
 async def test_abort_strategy_aborts_instead_of_trimming() -> None:
     msgs = [Message.user(words(50)), Message.user(words(5))]
-    with pytest.raises(TripWire, match="prompt needs") as err:
+    with pytest.raises(TripwireError, match="prompt needs") as err:
         await input_step(conversation(*msgs), TokenLimiter(limit_for(msgs[1]), strategy="abort"))
     assert err.value.processor_id == "token-limiter" and err.value.retry is False
     assert err.value.metadata["limit"] == limit_for(msgs[1])
 
 
 async def test_system_messages_alone_over_the_limit_abort() -> None:
-    with pytest.raises(TripWire, match="system messages alone"):
+    with pytest.raises(TripwireError, match="system messages alone"):
         await input_step(conversation(Message.user("hi")), TokenLimiter(10))
 
 
 async def test_nothing_fits_aborts() -> None:
     ml = conversation(Message.user(words(100)))
-    with pytest.raises(TripWire, match="no message fits"):
+    with pytest.raises(TripwireError, match="no message fits"):
         await input_step(ml, TokenLimiter(limit_for() + 5))
 
 
@@ -151,7 +151,7 @@ async def test_current_run_alone_over_the_limit_aborts() -> None:
     call, res = tool_pair("run-1", words(300))
     ml = conversation(Message.user("q"))
     ml.add([call, res], source="response")
-    with pytest.raises(TripWire, match="this run's own messages"):
+    with pytest.raises(TripwireError, match="this run's own messages"):
         await input_step(ml, TokenLimiter(limit_for(call)))
 
 
@@ -253,7 +253,7 @@ async def test_output_result_never_leaves_a_broken_character() -> None:
 
 async def test_output_result_abort_strategy() -> None:
     ml = MessageList().add(Message.assistant(words(50)), source="response")
-    with pytest.raises(TripWire, match="passed the 5-token limit"):
+    with pytest.raises(TripwireError, match="passed the 5-token limit"):
         await ProcessorRunner([TokenLimiter(5, strategy="abort")]).run_output_result(
             ml, OutputResult(text=ml.response()[0].text))
 

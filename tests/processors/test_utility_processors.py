@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from procflow.errors import TripWire
+from procflow.errors import TripwireError
 from procflow.messages import (
     Chunk,
     ImagePart,
@@ -168,7 +168,7 @@ async def test_regex_presets_redact_pii_secrets_and_urls() -> None:
 
 async def test_regex_block_metadata_names_rules_never_the_match() -> None:
     ml = user_list(f"use {SECRET} and {SECRET}")
-    with pytest.raises(TripWire) as err:
+    with pytest.raises(TripwireError) as err:
         await ProcessorRunner([RegexFilterProcessor(presets=["secrets"])]).run_input(ml)
     trip = err.value
     assert trip.processor_id == "regex-filter"

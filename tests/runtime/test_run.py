@@ -13,7 +13,7 @@ from procflow import (
     StepContext,
     StepExecutionError,
     StepValidationError,
-    TripWire,
+    TripwireError,
     create_step,
     create_workflow,
     step,
@@ -172,7 +172,7 @@ async def test_abort_ends_with_tripwire() -> None:
     assert result.status == "tripwire"
     assert result.tripwire == Tripwire("not allowed", "guard", False, {"rule": 7})
     assert result.tripwire is not None and result.tripwire.reason == "not allowed"
-    assert isinstance(result.error, TripWire)
+    assert isinstance(result.error, TripwireError)
 
 
 async def test_request_context_reaches_steps() -> None:

@@ -23,7 +23,6 @@ from procflow.storage import (
     Storage,
     prune_runs,
 )
-from procflow.storage.retention import RetentionStorage, TraceRetentionStorage
 
 StorageFactory = Callable[[], Storage]
 
@@ -658,7 +657,7 @@ async def test_prune_filters_and_dry_run(storage: Storage) -> None:
 async def test_prune_leaves_a_run_that_changed_or_holds_a_lease(storage: Storage) -> None:
     await storage.save_snapshot(header("moved", status="failed", updated_at=100.0), {})
     await storage.save_snapshot(header("leased", status="failed", updated_at=100.0), {})
-    assert isinstance(storage, RetentionStorage)
+    assert type(storage).delete_finished is not Storage.delete_finished  # its own
     [leased, moved] = await storage.list_finished(before=1000.0, workflow_id="wf",
                                                   statuses=frozenset({"failed"}))
     # between listing and deleting: "moved" is restarted, "leased" is being executed
@@ -715,7 +714,7 @@ async def test_a_lone_trace_whose_run_was_stored_since_it_was_listed_stays(
         storage: Storage) -> None:
     await storage.save_trace(trace("late", ended_at=100.0))
     await storage.save_trace(trace("moved", ended_at=100.0))
-    assert isinstance(storage, TraceRetentionStorage)
+    assert type(storage).delete_orphan_traces is not Storage.delete_orphan_traces
     [late, moved] = await storage.list_orphan_traces(before=1000.0, workflow_id=None,
                                                      statuses=None)
     assert (late.run_id, moved.run_id, late.trace_only) == ("late", "moved", True)
@@ -736,8 +735,8 @@ async def test_a_lone_trace_whose_run_was_stored_since_it_was_listed_stays(
 async def test_an_ephemeral_run_leaves_a_trace_that_prune_deletes(
         storage: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
     from procflow import create_step, create_workflow
-    from procflow.runtime.defaults import set_default_storage
     from procflow.storage import retention
+    from procflow.storage.locate import set_default_storage
 
     async def double(ctx: Any) -> int:
         return int(ctx.input_data) * 2
@@ -760,27 +759,26 @@ async def test_an_ephemeral_run_leaves_a_trace_that_prune_deletes(
     assert await storage.load_trace(run.run_id) is None
 
 
-class _Plain:
-    """A storage with no retention methods of its own (``prune_runs`` falls back on
-    ``list_runs`` and ``delete_run``)."""
+class _Plain(Storage):
+    """A storage with no retention methods of its own: it has ``Storage``'s defaults,
+    built on ``list_runs`` and ``delete_run``."""
 
     def __init__(self, inner: Storage) -> None:
         self._inner = inner
 
-    def __getattr__(self, name: str) -> Any:
-        if name in ("list_finished", "delete_finished", "list_orphan_traces",
-                    "delete_orphan_traces"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+    async def list_runs(self, **options: Any) -> list[RunSnapshot]:
+        return await self._inner.list_runs(**options)
+
+    async def delete_run(self, workflow_id: str, run_id: str) -> None:
+        await self._inner.delete_run(workflow_id, run_id)
 
 
 async def test_prune_works_on_any_storage() -> None:
     inner = InMemoryStorage()
     await _aged(inner)
     plain = _Plain(inner)
-    assert not isinstance(plain, RetentionStorage)
 
-    pruned = await prune_runs(plain, older_than=60.0, status="success")  # type: ignore[arg-type]
+    pruned = await prune_runs(plain, older_than=60.0, status="success")
 
     assert [(r.workflow_id, r.run_id) for r in pruned] == [("wf", "ok"), ("other", "other-ok")]
     assert await inner.load_trace("ok") is None

@@ -246,7 +246,7 @@ async def test_read_commands_create_no_tables_in_a_new_schema(
 
 
 def test_storage_for_takes_the_schema_off_the_url() -> None:
-    from procflow.runtime.defaults import storage_for
+    from procflow.storage.locate import storage_for
 
     made = storage_for("postgresql://app@db:5433/app?sslmode=disable&schema=tenant_a")
     assert isinstance(made, PostgresStorage)

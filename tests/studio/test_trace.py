@@ -163,13 +163,13 @@ workflow agent:support  run run-3  ● success  120 ms  15 spans
 
 TRIPWIRE = """\
 workflow agent:guarded  run run-4  ⚡ tripwire  8 ms  4 spans
-                                                            0                                   8 ms
-⚡ run: agent:guarded                                 8 ms  ████████████████████████████████████████
+                                                             0                                  8 ms
+⚡ run: agent:guarded                                  8 ms  ███████████████████████████████████████
 │ ⚡ tripwire: contains an email address (processor pii-detector)
-├─ ⚡ input-processors                                4 ms  ████████████████████
-│  └─ ⚡ input processor: pii-detect… [processor]     3 ms       ███████████████
+├─ ⚡ input-processors                                 4 ms  ███████████████████▌
+│  └─ ⚡ input processor: pii-detector [processor]     3 ms      ▐██████████████▌
 │       ⚡ tripwire: contains an email address (processor pii-detector)
-└─ ⊘ agent-step [loop]                                4 ms                      ████████████████████
+└─ ⊘ agent-step [loop]                                 4 ms                     ▐███████████████████
 """
 
 FAILED = """\

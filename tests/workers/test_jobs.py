@@ -13,7 +13,7 @@ import json
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -231,8 +231,9 @@ async def test_a_job_delivered_again_after_its_result_was_stored_is_not_run_agai
                                         reads=last.reads)
     assert claim is not None and claim.snapshot is not None and claim.load_input is not None
 
-    async def save(rows: object) -> None:
-        raise AssertionError("a step job has no inner rows")
+    async def save(rows: Mapping[str, StepResult]) -> None:
+        # a step job has no inner rows: only its "running" mark is written ahead
+        assert {path: r.status for path, r in rows.items()} == {last.path: "running"}
 
     rows = await run.run_claimed_job(last, claim.snapshot, claim.steps, save, claim.load_input)
     assert await app.storage.finish_job("jobs-fan", run_id, last.path, join=join,
@@ -395,3 +396,30 @@ async def test_closing_the_broker_closes_its_redis_connections(
             break
         await anyio.sleep(0.02)
     assert not await raw.execute_command("CLIENT", "LIST", "ID", client_id)
+
+
+async def test_a_job_run_again_after_its_worker_was_lost_is_noted_in_the_trace(
+        app: WorkerApp, flows: Flows) -> None:
+    run_id, join, total, jobs = await _parked(app, flows.fan, "init")
+    # A worker claims the first job, marks it running (as every job is marked before
+    # its step runs) and is lost: its lease ends, its mark stays.
+    first = jobs[0]
+    claim = await app.storage.claim_job("jobs-fan", run_id, first.path, owner="lost",
+                                        ttl=3, parked_owner="parked:item",
+                                        reads=first.reads)
+    assert claim is not None and not claim.done
+    await app.storage.save_steps("jobs-fan", run_id, {
+        first.path: StepResult("running", started_at=1.0, attempts=1)})
+    await app.storage.release_job("jobs-fan", run_id, first.path, owner="lost")
+
+    for job in jobs:  # delivered again (the first) and for the first time (the others)
+        await _deliver(app, flows.fan, run_id, join, total, job)
+    result = await _continue(app, flows.fan, run_id)
+    trace = await app.storage.load_trace(run_id)
+
+    assert result.status == "success"
+    assert trace is not None
+    notes = {span["path"]: span["attributes"] for span in trace.spans
+             if (span.get("attributes") or {}).get("note")}
+    assert notes == {first.path: {"attempt": 2, "note": "attempt 2 after worker loss"}}
+    assert result.steps[first.path].lost == 1 and result.steps[first.path].attempts == 2

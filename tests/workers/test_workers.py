@@ -400,6 +400,13 @@ async def test_a_distributed_foreach_survives_a_killed_worker(pool: Pool) -> Non
         assert len(counts) == 100 and all(n <= 2 for n in counts.values())
         # Only what the killed worker was running ran again (4 threads, prefetch 8).
         assert sum(n - 1 for n in counts.values()) <= 8
+        # Each item run again shows its lost attempt in the trace, as a chain step does.
+        trace = await executor.storage.load_trace(run.run_id)
+        assert trace is not None
+        noted = {span["path"] for span in trace.spans
+                 if (span.get("attributes") or {}).get("note") == "attempt 2 after worker loss"}
+        repeated = {f"item[{line.rsplit(':', 1)[1]}]" for line, n in counts.items() if n > 1}
+        assert repeated <= noted
 
 
 async def test_a_run_parked_on_live_items_is_listed_running_not_stalled(pool: Pool) -> None:

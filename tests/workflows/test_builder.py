@@ -161,6 +161,23 @@ def test_create_step_forms() -> None:
         create_step(id="r", execute=lambda ctx: 1, retries=-1)
 
 
+def test_the_decorator_takes_every_option_of_a_step() -> None:
+    import inspect
+
+    from procflow.steps import Step
+
+    options = set(inspect.signature(Step.__init__).parameters) - {"self", "execute"}
+    assert set(inspect.signature(step).parameters) - {"fn"} == options
+
+    @step(id="tagged", metadata={"owner": "billing"}, trace_io=False, retries=2)
+    def tagged(ctx: object) -> int:
+        return 1
+
+    assert (tagged.metadata, tagged.trace_io, tagged.retries) == ({"owner": "billing"}, False, 2)
+    with pytest.raises(WorkflowDefinitionError, match="retries"):
+        step(retries=-1)(tagged.execute)
+
+
 def test_clone_gives_a_reusable_copy() -> None:
     a = make("a")
     wf = create_workflow(id="w").then(a).then(a.clone(id="a2")).commit()  # type: ignore[attr-defined]
@@ -185,3 +202,23 @@ def test_graph_shape() -> None:
     assert g.nodes["e"]["loop"] == "dountil"
     assert list(g.predecessors(END)) == ["e"]
     assert "subgraph" in g.nodes["inner"]
+
+
+def test_with_entries_rebuilds_a_plan_and_leaves_the_original_as_it_was() -> None:
+    from procflow.workflows.plan import StepEntry
+
+    a = create_step(id="a", execute=lambda ctx: ctx.input_data)
+    b = create_step(id="b", execute=lambda ctx: ctx.input_data)
+    wf = create_workflow(id="w", retries=2).then(a).commit()
+    graph = wf.graph
+    new = wf.with_entries([*wf.entries, StepEntry(b)])
+    assert not new.committed and new.retries == 2 and new.step_ids() == ["a", "b"]
+    assert wf.committed and wf.step_ids() == ["a"] and wf.graph is graph
+    swapped = new.with_entries(e.with_unit("a", b.clone(id="c")) for e in new.entries)
+    assert swapped.commit().step_ids() == ["c", "b"]
+
+
+def test_with_entries_takes_only_plan_entries() -> None:
+    wf = create_workflow(id="w").then(create_step(id="a", execute=lambda ctx: 1))
+    with pytest.raises(WorkflowDefinitionError, match="plan entries"):
+        wf.with_entries(["a"])  # type: ignore[list-item]

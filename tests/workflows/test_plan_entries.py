@@ -1,5 +1,6 @@
 """Plan entries are the one dispatch point: a new kind of entry is one new class, and
-the runtime, ``commit()``, ``wf.graph`` and the studio all handle it unchanged."""
+the runtime, the output stream, ``commit()``, ``wf.graph`` and the studio all handle it
+unchanged."""
 
 from __future__ import annotations
 
@@ -10,11 +11,9 @@ from typing import Any
 from rich.console import Console
 
 from procflow import create_step, create_workflow
-from procflow.runtime import nodes
-from procflow.runtime.execution import Node
 from procflow.studio import GraphView
 from procflow.workflows.check import Shape
-from procflow.workflows.plan import Entry, Layout, NodeLayout
+from procflow.workflows.plan import Entry, Layout, NodeLayout, Reader, ReadT
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,13 +23,13 @@ class Tap(Entry):
     id: str
     fn: Any
 
-    def compile(self) -> Node:
+    def read(self, reader: Reader[ReadT]) -> ReadT:
         fn = self.fn
 
         def tap(ctx: Any) -> Any:
             fn(ctx)
             return ctx.input_data
-        return nodes.map_node(self.id, tap)
+        return reader.map(self.id, tap)
 
     def ids(self) -> list[tuple[str, str]]:
         return [(self.id, "tap()")]
@@ -55,3 +54,23 @@ async def test_a_new_entry_class_runs_checks_graphs_and_draws() -> None:
     console = Console(width=60, color_system=None, record=True, file=io.StringIO())
     console.print(GraphView(wf))
     assert "tap peek" in console.export_text()
+
+
+async def test_a_new_entry_class_runs_on_the_output_stream_too() -> None:
+    from procflow.messages import Chunk
+    from procflow.processors import Processor, ProcessorStepSchema
+    from procflow.processors._runner import ProcessorRunner
+
+    class Upper(Processor):
+        id = "upper"
+
+        def process_output_stream(self, args: Any) -> Any:
+            return Chunk.text_delta(args.part.text.upper())
+
+    seen: list[str] = []
+    wf = create_workflow(id="tapped", input_schema=ProcessorStepSchema,
+                         output_schema=ProcessorStepSchema).then(create_step(Upper()))
+    wf.entries.append(Tap("peek", lambda ctx: seen.append(ctx.input_data.part.text)))
+    pipe = ProcessorRunner([wf.commit()]).output_stream()
+    out = await pipe.process(Chunk.text_delta("hi"))
+    assert [c.text for c in out] == ["HI"] and seen == ["HI"]

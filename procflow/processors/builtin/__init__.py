@@ -13,115 +13,67 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from procflow._lazy import lazy_exports
+from procflow._lazy import declared_exports, lazy_exports
 
+# The one list of this package's exports: mypy reads these imports; at run time the
+# block is read as the table of what to import on first use (``declared_exports``).
+# isort: off
 if TYPE_CHECKING:
-    from procflow.processors.builtin._detection import DetectionResult, PIIDetection, PIIType
-    from procflow.processors.builtin.batch_parts import BatchPartsProcessor
+    from procflow.processors.builtin._detection import (
+        DetectionResult as DetectionResult,
+        PIIDetection as PIIDetection,
+        PIIType as PIIType,
+    )
+    from procflow.processors.builtin.batch_parts import BatchPartsProcessor as BatchPartsProcessor
     from procflow.processors.builtin.cache import (
-        DEFAULT_RESPONSE_CACHE_TTL_SECONDS,
-        ResponseCache,
-        ResponseCacheContextOptions,
-        ResponseCacheKeyInputs,
-        build_response_cache_key,
+        DEFAULT_RESPONSE_CACHE_TTL_SECONDS as DEFAULT_RESPONSE_CACHE_TTL_SECONDS,
+        ResponseCache as ResponseCache,
+        ResponseCacheContextOptions as ResponseCacheContextOptions,
+        ResponseCacheKeyInputs as ResponseCacheKeyInputs,
+        build_response_cache_key as build_response_cache_key,
     )
     from procflow.processors.builtin.cost import (
-        CostGuardProcessor,
-        CostLedger,
-        CostScope,
-        InMemoryCostLedger,
-        ModelPrice,
-        RedisCostLedger,
+        CostGuardProcessor as CostGuardProcessor,
+        CostLedger as CostLedger,
+        CostScope as CostScope,
+        InMemoryCostLedger as InMemoryCostLedger,
+        ModelPrice as ModelPrice,
+        RedisCostLedger as RedisCostLedger,
     )
     from procflow.processors.builtin.error_handlers import (
-        CompatRule,
-        PrefillErrorHandler,
-        ProviderHistoryCompat,
-        StreamErrorRetryProcessor,
+        CompatRule as CompatRule,
+        PrefillErrorHandler as PrefillErrorHandler,
+        ProviderHistoryCompat as ProviderHistoryCompat,
+        StreamErrorRetryProcessor as StreamErrorRetryProcessor,
     )
-    from procflow.processors.builtin.injection import PromptInjectionDetector
-    from procflow.processors.builtin.moderation import ModerationProcessor
-    from procflow.processors.builtin.onnx_classifier import OnnxTextClassifier
-    from procflow.processors.builtin.pii import PIIDetector
-    from procflow.processors.builtin.regex.filter import RegexFilterProcessor, RegexRule
-    from procflow.processors.builtin.token_limiter import TokenLimiter, TokenLimiterOptions
+    from procflow.processors.builtin.injection import (
+        PromptInjectionDetector as PromptInjectionDetector,
+    )
+    from procflow.processors.builtin.moderation import ModerationProcessor as ModerationProcessor
+    from procflow.processors.builtin.onnx_classifier import (
+        OnnxTextClassifier as OnnxTextClassifier,
+    )
+    from procflow.processors.builtin.pii import PIIDetector as PIIDetector
+    from procflow.processors.builtin.regex import (
+        RegexFilterProcessor as RegexFilterProcessor,
+        RegexRule as RegexRule,
+    )
+    from procflow.processors.builtin.token_limiter import (
+        TokenLimiter as TokenLimiter,
+        TokenLimiterOptions as TokenLimiterOptions,
+    )
     from procflow.processors.builtin.tools import (
-        ToolCallFilter,
-        ToolSearchHit,
-        ToolSearchOptions,
-        ToolSearchProcessor,
+        ToolCallFilter as ToolCallFilter,
+        ToolSearchHit as ToolSearchHit,
+        ToolSearchOptions as ToolSearchOptions,
+        ToolSearchProcessor as ToolSearchProcessor,
     )
-    from procflow.processors.builtin.unicode import UnicodeNormalizer
+    from procflow.processors.builtin.unicode import UnicodeNormalizer as UnicodeNormalizer
+# isort: on
 
-_LOCATIONS: dict[str, str] = {
-    "BatchPartsProcessor": ".batch_parts",
-    "CompatRule": ".error_handlers",
-    "CostGuardProcessor": ".cost",
-    "CostLedger": ".cost",
-    "CostScope": ".cost",
-    "DEFAULT_RESPONSE_CACHE_TTL_SECONDS": ".cache",
-    "DetectionResult": "._detection",
-    "InMemoryCostLedger": ".cost",
-    "ModelPrice": ".cost",
-    "ModerationProcessor": ".moderation",
-    "OnnxTextClassifier": ".onnx_classifier",
-    "PIIDetection": "._detection",
-    "PIIDetector": ".pii",
-    "PIIType": "._detection",
-    "PrefillErrorHandler": ".error_handlers",
-    "PromptInjectionDetector": ".injection",
-    "ProviderHistoryCompat": ".error_handlers",
-    "RedisCostLedger": ".cost",
-    "RegexFilterProcessor": ".regex",
-    "RegexRule": ".regex",
-    "ResponseCache": ".cache",
-    "ResponseCacheContextOptions": ".cache",
-    "ResponseCacheKeyInputs": ".cache",
-    "StreamErrorRetryProcessor": ".error_handlers",
-    "TokenLimiter": ".token_limiter",
-    "TokenLimiterOptions": ".token_limiter",
-    "ToolCallFilter": ".tools",
-    "ToolSearchHit": ".tools",
-    "ToolSearchOptions": ".tools",
-    "ToolSearchProcessor": ".tools",
-    "UnicodeNormalizer": ".unicode",
-    "build_response_cache_key": ".cache",
-}
-"""Public name -> the module (relative to this package) that exports it."""
+_EXPORTS = declared_exports(__name__, globals())
+"""Public name -> the module that exports it."""
 
-__all__ = [
-    "DEFAULT_RESPONSE_CACHE_TTL_SECONDS",
-    "BatchPartsProcessor",
-    "CompatRule",
-    "CostGuardProcessor",
-    "CostLedger",
-    "CostScope",
-    "DetectionResult",
-    "InMemoryCostLedger",
-    "ModelPrice",
-    "ModerationProcessor",
-    "OnnxTextClassifier",
-    "PIIDetection",
-    "PIIDetector",
-    "PIIType",
-    "PrefillErrorHandler",
-    "PromptInjectionDetector",
-    "ProviderHistoryCompat",
-    "RedisCostLedger",
-    "RegexFilterProcessor",
-    "RegexRule",
-    "ResponseCache",
-    "ResponseCacheContextOptions",
-    "ResponseCacheKeyInputs",
-    "StreamErrorRetryProcessor",
-    "TokenLimiter",
-    "TokenLimiterOptions",
-    "ToolCallFilter",
-    "ToolSearchHit",
-    "ToolSearchOptions",
-    "ToolSearchProcessor",
-    "UnicodeNormalizer",
-    "build_response_cache_key",
-]
+__all__ = sorted(_EXPORTS)
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _LOCATIONS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -9,16 +9,16 @@ once (onnxruntime sessions and tokenizers are thread-safe; no state changes per 
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+from procflow._extras import require
+
 __all__ = ["OnnxTextClassifier"]
 
-_INSTALL = ("OnnxTextClassifier needs onnxruntime, numpy and tokenizers: "
-            "pip install 'procflow[onnx]'")
+_FEATURE = "OnnxTextClassifier"
 
 
 class OnnxTextClassifier:
@@ -54,12 +54,9 @@ class OnnxTextClassifier:
                  label: int | str = 1, threshold: float = 0.5, max_length: int = 512,
                  stride: int = 64, batch_size: int = 8, name: str | None = None,
                  providers: list[str] | None = None) -> None:
-        try:
-            numpy = importlib.import_module("numpy")
-            onnxruntime = importlib.import_module("onnxruntime")
-            tokenizer_type = importlib.import_module("tokenizers").Tokenizer
-        except ImportError as exc:
-            raise ImportError(f"{_INSTALL} ({exc})") from exc
+        numpy = require("numpy", extra="onnx", feature=_FEATURE)
+        onnxruntime = require("onnxruntime", extra="onnx", feature=_FEATURE)
+        tokenizer_type = require("tokenizers", extra="onnx", feature=_FEATURE).Tokenizer
         model, tok = Path(model_path), Path(tokenizer_path)
         for what, path in (("model_path", model), ("tokenizer_path", tok)):
             if not path.is_file():

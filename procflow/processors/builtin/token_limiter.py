@@ -261,7 +261,7 @@ class TokenLimiter(Processor):
         """Trim the oldest non-system messages until the prompt fits the limit.
 
         Raises:
-            TripWire: The system messages (or the current run's messages) alone exceed
+            TripwireError: The system messages (or the current run's messages) alone exceed
                 the limit, nothing fits, or the strategy is "abort" and the prompt is
                 over the limit.
         """
@@ -348,7 +348,7 @@ class TokenLimiter(Processor):
         "data-token-limit-reached" chunk) or abort.
 
         Raises:
-            TripWire: The strategy is "abort" and the answer passed the limit.
+            TripwireError: The strategy is "abort" and the answer passed the limit.
         """
         part = args.part
         if part.type != "text-delta":
@@ -387,7 +387,7 @@ class TokenLimiter(Processor):
         Messages left with no part are removed.
 
         Raises:
-            TripWire: The strategy is "abort" and the answer is over the limit.
+            TripwireError: The strategy is "abort" and the answer is over the limit.
         """
         await self._ready()
         cumulative = self.options.count_mode == "cumulative"

@@ -18,4 +18,4 @@ if TYPE_CHECKING:
 __all__ = ["CostGuardProcessor", "CostLedger", "CostScope", "InMemoryCostLedger", "ModelPrice",
            "RedisCostLedger"]
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {"RedisCostLedger": ".redis"})
+__getattr__, __dir__ = lazy_exports(__name__, globals())

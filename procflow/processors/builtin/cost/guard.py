@@ -224,7 +224,7 @@ class CostGuardProcessor(Processor):
         """Check the scope's spending in the window against ``max_cost``.
 
         Raises:
-            TripWire: Spending is at or over the budget and the strategy is "block"; its
+            TripwireError: Spending is at or over the budget and the strategy is "block"; its
                 metadata is ``{usage, max_cost, scope, scope_key}``.
         """
         scope_id = self._scope_id(args)

@@ -87,7 +87,7 @@ class PIIDetector(Processor):
     still found, because the stream holds back the tail of the text that could still
     be (part of) a value (see ``hold_back``) and shows it the rest with its context.
 
-    Strategies: "block" aborts the request (``TripWire``, reason ``"PII detected:
+    Strategies: "block" aborts the request (``TripwireError``, reason ``"PII detected:
     <types>"``); "warn" reports a violation and lets the text through; "filter" drops
     the message or chunk; "redact" (default) rewrites the text. Aborts and warnings
     reach ``on_violation``; their metadata holds the detected types (and the

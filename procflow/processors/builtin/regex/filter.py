@@ -336,7 +336,7 @@ class RegexFilterProcessor(Processor):
         """Check the input messages' text.
 
         Raises:
-            TripWire: The strategy is "block" and a rule matched.
+            TripwireError: The strategy is "block" and a rule matched.
         """
         if self.phase == "output":
             return None
@@ -356,7 +356,7 @@ class RegexFilterProcessor(Processor):
         """Check each streamed text segment (the stream window never cuts a match).
 
         Raises:
-            TripWire: The strategy is "block" and a rule matched.
+            TripwireError: The strategy is "block" and a rule matched.
         """
         part = args.part
         if self.phase == "input" or part.type != "text-delta":
@@ -371,7 +371,7 @@ class RegexFilterProcessor(Processor):
         """Check the response messages' text (and redact ``result.text`` too).
 
         Raises:
-            TripWire: The strategy is "block" and a rule matched.
+            TripwireError: The strategy is "block" and a rule matched.
         """
         if self.phase == "input":
             return None

@@ -1,4 +1,4 @@
-"""The executor: runs a compiled plan's steps and nested workflows on anyio.
+"""The step runner: runs a compiled plan's steps and nested workflows on anyio.
 
 Sequential steps run inline in the caller's task; tasks are made only for real
 concurrency (``parallel``, ``branch`` with several true conditions, ``foreach`` with
@@ -23,7 +23,7 @@ from procflow.errors import (
     StepExecutionError,
     StepTimeoutError,
     StepValidationError,
-    TripWire,
+    TripwireError,
     WorkflowRunError,
 )
 from procflow.records import Span, StepResult, span_id
@@ -37,7 +37,7 @@ from procflow.runtime.execution import (
     Unit,
 )
 from procflow.runtime.step_context import BailSignal, StepContext, SuspendSignal
-from procflow.runtime.tracing import Tracer
+from procflow.runtime.tracing import ParentSpan, Tracer, current_step_span
 
 _now = time.time
 _log = logging.getLogger("procflow.runtime")
@@ -152,6 +152,9 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
     attempt = 0
     if marked:
         ex.marked_running += 1
+    # The step's own span, for what its code records (one set and reset per traced step).
+    here = None if tracer is None or span is None else \
+        current_step_span.set(ParentSpan(tracer, span))
     try:
         while True:
             ctx = StepContext(ex, scope, path, data, resume_data, attempt, iteration, span)
@@ -164,8 +167,8 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
                 break
             except SuspendSignal as sig:
                 await _suspend(ex, step, path, sig.payload, started, attempt + 1, scope)
-            except (BailSignal, TripWire) as stop:
-                if isinstance(stop, TripWire) and keep:
+            except (BailSignal, TripwireError) as stop:
+                if isinstance(stop, TripwireError) and keep:
                     await ex.record(path, StepResult("failed", error=stop, started_at=started,
                                                      ended_at=time.time(),
                                                      attempts=attempt + 1))
@@ -190,7 +193,7 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
         ended = _now()
         if keep:
             result = StepResult("success", out, None, started, ended, lost + attempt + 1,
-                                None, resume_data, iteration)
+                                None, resume_data, iteration, lost=lost)
             if ex.encodes:  # refused here, as this step's failure, if unstorable
                 try:
                     ex.encode(path, result)
@@ -202,6 +205,9 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
         if span is not None:
             close_span(span, exc, attempt)
         raise
+    finally:
+        if here is not None:
+            current_step_span.reset(here)
     if span is not None:  # Tracer.ok, inlined: this runs for every traced step
         span.end = ended
         span.status = "success"
@@ -232,12 +238,17 @@ def close_span(span: Span, exc: BaseException, attempt: int = 0) -> None:
         Tracer.end(span, "suspended")
     elif isinstance(exc, BailSignal):
         Tracer.end(span, "success", output=exc.result, bailed=True)
-    elif isinstance(exc, TripWire):
+    elif isinstance(exc, TripwireError):
         Tracer.end(span, "tripwire", error=exc.reason, tripwire=exc.to_dict())
     elif isinstance(exc, Failed):
         Tracer.end(span, "failed", error=exc.error, attempts=attempt + 1,
                    traceback=_traceback(exc.error))
     elif isinstance(exc, Exception):
+        from procflow.runtime.distributed import Parked  # (that module imports this one)
+
+        if isinstance(exc, Parked):  # the work goes on elsewhere: ``settle_parked``
+            Tracer.end(span, "running", parked=True)
+            return
         Tracer.end(span, "failed", error=exc, attempts=attempt + 1, traceback=_traceback(exc))
     else:
         Tracer.end(span, "canceled")
