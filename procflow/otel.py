@@ -241,12 +241,19 @@ def _attributes(record: TraceRecord, row: Mapping[str, Any],
                       "gen_ai.response.model": model})
         if provider:
             attrs["gen_ai.system"] = attrs["gen_ai.provider.name"] = provider
+        answered = extra.get("answered_by")  # a FallbackModel's answering model
+        if isinstance(answered, str) and answered:
+            attrs["gen_ai.response.model"] = _model_of(answered)[1]
         usage = extra.get("usage")
         if isinstance(usage, Mapping):
             for ours, theirs in (("input_tokens", "gen_ai.usage.input_tokens"),
-                                 ("output_tokens", "gen_ai.usage.output_tokens")):
+                                 ("output_tokens", "gen_ai.usage.output_tokens"),
+                                 ("cached_input_tokens",
+                                  "gen_ai.usage.cache_read.input_tokens")):
                 if isinstance(usage.get(ours), int):
                     attrs[theirs] = usage[ours]
+            if isinstance(usage.get("cost"), int | float):
+                attrs["procflow.usage.cost"] = float(usage["cost"])
         if extra.get("finish_reason"):
             attrs["gen_ai.response.finish_reasons"] = [str(extra["finish_reason"])]
     elif kind == "tool":

@@ -35,7 +35,7 @@ DESIGN = {
     "procflow.memory": ["Memory", "SemanticRecallOptions", "WorkingMemoryOptions",
                         "MessageHistory", "SemanticRecall", "WorkingMemory"],
     "procflow.models": ["ScriptedModel", "FunctionModel", "ModelResponse", "ToolCall",
-                        "LanguageModel"],
+                        "LanguageModel", "FallbackModel"],
     "procflow.evals": ["Dataset", "Case", "scorer", "ExactMatch", "Contains", "Regex",
                        "IsInstance", "LLMJudge", "NoPII", "NoInjection", "ToolCalled"],
 }

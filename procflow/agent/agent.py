@@ -51,6 +51,7 @@ from procflow.messages import (
     SuspendedChunk,
     new_secret_id,
 )
+from procflow.models.base import ModelFallback
 from procflow.models.resolve import resolve_model
 from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
@@ -109,7 +110,8 @@ class Agent(Generic[OutputT]):
             only a name; one of the two is required).
         name: Display name (defaults to the id).
         instructions: The system prompt.
-        model: A ``LanguageModel`` or a "provider/model-id" string.
+        model: A ``LanguageModel`` or a "provider/model-id" string, or a list of them:
+            a ``FallbackModel`` asking each in turn while the ones before are down.
         tools: Tools the model may call, and toolsets (``Toolset``: an MCP server's
             ``MCPServerStdio``/``MCPServerHTTP``) whose tools are listed as the agent runs.
         memory: A ``Memory`` (conversation history and recall).
@@ -817,7 +819,11 @@ def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
         text=text, finish_reason=reason, usage=token_usage(state.usage),
         steps=list(state.steps), tool_calls=calls, tool_results=results,
         tripwire=None if trip is None else Tripwire.from_dict(trip), messages=messages,
-        response=AgentResponse(messages=response, ui_messages=ui), run_id=run_id,
+        response=AgentResponse(
+            messages=response, ui_messages=ui,
+            model=next((s.model for s in reversed(state.steps) if s.model), None),
+            fallbacks=[ModelFallback.from_dict(f) for s in state.steps for f in s.fallbacks]),
+        run_id=run_id,
         suspended=suspended, output=None if check is None or suspended or trip is not None
         else _answer(check, text))
 

@@ -25,13 +25,14 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from procflow.agent.output import FullOutput
+    from procflow.records import Usage
     from procflow.runtime.results import WorkflowResult
     from procflow.runtime.tracing import TraceRecord
     from procflow.workflows.workflow import Workflow
 
 __all__ = ["DRAWING_WIDTH", "SCHEMAS", "agent_run_document", "drawing_width", "dump",
-           "graph_document", "mask", "masked", "output_mode", "plain_duration", "plain_time",
-           "run_row_document", "step_lines", "trace_document", "trace_lines",
+           "format_cost", "graph_document", "mask", "masked", "output_mode", "plain_duration",
+           "plain_time", "run_row_document", "step_lines", "trace_document", "trace_lines",
            "workflow_run_document"]
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -86,12 +87,25 @@ def plain_time(timestamp: float | None) -> str | None:
     return datetime.fromtimestamp(timestamp).isoformat(timespec="seconds")
 
 
+def format_cost(cost: float | None) -> str:
+    """A USD amount, short: "$0.0042", "$1.25"; "?" when unknown."""
+    if cost is None:
+        return "?"
+    if cost >= 1:
+        return f"${cost:.2f}"
+    text = f"{cost:.6f}".rstrip("0").rstrip(".")
+    return f"${text}" if text != "0" or cost == 0 else "<$0.000001"
+
+
 def run_row_document(run_id: str, workflow_id: str, status: str, started: float,
-                     duration: float | None, suspended: Sequence[str]) -> dict[str, Any]:
-    """One run of ``procflow runs --json``."""
+                     duration: float | None, suspended: Sequence[str],
+                     usage: Usage | None = None) -> dict[str, Any]:
+    """One run of ``procflow runs --json`` (``usage``: its tokens and USD ``cost``,
+    ``null`` for a run that called no model)."""
     return {"run_id": run_id, "workflow_id": workflow_id, "status": status,
             "started_at": plain_time(started), "duration_s": duration,
-            "suspended_at": list(suspended)}
+            "suspended_at": list(suspended),
+            "usage": None if usage is None else usage.to_dict()}
 
 
 def trace_document(trace: TraceRecord) -> dict[str, Any]:

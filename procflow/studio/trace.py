@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from procflow.studio.graph import _STATUS, format_duration
+from procflow.studio.output import format_cost
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -96,15 +97,30 @@ def _notes(attributes: dict[str, Any]) -> list[str]:
     note = attributes.get("note")  # e.g. "attempt 2 after worker loss"
     if isinstance(note, str) and note:
         notes.append(note)
+    fallbacks = attributes.get("fallbacks")
+    if isinstance(fallbacks, list) and fallbacks:
+        failed = ", ".join(f"{f.get('model')} ({_failure(f)})" for f in fallbacks
+                           if isinstance(f, dict))
+        answered = attributes.get("answered_by")
+        notes.append(f"answered by {answered} after {failed} failed" if answered
+                     else f"failed: {failed}")
     usage = attributes.get("usage")
     if isinstance(usage, dict) and ("input_tokens" in usage or "output_tokens" in usage):
-        notes.append(f"in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)} tok")
+        note = f"in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)} tok"
+        cost = usage.get("cost")
+        notes.append(f"{note} · {format_cost(cost)}" if isinstance(cost, int | float)
+                     else note)
     for key, one, many in (("chunks", "chunk", "chunks"), ("items", "item", "items"),
                            ("iterations", "iteration", "iterations")):
         count = attributes.get(key)
         if isinstance(count, int):
             notes.append(f"{count} {one if count == 1 else many}")
     return notes
+
+
+def _failure(fallback: dict[str, Any]) -> str:
+    status = fallback.get("status_code")
+    return f"HTTP {status}" if isinstance(status, int) else str(fallback.get("error"))[:60]
 
 
 def _error_of(row: Row) -> Any:

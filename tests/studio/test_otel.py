@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +21,10 @@ from opentelemetry.trace import StatusCode
 import procflow
 import procflow.otel
 from procflow import Agent, create_step, create_workflow, tool
+from procflow.errors import APICallError
+from procflow.messages import Chunk, Finish, TextDelta
 from procflow.models import ScriptedModel, ToolCall
+from procflow.records import Usage
 from procflow.runtime.tracing import finished_trace_hooks
 from procflow.storage.memory import InMemoryStorage
 
@@ -170,3 +173,26 @@ def test_procflow_otel_says_why_nothing_is_exported(tmp_path: Any, env: dict[str
     assert done.returncode == 0, done.stderr
     assert done.stderr.startswith("procflow: PROCFLOW_OTEL=1")
     assert reason in done.stderr
+
+
+class PricedModel:
+    """A model whose calls report a cost, as hosted models do."""
+
+    provider = "acme"
+    model_id = "m1"
+
+    async def stream(self, request: object) -> AsyncIterator[Chunk]:
+        yield TextDelta("cheap")
+        yield Finish("stop", Usage(10, 2, 12, cached_input_tokens=4, cost=0.003))
+
+
+async def test_a_fallback_call_names_the_answering_model_and_its_cost(
+        exporter: InMemorySpanExporter) -> None:
+    down = ScriptedModel([APICallError("down", status_code=503)], model_id="down")
+    await Agent(id="otel-fallback", model=[down, PricedModel()]).generate("hi")
+    [chat] = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    attributes = chat.attributes or {}
+    assert attributes["gen_ai.response.model"] == "m1"
+    assert attributes["gen_ai.usage.input_tokens"] == 10
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 4
+    assert attributes["procflow.usage.cost"] == 0.003
