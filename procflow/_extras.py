@@ -35,6 +35,7 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "re2": ("re2",),
     "onnx": ("onnxruntime", "tokenizers", "numpy"),
     "dramatiq": ("dramatiq",),
+    "mcp": ("mcp",),
 }
 """Extra -> the top-level modules it installs (the ``pyproject.toml`` extras)."""
 

@@ -17,7 +17,8 @@ The tree::
     ├── ProcessorError                 a processor is defined or behaves wrongly
     ├── TripwireError                  a processor aborted the request (``args.abort(...)``)
     ├── APICallError                   a model provider rejected or failed a call
-    └── OutputValidationError          an agent's answer is not its ``output_type``, after retries
+    ├── OutputValidationError          an agent's answer is not its ``output_type``, after retries
+    └── MCPError                       an MCP server failed (did not start, crashed, hung...)
 
 Errors carry their context as attributes (``workflow_id``, ``step_id``, ``run_id``,
 ``attempt``...) so callers need not parse messages.
@@ -36,6 +37,7 @@ from procflow._lazy import lazy_exports
 
 __all__ = [
     "APICallError",
+    "MCPError",
     "MemoryCorruptedError",
     "OutputValidationError",
     "ProcessorError",
@@ -258,6 +260,25 @@ class OutputValidationError(ProcflowError):
         self.text = text
         self.errors = errors
         self.attempts = attempts
+
+
+class MCPError(ProcflowError):
+    """An MCP server failed: it did not start, crashed, hung past its ``timeout``,
+    answered with a protocol error or a result too large.
+
+    Where it surfaces: while the agent lists the server's tools (before the model
+    sees any of them), it ends the agent call; during a tool call, the model gets it
+    as that call's error result (``is_error=True``) and the run goes on.
+
+    Attributes:
+        server: The server's id.
+        tool: The tool called, or ``None`` outside a call.
+    """
+
+    def __init__(self, message: str, *, server: str, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), {}, deprecated={

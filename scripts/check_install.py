@@ -146,6 +146,14 @@ def probe_dramatiq():
     from procflow.workers import DramatiqExecutor, WorkerApp  # noqa: F401
 
 
+def probe_mcp():
+    from procflow.mcp import MCPServerHTTP, MCPServerStdio, build_server
+    from procflow.models import ScriptedModel
+    MCPServerStdio("server-that-never-starts")  # a client only: nothing connects
+    MCPServerHTTP("http://127.0.0.1:1/mcp")
+    build_server([procflow.Agent(id="probe", model=ScriptedModel(["hi"]))])
+
+
 for extra in EXTRAS:
     probe = globals().get(f"probe_{extra}")
     report["probes"][extra] = (attempt(probe) if probe is not None

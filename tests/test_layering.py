@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"processors"},  # L7: hooks around LLM calls
     {"memory"},  # L8: memory processors and stores
     {"agent"},  # L9: the agent loop
-    {"workers", "evals"},  # L10: runs on workers (procflow[dramatiq]); experiments
+    {"workers", "evals", "mcp"},  # L10: runs on workers (procflow[dramatiq]); experiments; MCP
     {"studio", "otel", "__main__", "__init__"},  # L11: the terminal studio and the public surface
 ]
 """Bottom to top. ``__init__`` is ``procflow/__init__.py`` (the public surface)."""

@@ -36,6 +36,7 @@ from procflow.agent.state import (
 from procflow.agent.structured import OutputCheck, OutputSpec, OutputT
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
+    MCPError,
     ProcessorError,
     RunStateError,
     StepExecutionError,
@@ -63,7 +64,7 @@ from procflow.runtime.run import Run, RunMode
 from procflow.runtime.sync import call_sync
 from procflow.steps.step import Step, validate_id
 from procflow.storage.base import Storage
-from procflow.tools import Tool
+from procflow.tools import Tool, Toolset, toolset_sessions
 from procflow.workflows.workflow import Workflow
 
 LoopFn = Callable[[AgentLoop], AgentLoop]
@@ -112,7 +113,9 @@ class Agent(Generic[OutputT]):
         instructions: The system prompt.
         model: A ``LanguageModel`` or a "provider/model-id" string, or a list of them:
             a ``FallbackModel`` asking each in turn while the ones before are down.
-        tools: Tools the model may call; an ``Agent`` here is ``agent.as_tool()``.
+        tools: Tools the model may call; an ``Agent`` here is ``agent.as_tool()``; and
+            toolsets (``Toolset``: an MCP server's ``MCPServerStdio``/``MCPServerHTTP``)
+            whose tools are listed as the agent runs.
         memory: A ``Memory`` (conversation history and recall).
         input_processors: Processors (or processor workflows) before the model, or a
             function of the request context returning them.
@@ -136,7 +139,7 @@ class Agent(Generic[OutputT]):
     """
 
     def __init__(self, *, id: str | None = None, model: Any, name: str | None = None,
-                 instructions: str = "", tools: Sequence[Tool | Agent[Any]] = (),
+                 instructions: str = "", tools: Sequence[Tool | Toolset | Agent[Any]] = (),
                  memory: Any = None,
                  input_processors: ProcessorArray = (), output_processors: ProcessorArray = (),
                  error_processors: ProcessorArray = (), max_processor_retries: int | None = None,
@@ -154,7 +157,7 @@ class Agent(Generic[OutputT]):
         self.instructions = instructions
         self.model = resolve_model(model)
         self.handoffs = tuple(handoffs)
-        self.tools = _tool_map([*tools, *handoff_tools(self, self.handoffs)])
+        self.tools, self.toolsets = _tool_map([*tools, *handoff_tools(self, self.handoffs)])
         self.memory = memory
         self.input_processors = _checked(input_processors, "input_processors")
         self.output_processors = _checked(output_processors, "output_processors")
@@ -548,8 +551,9 @@ class Agent(Generic[OutputT]):
             wf_run.mode = RunMode.PRIVATE
         live_deps[wf_run.run_id] = deps
         try:
-            result = await wf_run.start(input_data=state,
-                                        request_context=deps.ctx.request_context)
+            async with toolset_sessions(self.toolsets):
+                result = await wf_run.start(input_data=state,
+                                            request_context=deps.ctx.request_context)
         finally:
             live_deps.pop(wf_run.run_id, None)
         output = await self._output(deps, state, result, wf_run.run_id, emit, streaming)
@@ -593,10 +597,11 @@ class Agent(Generic[OutputT]):
             await emit(Start(self.id, resumed=run_id))
         live_deps[run_id] = deps
         try:
-            result = await wf_run.resume(resume_data={
-                "approve": list(approve), "deny": list(deny), "resume_data": resume_data,
-                "done": payload.get("done") or {}}, request_context=options.get(
-                    "request_context"))
+            async with toolset_sessions(self.toolsets):
+                result = await wf_run.resume(resume_data={
+                    "approve": list(approve), "deny": list(deny), "resume_data": resume_data,
+                    "done": payload.get("done") or {}}, request_context=options.get(
+                        "request_context"))
         finally:
             live_deps.pop(run_id, None)
         state = deps.state if deps.state is not None else AgentState(MessageList())
@@ -704,18 +709,23 @@ def _retries(value: Any) -> int:
     return value
 
 
-def _tool_map(tools: Sequence[Any]) -> dict[str, Tool]:
+def _tool_map(tools: Sequence[Any]) -> tuple[dict[str, Tool], tuple[Toolset, ...]]:
     out: dict[str, Tool] = {}
+    toolsets: list[Toolset] = []
     for t in tools:
         if isinstance(t, Agent):
             t = t.as_tool()
+        if isinstance(t, Toolset) and not isinstance(t, Tool):
+            toolsets.append(t)
+            continue
         if not isinstance(t, Tool):
-            raise TypeError(f"tools must be Tool objects (use @tool) or agents (each one "
-                            f"is agent.as_tool()), got {type(t).__name__}")
+            raise TypeError(f"tools must be Tool objects (use @tool), agents (each one is "
+                            f"agent.as_tool()) or toolsets (an MCP server), "
+                            f"got {type(t).__name__}")
         if t.id in out:
             raise ValueError(f"two tools are named '{t.id}'")
         out[t.id] = t
-    return out
+    return out, tuple(toolsets)
 
 
 class _Checked(list[Any]):
@@ -782,9 +792,11 @@ def _with_memory(memory: Any, inputs: list[Any], outputs: list[Any],
 
 
 def _public(error: BaseException | None) -> BaseException | None:
-    """The error a caller should see: a processor's own ``ProcessorError`` rather than the
-    loop step's ``StepExecutionError`` wrapping it (the loop is an implementation detail)."""
-    if isinstance(error, StepExecutionError) and isinstance(error.__cause__, ProcessorError):
+    """The error a caller should see: a processor's own ``ProcessorError`` (or a toolset's
+    ``MCPError``) rather than the loop step's ``StepExecutionError`` wrapping it (the loop
+    is an implementation detail)."""
+    if isinstance(error, StepExecutionError) and isinstance(error.__cause__,
+                                                            ProcessorError | MCPError):
         return error.__cause__
     return error
 

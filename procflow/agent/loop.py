@@ -21,6 +21,7 @@ fast pass of the call's processor runner, with one span per processor under the 
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import weakref
@@ -108,6 +109,7 @@ async def _input(deps: AgentDeps, state: AgentState) -> None:
 
 async def _input_step(deps: AgentDeps, state: AgentState) -> None:
     state.retrying = False
+    await deps.list_tools()
     current = StepOverrides(deps.model, list(deps.tools.values()), deps.tool_choice)
     if "process_input_step" not in deps.inputs.hooks:
         state.current = current
@@ -598,6 +600,12 @@ def _tool_nodes(agent: Agent) -> list[Step]:
                 f"{', '.join(t.id for t in rest[:5])}{', …' if len(rest) > 5 else ''}"))
             node.kind = "tool"
             nodes.append(node)
+    for toolset in agent.toolsets:  # an MCP server's tools are listed as the agent runs
+        node = Step(id=f"toolset:{re.sub(r'[^A-Za-z0-9_:/-]', '_', toolset.id)}",
+                    execute=_drawn, description=f"{toolset!r}: its tools, listed as the "
+                    "agent runs")
+        node.kind = "tool"
+        nodes.append(node)
     return nodes
 
 
@@ -612,6 +620,7 @@ def _tool_node(t: Tool, note: str = "") -> Step:
 
 async def _run_tools(ctx: StepContext, deps: AgentDeps, state: AgentState) -> None:
     calls = state.pending_calls
+    await deps.list_tools()  # a resumed run did not list them in this process
     tools = _current_tools(deps, state)
     resumed = ctx.resume_data if isinstance(ctx.resume_data, dict) else {}
     for key, verdict in (("approve", "approve"), ("deny", "deny")):
@@ -735,7 +744,8 @@ async def _one_tool(ctx: StepContext, deps: AgentDeps, state: AgentState,
             value, is_error = f"{type(exc).__name__}: {exc}", True
     if span is not None:
         Tracer.end(span, "failed" if is_error else "success", output=value,
-                   tool_call_id=call_id, error=value if is_error else None)
+                   tool_call_id=call_id, error=value if is_error else None,
+                   **(tool.attributes if tool is not None else {}))
     await deps.emit(ToolResultChunk(call_id, name, value, is_error))
     return value, is_error
 

@@ -250,6 +250,27 @@ class AgentDeps:
     def __repr__(self) -> str:
         return f"AgentDeps(agent={self.agent.id!r})"
 
+    async def list_tools(self) -> None:
+        """Set ``tools`` to the agent's tools and its toolsets' current ones (at each
+        model step and before tool calls run; a toolset answers from its cache when
+        nothing changed).
+
+        Raises:
+            ValueError: Two tools have the same name.
+        """
+        toolsets = self.agent.toolsets
+        if not toolsets:
+            return
+        tools = dict(self.agent.tools)
+        for toolset in toolsets:
+            for t in await toolset.list_tools():
+                if t.id in tools:
+                    raise ValueError(f"agent '{self.agent.id}': toolset '{toolset.id}' has "
+                                     f"a tool named '{t.id}' as another tool has; give it a "
+                                     "prefix")
+                tools[t.id] = t
+        self.tools = tools
+
     async def trip(self, state: AgentState, trip: TripwireError) -> None:
         """End the loop on a processor's abort, telling the caller with a tripwire chunk."""
         if state.tripwire is None:

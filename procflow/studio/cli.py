@@ -1,5 +1,5 @@
 """The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace``, ``prune``,
-``worker`` and ``eval``.
+``worker``, ``eval`` and ``mcp serve``.
 
 Every error ends the command with one line on stderr, "procflow: error: ...", and
 exit status 2 (bad usage, target or input) or 1 (a run that failed, a runtime error);
@@ -30,6 +30,7 @@ from procflow.errors import (
 from procflow.storage.locate import PROJECT_DB
 from procflow.studio.commands import UsageError, run_command
 from procflow.studio.evals import add_eval_parser, eval_command
+from procflow.studio.mcp_serve import add_mcp_parser, mcp_main
 from procflow.studio.prune import age_argument
 from procflow.studio.targets import TargetError
 from procflow.studio.worker import add_worker_parser, worker_main
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_worker_parser(sub)
     add_eval_parser(sub, common)
+    add_mcp_parser(sub, common)
 
     trace = sub.add_parser("trace", parents=[common], help="show a run's trace",
                            description="Show a run's span tree, or compare two runs.")
@@ -223,6 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if args.command == "worker":
             return worker_main(args)
+        if args.command == "mcp":
+            _quiet_runtime_log()
+            return mcp_main(args)
         console = make_console(no_color=args.no_color, plain=args.plain or args.json)
         _quiet_runtime_log()
         if args.command == "eval":

@@ -14,5 +14,7 @@ from procflow.tools.tool import (
     ToolSuspended,
     tool,
 )
+from procflow.tools.toolset import Toolset, toolset_sessions
 
-__all__ = ["ChunkWriter", "Tool", "ToolContext", "ToolInputError", "ToolSuspended", "tool"]
+__all__ = ["ChunkWriter", "Tool", "ToolContext", "ToolInputError", "ToolSuspended", "Toolset",
+           "tool", "toolset_sessions"]

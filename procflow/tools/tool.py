@@ -82,23 +82,30 @@ class Tool:
     Args:
         id: The tool's name as the model sees it.
         description: What it does (the model reads this to decide when to call it).
-        input_schema: A pydantic model of its arguments.
+        input_schema: A pydantic model of its arguments, or a JSON schema (a mapping)
+            for a tool whose arguments are checked elsewhere (an MCP server's): then
+            ``input`` is the arguments' dict.
         execute: ``execute(input)`` or ``execute(input, ctx: ToolContext)``, sync or
             async, where ``input`` is an ``input_schema`` instance.
         output_schema: Optional pydantic model the result is validated against.
         to_model_output: Optional function turning the result into what the model sees.
         requires_approval: The agent run suspends before each call of this tool until
             ``agent.resume(run_id, approve=[...] or deny=[...])`` decides it.
+        attributes: Recorded on the trace span of each call (``{"mcp.server": ...}``).
     """
 
-    def __init__(self, id: str, description: str, input_schema: type[BaseModel],
+    def __init__(self, id: str, description: str,
+                 input_schema: type[BaseModel] | Mapping[str, Any],
                  execute: Callable[..., Any], *, output_schema: type[BaseModel] | None = None,
                  to_model_output: Callable[[Any], Any] | None = None,
-                 requires_approval: bool = False) -> None:
+                 requires_approval: bool = False,
+                 attributes: Mapping[str, Any] | None = None) -> None:
         if not isinstance(id, str) or not id.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"tool id must be letters, digits, '_' or '-', got {id!r}")
-        if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
-            raise ValueError(f"tool '{id}': input_schema must be a pydantic model class")
+        if not (isinstance(input_schema, Mapping) or (
+                isinstance(input_schema, type) and issubclass(input_schema, BaseModel))):
+            raise ValueError(f"tool '{id}': input_schema must be a pydantic model class "
+                             "or a JSON schema mapping")
         if not callable(execute):
             raise ValueError(f"tool '{id}': execute must be callable")
         self.id = id
@@ -107,6 +114,7 @@ class Tool:
         self.output_schema = output_schema
         self.to_model_output = to_model_output
         self.requires_approval = bool(requires_approval)
+        self.attributes: dict[str, Any] = dict(attributes or {})
         self._execute = execute
         self._wants_ctx = len(inspect.signature(execute).parameters) >= 2
         self._spec: ToolSpec | None = None
@@ -118,16 +126,22 @@ class Tool:
     def spec(self) -> ToolSpec:
         """The tool as the model sees it (name, description, JSON schema)."""
         if self._spec is None:
-            self._spec = ToolSpec(self.id, self.description,
-                                  self.input_schema.model_json_schema())
+            schema = (dict(self.input_schema) if isinstance(self.input_schema, Mapping)
+                      else self.input_schema.model_json_schema())
+            self._spec = ToolSpec(self.id, self.description, schema)
         return self._spec
 
-    def parse(self, args: Any) -> BaseModel:
-        """Validate the model's arguments.
+    def parse(self, args: Any) -> Any:
+        """Validate the model's arguments (a JSON-schema tool takes any object).
 
         Raises:
             ToolInputError: Naming the field that does not fit.
         """
+        if isinstance(self.input_schema, Mapping):
+            if args is not None and not isinstance(args, Mapping):
+                raise ToolInputError(f"invalid arguments for tool '{self.id}': expected an "
+                                     f"object, got {type(args).__name__}")
+            return dict(args or {})
         try:
             return self.input_schema.model_validate(args if args is not None else {})
         except ValidationError as exc:

@@ -140,3 +140,14 @@ def test_the_triage_agent_is_drawn_with_its_handoffs(tmp_path: Path) -> None:
         {"from": "triage", "to": "billing", "kind": "handoff", "tool": "transfer_to_billing"},
         {"from": "triage", "to": "support", "kind": "handoff", "tool": "transfer_to_support"},
         {"from": "billing", "to": "research", "kind": "tool", "tool": "research"}]
+
+
+def test_mcp_agent_calls_the_tool_of_an_mcp_server(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "mcp_agent.py")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "tools: ['orders_order_status']" in done.stdout
+    assert "tool result: {'order_id': 'A-1', 'status': 'shipped', 'eta': 'Thursday'}" \
+        in done.stdout
+    assert "answer: Order A-1 has shipped and arrives on Thursday." in done.stdout
+    assert "'mcp.server': 'orders', 'mcp.tool': 'order_status'" in done.stdout
