@@ -115,7 +115,7 @@ def check_processors(items: Sequence[Any], *, where: str = "processors") -> list
 RUNS_IN: dict[str, frozenset[str]] = {
     "input_processors": frozenset({"process_input", "process_input_step",
                                    "process_llm_request", "process_llm_response",
-                                   "process_api_error"}),
+                                   "process_tool_result", "process_api_error"}),
     "output_processors": frozenset({"process_output_stream", "process_output_step",
                                     "process_output_result", "process_tool_result",
                                     "process_api_error"}),
