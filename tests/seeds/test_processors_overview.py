@@ -585,3 +585,37 @@ async def test_api_error_handler_trims_and_retries() -> None:
     retried = str(model.requests[1].prompt)
     assert "message 1" not in retried and "message 2" not in retried
     assert "message 0" in retried and "message 4" in retried
+
+
+# -- 錯誤處理器的重試限制 (the retry limit of error processors) --------------------------
+# "已配置 errorProcessors 而省略 maxProcessorRetries 時，執行階段最多允許重試 10 次。需要有限的
+# 重試額度時，請明確設定限制。" (with errorProcessors configured and maxProcessorRetries
+# omitted, the runtime allows up to 10 retries; set the limit explicitly for a bounded one.)
+
+
+class AlwaysRetry(Processor):
+    id = "always-retry"
+
+    def process_api_error(self, args: Any) -> Any:
+        from procflow.processors import APIErrorResult
+
+        return APIErrorResult(retry=True)
+
+
+async def test_error_processors_allow_up_to_10_retries_when_unset() -> None:
+    import pytest
+
+    from procflow.errors import APICallError
+
+    def failing() -> list[Any]:
+        return [APICallError("overloaded", status_code=529) for _ in range(20)]
+
+    model = ScriptedModel(failing())
+    with pytest.raises(APICallError):
+        await Agent(id="a", model=model, error_processors=[AlwaysRetry()]).generate("hi")
+    assert len(model.requests) == 1 + 10
+    bounded = ScriptedModel(failing())
+    with pytest.raises(APICallError):
+        await Agent(id="a", model=bounded, error_processors=[AlwaysRetry()],
+                    max_processor_retries=2).generate("hi")
+    assert len(bounded.requests) == 1 + 2
