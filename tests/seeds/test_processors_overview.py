@@ -619,3 +619,25 @@ async def test_error_processors_allow_up_to_10_retries_when_unset() -> None:
         await Agent(id="a", model=bounded, error_processors=[AlwaysRetry()],
                     max_processor_retries=2).generate("hi")
     assert len(bounded.requests) == 1 + 2
+
+
+# -- 違規回呼: CostGuardProcessor({ maxCost: 10.0, scope: 'resource', window: '30d' }) ----
+
+
+def test_cost_guard_takes_the_seeds_window_strings() -> None:
+    from datetime import timedelta
+
+    import pytest
+
+    from procflow.processors import CostGuardProcessor
+
+    cost_guard = CostGuardProcessor(10.0, scope="resource", window="30d")
+    assert cost_guard.window == timedelta(days=30).total_seconds()
+    for text, seconds in (("1h", 3600), ("15m", 900), ("90s", 90), (" 2w ", 14 * 86_400),
+                          ("3600", 3600)):
+        assert CostGuardProcessor(10.0, window=text).window == seconds
+    assert CostGuardProcessor(10.0, window=timedelta(hours=2)).window == 7200
+    assert CostGuardProcessor(10.0, window=60).window == 60
+    for bad in ("30 days", "d30", "", "1h30m", "0s", "-5m"):
+        with pytest.raises(ValueError, match="such as 30d, 12h, 15m, 90s"):
+            CostGuardProcessor(10.0, window=bad)
