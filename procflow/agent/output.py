@@ -247,24 +247,34 @@ class ModelOutput(Generic[OutputT]):
                 self._own()
             if self._pulling is None:
                 self._pulling = anyio.Lock()
-            async with self._pulling:  # one reader receives; the others read the list
-                if at < len(chunks) or self._ended or self._closed:
-                    continue
-                assert self._receive is not None
-                try:
-                    chunks.append(await self._receive.receive())
-                except anyio.EndOfStream:
-                    self._ended = True
-                    self._receive.close()
-                except anyio.ClosedResourceError:  # stopped while this reader waited
+            try:
+                await self._receive_one()
+            except anyio.get_cancelled_exc_class():
+                if self._scope is not None:  # a cancelled reader cancels the call
+                    self._scope.cancel()
+                    with anyio.CancelScope(shield=True):  # as a task group would
+                        await self._done.wait()
                     self._closed = True
-                except anyio.get_cancelled_exc_class():
-                    if self._scope is not None:  # a cancelled reader cancels the call
-                        self._scope.cancel()
-                        with anyio.CancelScope(shield=True):  # as a task group would
-                            await self._done.wait()
-                    raise
+                    if self._receive is not None:
+                        self._receive.close()
+                raise
         return chunks[at]
+
+    async def _receive_one(self) -> None:
+        """Receive the next chunk into ``_chunks`` unless another reader did while this
+        one waited for its turn."""
+        assert self._pulling is not None and self._receive is not None
+        seen = len(self._chunks)
+        async with self._pulling:  # one reader receives; the others read the list
+            if len(self._chunks) > seen or self._ended or self._closed:
+                return
+            try:
+                self._chunks.append(await self._receive.receive())
+            except anyio.EndOfStream:
+                self._ended = True
+                self._receive.close()
+            except anyio.ClosedResourceError:  # stopped while this reader waited
+                self._closed = True
 
     def _left(self) -> None:
         """A reader was dropped before the end: when it was the last one, stop delivery
