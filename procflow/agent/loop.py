@@ -151,16 +151,20 @@ async def _output_step(deps: AgentDeps, state: AgentState) -> None:
 
 
 async def _output_result(deps: AgentDeps, state: AgentState) -> None:
-    if "process_output_result" not in deps.outputs.hooks:
-        return
-    text = next((m.text for m in reversed(state.messages.response())
-                 if m.role == "assistant"), "")
-    try:
-        await deps.outputs.run_output_result(state.messages, OutputResult(
-            text=text, usage=dict(state.usage), finish_reason=state.finish_reason,
-            steps=list(state.steps)))
-    except TripwireError as trip:
-        await deps.trip(state, trip)
+    if "process_output_result" in deps.outputs.hooks:
+        text = next((m.text for m in reversed(state.messages.response())
+                     if m.role == "assistant"), "")
+        try:
+            await deps.outputs.run_output_result(state.messages, OutputResult(
+                text=text, usage=dict(state.usage), finish_reason=state.finish_reason,
+                steps=list(state.steps)))
+        except TripwireError as trip:
+            await deps.trip(state, trip)
+    accepted = deps.ctx.on_accepted
+    if accepted and state.tripwire is None and state.error is None:
+        for callback in accepted:
+            await callback()
+        accepted.clear()
 
 
 class _RunAsOne(Workflow):

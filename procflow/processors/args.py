@@ -175,10 +175,13 @@ class ProcessorContext:
         violations: Every violation reported so far.
         tracer: The trace processor spans are recorded in, if any.
         span: The parent of the next processor spans.
+        on_accepted: Callbacks the agent awaits once the request ended with neither a
+            tripwire nor an error (after the output-result processors): what must not
+            outlive a rejected answer waits for it (``ResponseCache``'s writes).
     """
 
-    __slots__ = ("request_context", "retry_count", "span", "states", "tracer", "violations",
-                 "writer")
+    __slots__ = ("on_accepted", "request_context", "retry_count", "span", "states", "tracer",
+                 "violations", "writer")
 
     def __init__(self, *, request_context: RequestContext | None = None,
                  writer: ProcessorWriter | None = None) -> None:
@@ -190,6 +193,7 @@ class ProcessorContext:
         self.violations: list[ProcessorViolation] = []
         self.tracer: Tracer | None = None
         self.span: Span | None = None  # where processor spans go (the current step's span)
+        self.on_accepted: list[Callable[[], Awaitable[None]]] = []
 
     def state_for(self, processor_id: str) -> dict[str, Any]:
         """The state dict of one processor for this request."""
