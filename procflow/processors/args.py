@@ -175,13 +175,16 @@ class ProcessorContext:
         violations: Every violation reported so far.
         tracer: The trace processor spans are recorded in, if any.
         span: The parent of the next processor spans.
+        writers: ``id(processor)`` -> that processor's own writer, where its custom
+            chunks go elsewhere than ``writer`` (an agent's output processors: through
+            the stream processors after them).
         on_accepted: Callbacks the agent awaits once the request ended with neither a
             tripwire nor an error (after the output-result processors): what must not
             outlive a rejected answer waits for it (``ResponseCache``'s writes).
     """
 
     __slots__ = ("on_accepted", "request_context", "retry_count", "span", "states", "tracer",
-                 "violations", "writer")
+                 "violations", "writer", "writers")
 
     def __init__(self, *, request_context: RequestContext | None = None,
                  writer: ProcessorWriter | None = None) -> None:
@@ -194,6 +197,12 @@ class ProcessorContext:
         self.tracer: Tracer | None = None
         self.span: Span | None = None  # where processor spans go (the current step's span)
         self.on_accepted: list[Callable[[], Awaitable[None]]] = []
+        self.writers: dict[int, ProcessorWriter] = {}
+
+    def writer_for(self, processor: object) -> ProcessorWriter:
+        """The writer ``processor``'s hooks get (``writers``, else ``writer``)."""
+        writers = self.writers
+        return writers.get(id(processor), self.writer) if writers else self.writer
 
     def state_for(self, processor_id: str) -> dict[str, Any]:
         """The state dict of one processor for this request."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from procflow.agent import Agent
 from procflow.messages import Message
 from procflow.models import FunctionModel, ScriptedModel
@@ -434,6 +436,61 @@ async def test_custom_stream_events_reach_the_client() -> None:
                         "reason": "mild profanity"}]
 
 
+# "processOutputStream() 預設會略過 data-* 區塊，以免意外處理 Tool 遙測資料或其他處理器的輸出。
+# 如要在處理器中檢查、修改或封鎖這些區塊，請在該處理器上設定 processDataParts = true" (stream
+# hooks skip data-* chunks by default, tool telemetry and other processors' output; set
+# processDataParts to inspect, change or block them): the collector placed after the
+# moderation processor sees the update it wrote.
+
+
+@pytest.mark.parametrize("how", ["stream", "generate"])
+async def test_process_data_parts_collector_sees_another_processors_output(how: str) -> None:
+    collector = ModerationCollector()
+    seen: list[Any] = []
+
+    class Spy(Processor):  # shares the collector's state dict through the request
+        id = "spy"
+        process_data_parts = True
+
+        def process_output_stream(self, args: Any) -> Any:
+            if args.part.type == "data-moderation-update":
+                seen.append(args.context.state_for("moderation-collector").get("warnings"))
+            return args.part
+
+    agent = Agent(id="a", model=ScriptedModel(["darn it"]),
+                  output_processors=[CustomModerationProcessor(), collector, Spy()])
+    update = {"original_text": "darn it", "moderated_text": "**** it",
+              "reason": "mild profanity"}
+    if how == "stream":
+        out = await agent.stream("Hello")
+        updates = [c.data async for c in out.full_stream
+                   if c.type == "data-moderation-update"]
+        assert updates == [update]  # still reaches the client, once
+    else:
+        await agent.generate("Hello")
+    assert seen == [[update]]
+
+
+class Blocker(Processor):
+    id = "update-blocker"
+    process_data_parts = True
+
+    def process_output_stream(self, args: Any) -> Any:
+        return None if args.part.type == "data-moderation-update" else args.part
+
+
+async def test_a_later_data_parts_processor_can_block_an_earlier_processors_chunk() -> None:
+    out = await Agent(id="a", model=ScriptedModel(["darn it"]),
+                      output_processors=[CustomModerationProcessor(), Blocker()]
+                      ).stream("Hello")
+    assert [c async for c in out.full_stream if c.type == "data-moderation-update"] == []
+    # a processor placed before the writer does not see it
+    out = await Agent(id="a", model=ScriptedModel(["darn it"]),
+                      output_processors=[Blocker(), CustomModerationProcessor()]
+                      ).stream("Hello")
+    assert len([c async for c in out.full_stream if c.type == "data-moderation-update"]) == 1
+
+
 async def test_process_data_parts_collector_sees_tool_data() -> None:
     from procflow import tool
     from procflow.models import ToolCall
@@ -603,8 +660,6 @@ class AlwaysRetry(Processor):
 
 
 async def test_error_processors_allow_up_to_10_retries_when_unset() -> None:
-    import pytest
-
     from procflow.errors import APICallError
 
     def failing() -> list[Any]:
@@ -626,8 +681,6 @@ async def test_error_processors_allow_up_to_10_retries_when_unset() -> None:
 
 def test_cost_guard_takes_the_seeds_window_strings() -> None:
     from datetime import timedelta
-
-    import pytest
 
     from procflow.processors import CostGuardProcessor
 
