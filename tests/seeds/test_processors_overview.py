@@ -561,6 +561,54 @@ async def test_workflow_as_input_processor() -> None:
     assert blocked.tripwire is not None and len(model.requests) == 1
 
 
+def _moderation_workflow() -> Any:
+    from procflow import create_step, create_workflow
+    from procflow.processors import PIIDetector, ProcessorStepSchema, PromptInjectionDetector
+
+    async def pick_pii(ctx: Any) -> Any:
+        return ctx.input_data["processor:pii-detector"]
+
+    return (create_workflow(id="moderation-pipeline", input_schema=ProcessorStepSchema,
+                            output_schema=ProcessorStepSchema)
+            .parallel([create_step(PIIDetector(strategy="redact")),
+                       create_step(PromptInjectionDetector(strategy="block")),
+                       create_step(ModerationProcessor(strategy="block"))])
+            .map(pick_pii)
+            .commit())
+
+
+# "如果分支使用 redact 等變更內容的策略，請對應至該分支，使其轉換後的訊息可繼續傳遞" (a branch
+# that changes content, like redact: map to it so its transformed messages go on) - the
+# same workflow as an output processor, where the PII lane holds text back on the stream.
+
+
+@pytest.mark.parametrize("how", ["stream", "generate"])
+async def test_workflow_as_output_processor_maps_to_the_redacting_branch(how: str) -> None:
+    answer = "Sure, mail bob@example.com or call me, bye"
+    agent = Agent(id="moderated-agent", model=ScriptedModel([answer]),
+                  output_processors=[_moderation_workflow()])
+    if how == "stream":
+        out = await agent.stream("How do I reach Bob?")
+        chunks = [c async for c in out.full_stream]
+        streamed = "".join(c.text for c in chunks if c.type == "text-delta")
+        assert [c.type for c in chunks][-2:] == ["step-finish", "finish"]
+        result = await out.output
+        assert streamed == result.text
+    else:
+        result = await agent.generate("How do I reach Bob?")
+    assert result.tripwire is None and result.finish_reason == "stop"
+    assert "bob@example.com" not in result.text
+    assert result.text.startswith("Sure, mail ") and result.text.endswith(" or call me, bye")
+
+
+async def test_workflow_as_output_processor_still_blocks() -> None:
+    agent = Agent(id="moderated-agent", model=ScriptedModel(["I will kill you and your "
+                                                             "whole family."]),
+                  output_processors=[_moderation_workflow()])
+    result = await agent.generate("hi")
+    assert result.tripwire is not None and result.finish_reason == "other"
+
+
 # -- 違規回呼 (on_violation) ------------------------------------------------------------
 
 
