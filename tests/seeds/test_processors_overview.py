@@ -742,3 +742,94 @@ def test_cost_guard_takes_the_seeds_window_strings() -> None:
     for bad in ("30 days", "d30", "", "1h30m", "0s", "-5m"):
         with pytest.raises(ValueError, match="such as 30d, 12h, 15m, 90s"):
             CostGuardProcessor(10.0, window=bad)
+
+
+# -- "Mastra 包含內置的 PrefillErrorHandler，可自動處理 Anthropic 的「assistant message
+# prefill」錯誤。此處理器會自動注入，毋須配置。" (the built-in PrefillErrorHandler handles
+# Anthropic's "assistant message prefill" error; it is injected automatically, with
+# nothing to configure) - against a local server speaking Anthropic's protocol.
+
+_ANTHROPIC_TEXT = [
+    'event: message_start\ndata: {"type":"message_start","message":{"usage":'
+    '{"input_tokens":4,"output_tokens":0}}}\n\n',
+    'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+    '"content_block":{"type":"text","text":""}}\n\n',
+    'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    '"delta":{"type":"text_delta","text":"continued"}}\n\n',
+    'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+    'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
+    '"end_turn"},"usage":{"output_tokens":1}}\n\n',
+    'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+]
+_PREFILL = {"type": "error", "error": {
+    "type": "invalid_request_error",
+    "message": "This model does not support assistant message prefill. The conversation "
+               "must end with a user message."}}
+
+
+@pytest.fixture
+def anthropic_server() -> Any:
+    from tests.models.conftest import ProviderServer
+
+    server = ProviderServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _claude(server: Any) -> Any:
+    from procflow.models import AnthropicModel
+
+    return AnthropicModel("claude-test", api_key="sk-test-SECRET", base_url=server.url,
+                          max_retries=0)
+
+
+_PREFILLED = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure,"}]
+
+
+async def test_prefill_error_handler_is_on_without_configuration(anthropic_server: Any,
+                                                                 ) -> None:
+    import json
+
+    anthropic_server.reply(status=400, json=_PREFILL)
+    anthropic_server.sse(_ANTHROPIC_TEXT)
+    out = await Agent(id="a", model=_claude(anthropic_server)).generate(_PREFILLED)
+    assert out.text == "continued" and out.finish_reason == "stop"
+    retried = anthropic_server.requests[1].json["messages"]
+    assert retried[-1]["role"] == "user"
+    assert "<system-reminder>continue</system-reminder>" in json.dumps(retried[-1])
+    assert all("system-reminder" not in u.text for u in out.response.ui_messages)
+
+
+async def test_prefill_handler_runs_after_the_users_error_processors(anthropic_server: Any,
+                                                                      ) -> None:
+    seen: list[str] = []
+
+    class Watcher(Processor):
+        id = "watcher"
+
+        def process_api_error(self, args: Any) -> None:
+            seen.append(type(args.error).__name__)
+
+    anthropic_server.reply(status=400, json=_PREFILL)
+    anthropic_server.sse(_ANTHROPIC_TEXT)
+    out = await Agent(id="a", model=_claude(anthropic_server),
+                      error_processors=[Watcher()]).generate(_PREFILLED)
+    assert out.text == "continued" and seen == ["APICallError"]
+
+
+async def test_prefill_handler_obeys_an_explicit_zero_budget_and_other_errors_fail(
+        anthropic_server: Any) -> None:
+    from procflow.errors import APICallError
+
+    anthropic_server.reply(status=400, json=_PREFILL)
+    with pytest.raises(APICallError, match="prefill"):
+        await Agent(id="a", model=_claude(anthropic_server),
+                    max_processor_retries=0).generate(_PREFILLED)
+    anthropic_server.reply(status=400, json={"type": "error", "error": {
+        "type": "invalid_request_error", "message": "messages: field required"}})
+    with pytest.raises(APICallError, match="field required"):
+        await Agent(id="a", model=_claude(anthropic_server)).generate("hi")
+    assert len(anthropic_server.requests) == 2  # neither was retried
