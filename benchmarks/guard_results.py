@@ -25,7 +25,7 @@ import random
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -67,15 +67,15 @@ def _fuzzed(attacks: list[str], base: list[str]) -> Iterator[str]:
         yield "what does '" + text + "' mean? explain the attack" if rng.random() < 0.2 else text
 
 
-async def dump(path: Path) -> int:
+async def dump(path: Path, engine: Literal["re2", "re"]) -> int:
     from procflow.processors.builtin.injection.scan import neutralise, scan
     from procflow.processors.builtin.moderation import ModerationProcessor
 
-    moderation = ModerationProcessor()
+    moderation = ModerationProcessor(engine=engine)
     texts = inputs()
     with path.open("w", encoding="utf-8") as out:
         for text in texts:
-            found = scan(text)
+            found = scan(text, engine=engine)
             hits = [[h.rule.name if h.rule else None, h.weight, h.view, h.start, h.end,
                      h.snippet, h.family, h.category] for h in found.hits]
             row = {"scores": found.scores, "reason": found.reason, "hits": hits,
@@ -116,10 +116,8 @@ def main() -> None:
     c.add_argument("b", type=Path)
     args = parser.parse_args()
     if args.command == "dump":
-        if args.no_re2:
-            from procflow.processors.builtin import _anchors
-            _anchors.USE_RE2 = False
-        print(f"{anyio.run(dump, args.out)} inputs written to {args.out}")
+        engine: Literal["re2", "re"] = "re" if args.no_re2 else "re2"
+        print(f"{anyio.run(dump, args.out, engine)} inputs written to {args.out}")
     else:
         sys.exit(1 if compare(args.a, args.b) else 0)
 

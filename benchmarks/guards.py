@@ -30,7 +30,7 @@ reads every text in full, for exact scores and every piece of evidence.)
 (chat turns, attack texts, documents, code) over the set's odd half, read the first time
 (after the even half) and again: where text new to the RE2 sets costs more.
 
-With ``google-re2`` installed (``pip install 'procflow[re2]'``) the rule tables of the
+With ``google-re2`` installed (a core dependency on CPython) the rule tables of the
 injection and moderation guards use an RE2 prefilter; ``--no-re2`` measures them
 without it (the results are the same).
 
@@ -52,11 +52,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from procflow.processors.builtin import _anchors
-from procflow.processors.builtin._prefilter import load_re2
 from procflow.processors.builtin.injection import PromptInjectionDetector
 from procflow.processors.builtin.moderation import ModerationProcessor
 from procflow.processors.builtin.pii import ALL_PII_TYPES, PIIDetector
+from procflow.textscan._prefilter import Engine, load_re2
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "processors" / "data"
@@ -246,9 +245,9 @@ async def span_counts(rows: list[dict[str, Any]], detector: PIIDetector,
     return counts
 
 
-async def pii_quality() -> None:
+async def pii_quality(engine: Engine) -> None:
     rows = load("pii_corpus.jsonl")
-    detector = PIIDetector(detection_types=list(ALL_PII_TYPES), threshold=0.0)
+    detector = PIIDetector(detection_types=list(ALL_PII_TYPES), threshold=0.0, engine=engine)
     counts = await span_counts(rows, detector, tuple(ALL_PII_TYPES))
     total = Counter[str]()
     for kind, c in counts.items():
@@ -261,7 +260,7 @@ async def pii_quality() -> None:
         return
     print(f"  names and addresses, held-out ({len(heldout)} lines, written after the "
           "rules were frozen):")
-    named = PIIDetector(detection_types=["name", "address"], threshold=0.0)
+    named = PIIDetector(detection_types=["name", "address"], threshold=0.0, engine=engine)
     for kind, c in (await span_counts(heldout, named, ("name", "address"))).items():
         line(kind, c["tp"], c["fp"], c["fn"])
     negatives = [r for r in heldout if r.get("hard_negative")]
@@ -271,25 +270,24 @@ async def pii_quality() -> None:
 
 
 async def main() -> None:
-    if "--no-re2" in sys.argv[1:]:
-        _anchors.USE_RE2 = False
+    re2 = load_re2()
+    engine: Engine = "re" if "--no-re2" in sys.argv[1:] or re2 is None else "re2"
     parts = mixed_parts()
     inputs = [text for _, text in parts]
     size = sum(len(t.encode()) for t in inputs)
     print(f"Mixed set: {len(inputs)} inputs, {size / 1e6:.2f} MB "
           f"(chat turns, documents, code, attack texts); Python {sys.version.split()[0]}")
-    re2 = load_re2()
-    state = ("off (--no-re2)" if re2 is not None and not _anchors.USE_RE2 else
+    state = ("off (--no-re2)" if re2 is not None and engine == "re" else
              "on (google-re2)" if re2 is not None else
-             "off (google-re2 not installed: pip install 'procflow[re2]')")
+             "off (google-re2 not installed: pip install google-re2)")
     print(f"RE2 prefilter of the rule tables: {state}")
-    injection = PromptInjectionDetector()
-    moderation = ModerationProcessor()
-    pii = PIIDetector()
+    injection = PromptInjectionDetector(engine=engine)
+    moderation = ModerationProcessor(engine=engine)
+    pii = PIIDetector(engine=engine)
 
     # what a guard does by default: stop reading a text once it is flagged whatever
     # else it holds; and a full read of every text (exact scores, all the evidence)
-    exhaustive = PromptInjectionDetector(exhaustive=True)
+    exhaustive = PromptInjectionDetector(exhaustive=True, engine=engine)
     guards: list[tuple[str, Detect]] = [
         ("PromptInjectionDetector", injection.detect),
         ("  exhaustive=True", exhaustive.detect),
@@ -325,7 +323,7 @@ async def main() -> None:
     print("\nQuality on the project's corpora (rules only):")
     await injection_quality(injection)
     await moderation_quality(moderation)
-    await pii_quality()
+    await pii_quality(engine)
 
 
 if __name__ == "__main__":

@@ -129,4 +129,6 @@ __all__ = [
 ]
 
 if _os.environ.get("PROCFLOW_OTEL", "").lower() in ("1", "true", "yes"):
-    instrument()
+    from procflow.otel import instrument_from_env as _instrument_from_env
+
+    _instrument_from_env()

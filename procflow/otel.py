@@ -14,6 +14,9 @@ Logfire...). Model and tool calls carry the GenAI semantic-convention attributes
 from __future__ import annotations
 
 import json
+import logging
+import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +26,8 @@ from procflow.runtime.tracing import TraceRecord, finished_trace_hooks
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-__all__ = ["OTEL_ENV", "export_trace", "instrument", "is_instrumented", "uninstrument"]
+__all__ = ["OTEL_ENV", "export_trace", "instrument", "instrument_from_env", "is_instrumented",
+           "uninstrument"]
 
 OTEL_ENV = "PROCFLOW_OTEL"
 """Set to 1 to call ``instrument()`` when procflow is imported."""
@@ -60,6 +64,81 @@ def instrument(*, tracer_provider: TracerProvider | None = None,
 
     _state["hook"] = hook
     finished_trace_hooks.append(hook)
+
+
+def instrument_from_env() -> bool:
+    """``PROCFLOW_OTEL=1``: instrument, exporting where the standard ``OTEL_*`` variables
+    say, or say on stderr (the ``procflow.otel`` logger) why nothing is exported.
+
+    A tracer provider the program set globally is used as it is. Else one is made:
+    ``OTEL_TRACES_EXPORTER`` ``otlp`` (the default; needs the
+    ``opentelemetry-exporter-otlp`` package, which reads ``OTEL_EXPORTER_OTLP_*``),
+    ``console`` (spans as JSON on stderr) or ``none``; ``OTEL_SERVICE_NAME`` and
+    ``OTEL_RESOURCE_ATTRIBUTES`` name the service.
+
+    Returns:
+        Whether spans are exported somewhere.
+    """
+    log = logging.getLogger("procflow.otel")
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider as SdkProvider
+    except ImportError:
+        log.warning("procflow: %s=1 but opentelemetry-sdk is not installed: nothing is exported "
+                    "(pip install 'procflow[otel]')", OTEL_ENV)
+        return False
+    current = trace.get_tracer_provider()
+    if isinstance(current, SdkProvider):  # configured by the program: use it as it is
+        instrument(tracer_provider=current)
+        return True
+    names = [n.strip().lower() for n in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")
+             if n.strip()]
+    exporters = []
+    for name in names:
+        exporter, why = _exporter(name)
+        if exporter is None:
+            log.warning("procflow: %s=1: OTEL_TRACES_EXPORTER=%s: %s", OTEL_ENV, name, why)
+        else:
+            exporters.append((name, exporter))
+    if not names:
+        log.warning("procflow: %s=1 but no exporter is configured: nothing is exported (set "
+                    "OTEL_TRACES_EXPORTER=otlp with opentelemetry-exporter-otlp installed, "
+                    "or OTEL_TRACES_EXPORTER=console)", OTEL_ENV)
+    if not exporters:
+        return False
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    provider = SdkProvider()
+    for name, exporter in exporters:
+        provider.add_span_processor(SimpleSpanProcessor(exporter) if name == "console"
+                                    else BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    instrument(tracer_provider=provider)
+    return True
+
+
+def _exporter(name: str) -> tuple[Any, str]:
+    """The span exporter ``OTEL_TRACES_EXPORTER`` names, or ``None`` and why not."""
+    if name == "none":
+        return None, "exporting is turned off"
+    if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter(out=sys.stderr), ""
+    if name == "otlp":
+        protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                                  os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
+        module = ("opentelemetry.exporter.otlp.proto.grpc.trace_exporter" if protocol == "grpc"
+                  else "opentelemetry.exporter.otlp.proto.http.trace_exporter")
+        try:
+            found = __import__(module, fromlist=["OTLPSpanExporter"])
+        except ImportError:
+            package = ("opentelemetry-exporter-otlp-proto-grpc" if protocol == "grpc"
+                       else "opentelemetry-exporter-otlp-proto-http")
+            return None, (f"the OTLP exporter is not installed: nothing is exported (pip "
+                          f"install {package}; or OTEL_TRACES_EXPORTER=console)")
+        return found.OTLPSpanExporter(), ""
+    return None, "unknown exporter (otlp, console or none): it is skipped"
 
 
 def uninstrument() -> None:
@@ -162,12 +241,19 @@ def _attributes(record: TraceRecord, row: Mapping[str, Any],
                       "gen_ai.response.model": model})
         if provider:
             attrs["gen_ai.system"] = attrs["gen_ai.provider.name"] = provider
+        answered = extra.get("answered_by")  # a FallbackModel's answering model
+        if isinstance(answered, str) and answered:
+            attrs["gen_ai.response.model"] = _model_of(answered)[1]
         usage = extra.get("usage")
         if isinstance(usage, Mapping):
             for ours, theirs in (("input_tokens", "gen_ai.usage.input_tokens"),
-                                 ("output_tokens", "gen_ai.usage.output_tokens")):
+                                 ("output_tokens", "gen_ai.usage.output_tokens"),
+                                 ("cached_input_tokens",
+                                  "gen_ai.usage.cache_read.input_tokens")):
                 if isinstance(usage.get(ours), int):
                     attrs[theirs] = usage[ours]
+            if isinstance(usage.get("cost"), int | float):
+                attrs["procflow.usage.cost"] = float(usage["cost"])
         if extra.get("finish_reason"):
             attrs["gen_ai.response.finish_reasons"] = [str(extra["finish_reason"])]
     elif kind == "tool":

@@ -15,6 +15,7 @@ are stored as one ``TraceRecord`` through ``Storage.save_trace``.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,9 +61,11 @@ _USAGE_FIELDS: Final = ("input_tokens", "output_tokens", "total_tokens", "reason
                         "cached_input_tokens")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Usage:
-    """Tokens spent by one or more model calls; ``a + b`` sums them.
+    """Tokens spent by one or more model calls, and what they cost; ``a + b`` sums them.
+
+    Counts are the provider's own: what it bills is what it reports.
 
     Attributes:
         input_tokens: Prompt tokens.
@@ -71,6 +74,9 @@ class Usage:
         reasoning_tokens: Of the output, the tokens spent reasoning (when reported).
         cached_input_tokens: Of the input, the tokens read from the provider's cache
             (when reported).
+        cost: What the calls cost in USD, from the model's price
+            (``procflow.models.prices``); ``None`` when no call's price is known. A sum
+            counts the calls whose price is known.
     """
 
     input_tokens: int = 0
@@ -78,33 +84,48 @@ class Usage:
     total_tokens: int = 0
     reasoning_tokens: int = 0
     cached_input_tokens: int = 0
+    cost: float | None = None
+
+    def __repr__(self) -> str:
+        cost = "" if self.cost is None else f", cost={self.cost!r}"
+        return (f"Usage(input_tokens={self.input_tokens}, output_tokens={self.output_tokens}, "
+                f"total_tokens={self.total_tokens}, reasoning_tokens={self.reasoning_tokens}, "
+                f"cached_input_tokens={self.cached_input_tokens}{cost})")
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        cost = other.cost if self.cost is None else (
+            self.cost if other.cost is None else self.cost + other.cost)
         return Usage(self.input_tokens + other.input_tokens,
                      self.output_tokens + other.output_tokens,
                      self.total_tokens + other.total_tokens,
                      self.reasoning_tokens + other.reasoning_tokens,
-                     self.cached_input_tokens + other.cached_input_tokens)
+                     self.cached_input_tokens + other.cached_input_tokens, cost)
 
-    def to_dict(self) -> dict[str, int]:
-        """The counts by name (the three main ones always, the others when non-zero)."""
-        out = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-               "total_tokens": self.total_tokens}
+    def to_dict(self) -> dict[str, Any]:
+        """The counts by name (the three main ones always, the others when non-zero),
+        and ``cost`` when known."""
+        out: dict[str, Any] = {"input_tokens": self.input_tokens,
+                               "output_tokens": self.output_tokens,
+                               "total_tokens": self.total_tokens}
         if self.reasoning_tokens:
             out["reasoning_tokens"] = self.reasoning_tokens
         if self.cached_input_tokens:
             out["cached_input_tokens"] = self.cached_input_tokens
+        if self.cost is not None:
+            out["cost"] = self.cost
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
-        """Counts from a mapping (unknown keys ignored; a missing total is the sum).
+        """Counts (and ``cost``) from a mapping (unknown keys ignored; a missing total
+        is the sum).
 
         Raises:
             TypeError: ``data`` is not a mapping.
-            ValueError: A count is not a non-negative whole number.
+            ValueError: A count is not a non-negative whole number, or the cost is not a
+                non-negative number.
         """
         if data is None:
             return cls()
@@ -126,7 +147,13 @@ class Usage:
         if not counts.get("total_tokens"):
             counts["total_tokens"] = counts.get("input_tokens", 0) + counts.get(
                 "output_tokens", 0)
-        return cls(**counts)
+        cost = data.get("cost")
+        if cost is None:
+            return cls(**counts)
+        if isinstance(cost, bool) or not isinstance(cost, int | float) \
+                or not math.isfinite(cost) or cost < 0:
+            raise ValueError(f"usage cost must be a non-negative number, got {cost!r}")
+        return cls(**counts, cost=float(cost))
 
     @classmethod
     def of(cls, value: Usage | Mapping[str, Any] | None) -> Usage:
@@ -452,11 +479,43 @@ class TraceRecord:
         the run span passes its end and spares the scan).
         """
         started = as_span(spans[0]).start if spans else time.time()
+        settle_parked(spans)
         if ended is None:
             ended = max((s.end for s in map(as_span, spans)
                          if s.kind == "run" and s.end is not None), default=None)
         return cls(run_id, workflow_id, status, started, ended,
                    SpanRows(spans, truncate=truncate, secrets=secrets))
+
+
+def settle_parked(spans: list[SpanEntry]) -> None:
+    """Give the spans of an execution that parked the outcome of the work they handed on.
+
+    A step that sends distributed jobs parks the run: its span (``parked`` attribute)
+    and its execution's run span stay "running" while workers run the jobs, and a later
+    execution of the run joins them under a span of the same path. Once that span ends,
+    the parked one takes its status (it finished, or failed, as the joined work did),
+    and so does the parked execution's run span, from the run span that followed it.
+    """
+    parked = [s for s in spans if type(s) is Span and s.status == "running"
+              and s.attributes is not None and s.attributes.get("parked")]
+    if not parked:
+        return
+    whole = [s for s in spans if type(s) is Span]
+    by_id = {s.span_id: s for s in whole}
+    roots = [s for s in whole if s.parent_id is None and s.kind == "run"]
+    for span in parked:
+        later = [s for s in whole if s.path == span.path and s.kind == span.kind
+                 and s.start >= span.start and s is not span and s.status != "running"]
+        if later:
+            span.status, span.error = later[0].status, later[0].error
+        root = span
+        while root.parent_id is not None and root.parent_id in by_id:
+            root = by_id[root.parent_id]
+        if root.status == "running" and root in roots:
+            after = [r for r in roots[roots.index(root) + 1:] if r.status != "running"]
+            if after:
+                root.status = after[0].status
+                root.set(parked=True)
 
 
 def redact_secrets(value: Any, secrets: tuple[str, ...] = ()) -> Any:

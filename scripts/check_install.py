@@ -127,7 +127,7 @@ def probe_otel():
 
 
 def probe_re2():
-    from procflow.processors.builtin._prefilter import load_re2
+    from procflow.textscan._prefilter import load_re2
     if load_re2() is None:
         with needs("re2", feature="the RE2 prefilter"):
             import re2  # noqa: F401

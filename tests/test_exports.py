@@ -12,7 +12,8 @@ import pytest
 MODULES = ["procflow", "procflow.messages", "procflow.context", "procflow.errors",
            "procflow.storage", "procflow.steps", "procflow.workflows", "procflow.runtime",
            "procflow.processors", "procflow.processors.builtin", "procflow.agent",
-           "procflow.models", "procflow.studio", "procflow.cache", "procflow.memory"]
+           "procflow.models", "procflow.studio", "procflow.cache", "procflow.memory",
+           "procflow.evals"]
 
 DESIGN = {
     "procflow": ["create_workflow", "create_step", "step", "Workflow", "Run", "WorkflowResult",
@@ -34,7 +35,9 @@ DESIGN = {
     "procflow.memory": ["Memory", "SemanticRecallOptions", "WorkingMemoryOptions",
                         "MessageHistory", "SemanticRecall", "WorkingMemory"],
     "procflow.models": ["ScriptedModel", "FunctionModel", "ModelResponse", "ToolCall",
-                        "LanguageModel"],
+                        "LanguageModel", "FallbackModel"],
+    "procflow.evals": ["Dataset", "Case", "scorer", "ExactMatch", "Contains", "Regex",
+                       "IsInstance", "LLMJudge", "NoPII", "NoInjection", "ToolCalled"],
 }
 
 

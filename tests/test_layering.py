@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "procflow"
 LAYERS: list[set[str]] = [
     # L0: plain data and errors
     {"errors", "context", "messages", "records", "_extras", "_lazy", "_secrets", "_version",
-     "_wordscan", "_durations"},
+     "_wordscan", "textscan", "_durations"},
     {"_backends"},  # L1: shared SQLite/Redis plumbing
     {"storage"},  # L2: where runs, traces and memory are kept
     {"runtime"},  # L3: the interpreter of compiled plans
@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"processors"},  # L7: hooks around LLM calls
     {"memory"},  # L8: memory processors and stores
     {"agent"},  # L9: the agent loop
-    {"workers"},  # L10: runs on Dramatiq workers (procflow[dramatiq])
+    {"workers", "evals"},  # L10: runs on workers (procflow[dramatiq]); experiments
     {"studio", "otel", "__main__", "__init__"},  # L11: the terminal studio and the public surface
 ]
 """Bottom to top. ``__init__`` is ``procflow/__init__.py`` (the public surface)."""

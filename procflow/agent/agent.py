@@ -50,6 +50,7 @@ from procflow.messages import (
     SuspendedChunk,
     new_secret_id,
 )
+from procflow.models.base import ModelFallback
 from procflow.models.resolve import resolve_model
 from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
@@ -67,7 +68,7 @@ from procflow.workflows.workflow import Workflow
 LoopFn = Callable[[AgentLoop], AgentLoop]
 _T = TypeVar("_T")
 
-__all__ = ["Agent", "AgentStepResume", "ProcessorArray"]
+__all__ = ["Agent", "AgentStepResume", "ProcessorArray", "stored_output"]
 
 
 class AgentStepResume(BaseModel):
@@ -114,7 +115,8 @@ class Agent(Generic[OutputT]):
             only a name; one of the two is required).
         name: Display name (defaults to the id).
         instructions: The system prompt.
-        model: A ``LanguageModel`` or a "provider/model-id" string.
+        model: A ``LanguageModel`` or a "provider/model-id" string, or a list of them:
+            a ``FallbackModel`` asking each in turn while the ones before are down.
         tools: Tools the model may call.
         memory: A ``Memory`` (conversation history and recall).
         input_processors: Processors (or processor workflows) before the model, or a
@@ -823,9 +825,24 @@ def _full_output(state: AgentState, run_id: str, suspended: list[SuspendedCall],
         text=text, finish_reason=reason, usage=token_usage(state.usage),
         steps=list(state.steps), tool_calls=calls, tool_results=results,
         tripwire=None if trip is None else Tripwire.from_dict(trip), messages=messages,
-        response=AgentResponse(messages=response, ui_messages=ui), run_id=run_id,
+        response=AgentResponse(
+            messages=response, ui_messages=ui,
+            model=next((s.model for s in reversed(state.steps) if s.model), None),
+            fallbacks=[ModelFallback.from_dict(f) for s in state.steps for f in s.fallbacks]),
+        run_id=run_id,
         suspended=suspended, output=None if check is None or suspended or trip is not None
         else _answer(check, text))
+
+
+def stored_output(result: Any, run_id: str) -> FullOutput[Any]:
+    """The ``FullOutput`` of a finished stored agent run, rebuilt from its snapshot's
+    ``result`` (the loop's final state): text, usage, tool calls, tripwire, messages.
+    ``output`` is ``None`` (the structured type is the agent's, not the run's).
+
+    Raises:
+        TypeError: ``result`` is not an agent loop's state.
+    """
+    return _full_output(as_state(result), run_id, [], None)
 
 
 def _answer(check: OutputCheck, text: str) -> Any:

@@ -48,12 +48,12 @@ from procflow.messages import (
     ToolResultPart,
     TripwireChunk,
 )
-from procflow.models.base import ModelRequest
+from procflow.models.base import ModelRequest, model_name
 from procflow.models.resolve import resolve_model
 from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
-from procflow.processors.step import is_processor_workflow
+from procflow.processors.step import is_processor_workflow, processor_workflow_hooks
 from procflow.runtime.tracing import Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
@@ -288,10 +288,18 @@ def _units(agent: Agent, items: Any, hook: str, *also: str, workflows: bool = Tr
                                       "processor_id": item.id})
                 node.kind = "processor"
                 units.append(node)
-        elif workflows and is_processor_workflow(item) and item.id not in seen:
+        elif (workflows and is_processor_workflow(item) and item.id not in seen
+              and _acts_in(item, wanted)):
             seen.add(item.id)
             units.append(item)
     return units
+
+
+def _acts_in(wf: Any, wanted: set[str]) -> bool:
+    """Whether a processor workflow has work in a stage (else it is neither drawn nor
+    run there)."""
+    hooks = processor_workflow_hooks(wf)
+    return hooks is None or bool(hooks & wanted)
 
 
 def _model_call_units(agent: Agent) -> list[Any]:
@@ -364,8 +372,7 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
             chunks = await _consume(deps, state, record, model, cached, call)
         except APICallError as err:
             if span is not None:
-                if call.retries:
-                    _trace_retries(span, call)
+                _trace_call(span, call)
                 Tracer.end(span, "failed", error=err, status_code=err.status_code,
                            retryable=err.is_retryable)
             if deps.api_retries < deps.api_retry_budget and await _wants_retry(deps, state,
@@ -376,9 +383,10 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
             state.error = err
             state.finish_reason = "error"
             return
+        record.model = call.answered_by or model_name(model)
+        record.fallbacks = [f.to_dict() for f in call.fallbacks]
         if span is not None:
-            if call.retries:
-                _trace_retries(span, call)
+            _trace_call(span, call)
             Tracer.end(span, "tripwire" if state.tripwire else "success", output=record.text,
                        usage=record.usage, finish_reason=record.finish_reason,
                        from_cache=record.from_cache, tool_calls=len(record.tool_calls),
@@ -395,11 +403,17 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
     _record_response(state, record)
 
 
-def _trace_retries(span: Span, call: ModelRequest) -> None:
-    """Put the provider retries the model made on the model-call span."""
-    span.set(provider_retries=len(call.retries),
-             retry_delay=round(sum(r.delay for r in call.retries), 3),
-             retry_events=[r.to_dict() for r in call.retries])
+def _trace_call(span: Span, call: ModelRequest) -> None:
+    """Put the provider retries the model made, and the models that failed before
+    one answered (``FallbackModel``), on the model-call span."""
+    if call.retries:
+        span.set(provider_retries=len(call.retries),
+                 retry_delay=round(sum(r.delay for r in call.retries), 3),
+                 retry_events=[r.to_dict() for r in call.retries])
+    if call.fallbacks:
+        span.set(fallbacks=[f.to_dict() for f in call.fallbacks])
+    if call.answered_by is not None:
+        span.set(answered_by=call.answered_by)
 
 
 async def _wants_retry(deps: AgentDeps, state: AgentState, err: APICallError) -> bool:

@@ -15,6 +15,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from procflow.agent.structured import OutputT
 from procflow.messages import Chunk, Message, Part
+from procflow.models.base import ModelFallback
 from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire, Usage
 from procflow.runtime.stream import close_task_group
 
@@ -38,6 +39,9 @@ class StepRecord:
         finish_reason: Why the model stopped.
         usage: Tokens of this call.
         from_cache: Whether a processor answered from cache.
+        model: The model that answered, as ``"provider/model_id"``.
+        fallbacks: The models that failed this call before ``model`` answered
+            (``FallbackModel``), as ``ModelFallback.to_dict()``.
     """
 
     step_number: int
@@ -45,8 +49,10 @@ class StepRecord:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
     from_cache: bool = False
+    model: str | None = None
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +87,15 @@ class AgentResponse:
         messages: Every response message (assistant and tool), after processors.
         ui_messages: The user-visible messages of the conversation (input and response,
             hidden signals excluded), with their metadata.
+        model: The model that gave the last answer, as ``"provider/model_id"``.
+        fallbacks: The models that failed a call of this request before another
+            answered (``FallbackModel``), with their errors, in order.
     """
 
     messages: list[Message]
     ui_messages: list[UIMessage]
+    model: str | None = None
+    fallbacks: list[ModelFallback] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

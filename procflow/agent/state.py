@@ -62,7 +62,7 @@ class AgentState:
                  "pending_calls", "retrying", "step_number", "steps", "tripwire", "usage")
 
     def __init__(self, messages: MessageList, *, steps: list[StepRecord] | None = None,
-                 step_number: int = 0, usage: dict[str, int] | None = None,
+                 step_number: int = 0, usage: dict[str, Any] | None = None,
                  finish_reason: str | None = None,
                  pending_calls: list[dict[str, Any]] | None = None,
                  tripwire: dict[str, Any] | None = None, error: BaseException | None = None,
@@ -70,7 +70,7 @@ class AgentState:
         self.messages = messages
         self.steps: list[StepRecord] = steps if steps is not None else []
         self.step_number = step_number
-        self.usage: dict[str, int] = usage if usage else {
+        self.usage: dict[str, Any] = usage if usage else {
             "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         self.finish_reason = finish_reason
         self.pending_calls: list[dict[str, Any]] = pending_calls or []
@@ -99,18 +99,19 @@ class AgentState:
         """Where the loop is, for processor hooks."""
         return StepInfo(self.step_number, list(self.steps))
 
-    def add_usage(self, usage: Usage | Mapping[str, Any] | None) -> dict[str, int]:
-        """Add one call's usage to the total; returns it normalised."""
+    def add_usage(self, usage: Usage | Mapping[str, Any] | None) -> dict[str, Any]:
+        """Add one call's usage to the total; returns it normalised (the token counts,
+        and ``cost`` when the model priced the call)."""
+        got: dict[str, Any]
         if isinstance(usage, Usage):
-            got = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-                   "total_tokens": usage.total_tokens}
+            got = usage.to_dict()
         else:
             got = {k: int((usage or {}).get(k) or 0)
                    for k in ("input_tokens", "output_tokens", "total_tokens")}
         if not got["total_tokens"]:
             got["total_tokens"] = got["input_tokens"] + got["output_tokens"]
         for key, value in got.items():
-            self.usage[key] += value
+            self.usage[key] = self.usage.get(key, 0) + value
         return got
 
     def feedback(self, trip: TripwireError) -> None:
@@ -159,7 +160,8 @@ def _record_json(record: StepRecord) -> dict[str, Any]:
     return {"step_number": record.step_number, "text": record.text,
             "tool_calls": record.tool_calls, "tool_results": record.tool_results,
             "finish_reason": record.finish_reason, "usage": record.usage,
-            "from_cache": record.from_cache}
+            "from_cache": record.from_cache, "model": record.model,
+            "fallbacks": record.fallbacks}
 
 
 def as_state(value: Any) -> AgentState:
@@ -187,7 +189,9 @@ def _from_json(data: Mapping[str, Any]) -> AgentState:
                         tool_calls=list(s.get("tool_calls") or []),
                         tool_results=list(s.get("tool_results") or []),
                         finish_reason=s.get("finish_reason"), usage=dict(s.get("usage") or {}),
-                        from_cache=bool(s.get("from_cache"))) for s in data.get("steps") or []]
+                        from_cache=bool(s.get("from_cache")), model=s.get("model"),
+                        fallbacks=list(s.get("fallbacks") or []))
+             for s in data.get("steps") or []]
     error = data.get("error")
     return AgentState(
         messages=ml, steps=steps, step_number=int(data.get("step_number") or 0),

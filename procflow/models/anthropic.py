@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, final
@@ -38,6 +39,8 @@ _PROVIDER: Final = "anthropic"
 _RESERVED = frozenset({"model", "messages", "stream", "system", "tools", "tool_choice"})
 _STOP_REASONS: Final = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
                         "tool_use": "tool-calls", "refusal": "content-filter"}
+_PREFILL_ERROR = re.compile(r"prefill|final message must be a user message|must end with a "
+                            r"user message", re.IGNORECASE)
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error",
                                       "timeout_error"})
 
@@ -111,6 +114,17 @@ class AnthropicModel(HostedModel):
     def _decoder(self, secrets: list[str], request: ModelRequest) -> _StreamState:
         schema = request.output_schema
         return _StreamState(secrets, output_tool=None if schema is None else schema.name)
+
+    def _repair(self, payload: dict[str, Any], err: APICallError) -> dict[str, Any] | None:
+        """Models that refuse an answer prefilled by a final assistant message ("does
+        not support assistant message prefill") get a hidden user turn asking them to
+        continue, as ``PrefillErrorHandler`` adds (on by default, here)."""
+        messages = payload.get("messages") or []
+        if err.status_code != 400 or not _PREFILL_ERROR.search(str(err)) or not messages \
+                or messages[-1].get("role") != "assistant":
+            return None
+        return {**payload, "messages": [*messages, {"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>continue</system-reminder>"}]}]}
 
 
 # -- request ------------------------------------------------------------------------
@@ -275,6 +289,7 @@ class _StreamState(StreamDecoder):
     """The tool whose input is the answer (structured output): streamed as text."""
     stop_reason: str | None = None
     input_tokens: int = 0
+    cached_input_tokens: int = 0
     output_tokens: int = 0
     blocks: dict[int, _Block] = field(default_factory=dict)
     answered: bool = False
@@ -304,6 +319,7 @@ class _StreamState(StreamDecoder):
         if "input_tokens" in usage:
             self.input_tokens = sum(int(usage.get(name) or 0) for name in (
                 "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+            self.cached_input_tokens = int(usage.get("cache_read_input_tokens") or 0)
         if "output_tokens" in usage:
             self.output_tokens = int(usage.get("output_tokens") or 0)
 
@@ -366,7 +382,8 @@ class _StreamState(StreamDecoder):
             raise APICallError("anthropic closed the stream before the answer finished "
                                "(no message_stop)", is_retryable=True)
         usage = Usage(self.input_tokens, self.output_tokens,
-                      self.input_tokens + self.output_tokens)
+                      self.input_tokens + self.output_tokens,
+                      cached_input_tokens=self.cached_input_tokens)
         reason = _STOP_REASONS.get(self.stop_reason or "", "other")
         if reason == "tool-calls" and self.answered and not self.called:
             reason = "stop"  # the only tool called was the answer

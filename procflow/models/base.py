@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from procflow.errors import APICallError
 from procflow.messages import Chunk, ErrorChunk, TextDelta
 
-__all__ = ["CallRetry", "LanguageModel", "ModelRequest", "OutputSchema", "ToolSpec",
-           "complete_text"]
+__all__ = ["CallRetry", "LanguageModel", "ModelFallback", "ModelRequest", "OutputSchema",
+           "ToolSpec", "complete_text", "model_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,35 @@ class CallRetry:
                 "status_code": self.status_code, "retry_after": self.retry_after}
 
 
+@dataclass(frozen=True, slots=True)
+class ModelFallback:
+    """A model that failed a call another model then answered (``FallbackModel``).
+
+    Attributes:
+        model: The model that failed, as ``"provider/model_id"``.
+        error: Its error.
+        status_code: The error's HTTP status, if any.
+        retries: The retries it made before giving up.
+    """
+
+    model: str
+    error: str
+    status_code: int | None = None
+    retries: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The failure as plain data (as traces and stored runs keep it)."""
+        return {"model": self.model, "error": self.error, "status_code": self.status_code,
+                "retries": self.retries}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelFallback:
+        """The inverse of ``to_dict()``."""
+        status = data.get("status_code")
+        return cls(str(data.get("model", "")), str(data.get("error", "")),
+                   status if isinstance(status, int) else None, int(data.get("retries") or 0))
+
+
 @dataclass(slots=True)
 class ModelRequest:
     """One model call.
@@ -82,6 +111,10 @@ class ModelRequest:
         settings: Call settings such as ``temperature``, ``max_tokens``, ``response_format``.
         output_schema: The JSON the answer must be (structured output), if any.
         retries: Filled in by the model: the retries it made for this call.
+        fallbacks: Filled in by a ``FallbackModel``: the models that failed the call,
+            in order, before one answered.
+        answered_by: Filled in by a model that delegates (``FallbackModel``): the model
+            that answered, as ``"provider/model_id"`` (``None``: the model called).
     """
 
     prompt: list[dict[str, Any]]
@@ -90,6 +123,8 @@ class ModelRequest:
     settings: dict[str, Any] = field(default_factory=dict)
     output_schema: OutputSchema | None = None
     retries: list[CallRetry] = field(default_factory=list)
+    fallbacks: list[ModelFallback] = field(default_factory=list)
+    answered_by: str | None = None
 
 
 @runtime_checkable
@@ -113,6 +148,11 @@ class LanguageModel(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream the answer to ``request``."""
         ...
+
+
+def model_name(model: LanguageModel) -> str:
+    """``"provider/model_id"``: how traces, prices and fallbacks name ``model``."""
+    return f"{model.provider}/{model.model_id}"
 
 
 async def complete_text(model: LanguageModel, prompt: list[dict[str, Any]],

@@ -13,6 +13,7 @@ call may have an overall deadline; an answer larger than a cap is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -27,8 +28,9 @@ import anyio
 import httpx
 
 from procflow.errors import APICallError
-from procflow.messages import Chunk
+from procflow.messages import Chunk, Finish
 from procflow.models.base import CallRetry, ModelRequest
+from procflow.models.hosts import Host
 from procflow.models.http import (
     StreamProgress,
     parse_json_event,
@@ -36,6 +38,7 @@ from procflow.models.http import (
     secret_header_values,
     shared_client,
 )
+from procflow.models.prices import priced
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_MAX_RETRIES",
            "DEFAULT_MAX_RETRY_WAIT", "HostedModel", "StreamDecoder"]
@@ -50,6 +53,7 @@ DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """The largest answer accepted (32 MiB)."""
 DEFAULT_MAX_RETRY_WAIT = 60.0
 """The longest ``Retry-After`` honoured; a provider asking for more fails the call."""
+_MAX_REPAIRS = 2  # requests adjusted for provider quirks, per call
 _BACKOFF_BASE = 0.5
 _BACKOFF_MAX = 8.0
 
@@ -125,9 +129,9 @@ class HostedModel(ABC):
     """SSE event names that only keep the connection open (they do not reset the idle
     timeout)."""
 
-    __slots__ = ("_api_key", "_base_url", "_client", "_deadline", "_headers", "_idle_timeout",
-                 "_max_response_bytes", "_max_retries", "_max_retry_wait", "_model_id",
-                 "_timeout")
+    __slots__ = ("_api_key", "_base_url", "_client", "_deadline", "_headers", "_host",
+                 "_idle_timeout", "_max_response_bytes", "_max_retries", "_max_retry_wait",
+                 "_model_id", "_timeout")
 
     def __init__(self, model_id: str, *, api_key: str | None = None,
                  base_url: str | None = None, client: httpx.AsyncClient | None = None,
@@ -149,6 +153,7 @@ class HostedModel(ABC):
         if not max_retry_wait >= 0:
             raise ValueError(f"{name}: max_retry_wait must be >= 0, got {max_retry_wait!r}")
         self._model_id = model_id
+        self._host = Host(self.PROVIDER, self.DEFAULT_URL, self.KEY_ENV, self.URL_ENV)
         self._api_key = api_key
         self._base_url = base_url
         self._client = client
@@ -163,7 +168,7 @@ class HostedModel(ABC):
     @property
     def provider(self) -> str:
         """The provider's name."""
-        return self.PROVIDER
+        return self._host.name
 
     @property
     def model_id(self) -> str:
@@ -173,21 +178,27 @@ class HostedModel(ABC):
     @property
     def base_url(self) -> str:
         """The API root requests go to (argument, else the environment, else the default)."""
-        url = self._base_url or os.environ.get(self.URL_ENV) or self.DEFAULT_URL
+        url = self._base_url or os.environ.get(self._host.url_env) or self._host.base_url
         return url.rstrip("/")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_id={self._model_id!r}, base_url={self.base_url!r})"
 
     def _key(self) -> str:
-        key = (self._api_key or os.environ.get(self.KEY_ENV) or "").strip()
-        if not key:
+        """The API key ("" for a host that needs none and was given none)."""
+        key_env = self._host.key_env
+        key = (self._api_key or (key_env and os.environ.get(key_env)) or "").strip()
+        if not key and key_env is not None:
             name = type(self).__name__
             raise APICallError(
-                f"{self.KEY_ENV} is not set and no api_key was given to "
+                f"{key_env} is not set and no api_key was given to "
                 f"{name}({self._model_id!r}); set the environment variable or pass "
                 "api_key=... (use ScriptedModel to run offline)", is_retryable=False)
         return key
+
+    def _endpoint(self) -> str:
+        """The path after the base URL of this model's streamed calls (``ENDPOINT``)."""
+        return self.ENDPOINT
 
     @abstractmethod
     def _auth_headers(self, key: str) -> dict[str, str]:
@@ -206,7 +217,8 @@ class HostedModel(ABC):
 
         A retryable failure before the answer's first byte is retried (``max_retries``
         times, each recorded in ``request.retries`` and logged on ``procflow.models``);
-        one after it never is.
+        one after it never is. The "finish" chunk's usage carries the call's cost when
+        the model's price is known (``procflow.models.prices``).
 
         Raises:
             APICallError: The key is missing, the provider rejected the call or sent
@@ -222,6 +234,7 @@ class HostedModel(ABC):
         deadline = (math.inf if self._deadline is None
                     else anyio.current_time() + self._deadline)
         attempt = 0
+        repairs = 0
         while True:
             progress = StreamProgress()
             yielded = False
@@ -230,9 +243,22 @@ class HostedModel(ABC):
                                                   progress, deadline)) as chunks:
                     async for chunk in chunks:
                         yielded = True
+                        if isinstance(chunk, Finish) and chunk.usage is not None:
+                            chunk = dataclasses.replace(chunk, usage=priced(
+                                chunk.usage, f"{self.provider}/{self._model_id}"))
                         yield chunk
                 return
             except APICallError as err:
+                fixed = None if yielded or progress.body_bytes or repairs >= _MAX_REPAIRS \
+                    else self._repair(payload, err)
+                if fixed is not None:  # a provider quirk, named by its error: resend
+                    repairs, payload = repairs + 1, fixed
+                    request.retries.append(CallRetry(len(request.retries) + 1, 0.0,
+                                                     f"{err} (request adjusted)",
+                                                     err.status_code))
+                    logger.info("%s/%s: resending the request adjusted after: %s",
+                                self.provider, self._model_id, err)
+                    continue
                 delay = None if yielded or progress.body_bytes else self._retry_delay(
                     attempt, err, deadline)
                 if delay is None:
@@ -240,9 +266,14 @@ class HostedModel(ABC):
                 attempt += 1
                 request.retries.append(CallRetry(attempt, delay, str(err), err.status_code,
                                                  err.retry_after))
-                logger.info("%s/%s: retry %d of %d in %.2fs after: %s", self.PROVIDER,
+                logger.info("%s/%s: retry %d of %d in %.2fs after: %s", self.provider,
                             self._model_id, attempt, self._max_retries, delay, err)
             await anyio.sleep(delay)
+
+    def _repair(self, payload: dict[str, Any], err: APICallError) -> dict[str, Any] | None:
+        """The payload adjusted for a provider quirk ``err`` names (its own error text),
+        to send once more; ``None`` (the default) when the error is no known quirk."""
+        return None
 
     def _retry_delay(self, attempt: int, err: APICallError, deadline: float) -> float | None:
         """Seconds to wait before retrying after ``err``, or ``None`` for no retry."""
@@ -268,8 +299,8 @@ class HostedModel(ABC):
         keepalive = self.KEEPALIVE_EVENTS
         idle = math.inf if self._idle_timeout is None else self._idle_timeout
         events = post_event_stream(
-            self._client or shared_client(), f"{self.base_url}{self.ENDPOINT}",
-            provider=self.PROVIDER, headers=headers, payload=payload, secrets=secrets,
+            self._client or shared_client(), f"{self.base_url}{self._endpoint()}",
+            provider=self.provider, headers=headers, payload=payload, secrets=secrets,
             request_timeout=self._timeout, max_bytes=self._max_response_bytes,
             progress=progress)
         async with aclosing(events):
@@ -294,7 +325,7 @@ class HostedModel(ABC):
                     if sentinel is not None and event.data.strip() == sentinel:
                         decoder.done = True
                         continue
-                    data = parse_json_event(event, provider=self.PROVIDER, secrets=secrets)
+                    data = parse_json_event(event, provider=self.provider, secrets=secrets)
                     for chunk in decoder.feed(data):
                         yield chunk
             except APICallError:
@@ -305,8 +336,8 @@ class HostedModel(ABC):
 
     def _timed_out(self, deadline: float) -> APICallError:
         if anyio.current_time() >= deadline:
-            return APICallError(f"the call to {self.PROVIDER} did not finish within its "
+            return APICallError(f"the call to {self.provider} did not finish within its "
                                 f"deadline of {self._deadline}s", is_retryable=False)
         return APICallError(
-            f"{self.PROVIDER} sent no data for {self._idle_timeout}s: the stream stalled "
+            f"{self.provider} sent no data for {self._idle_timeout}s: the stream stalled "
             "(idle_timeout)", is_retryable=True)

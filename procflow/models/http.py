@@ -254,8 +254,9 @@ def _error_detail(body: str) -> str:
     if isinstance(value, dict):
         error = value.get("error", value)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            kind = error.get("type") or error.get("code")
-            return f"{error['message']} ({kind})" if isinstance(kind, str) else error["message"]
+            kind = next((k for k in (error.get("type"), error.get("code"), error.get("status"))
+                         if isinstance(k, str) and k), None)
+            return f"{error['message']} ({kind})" if kind else error["message"]
         if isinstance(error, str):
             return error
     return _excerpt(body.strip())

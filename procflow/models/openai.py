@@ -6,10 +6,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
+import httpx
+
 from procflow.errors import APICallError
 from procflow.messages import Chunk, ReasoningDelta, TextDelta, ToolCallChunk
 from procflow.models.base import ModelRequest, ToolSpec
-from procflow.models.hosted import HostedModel, StreamDecoder
+from procflow.models.hosted import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_RETRY_WAIT,
+    HostedModel,
+    StreamDecoder,
+)
+from procflow.models.hosts import OPENAI_COMPATIBLE
 from procflow.models.http import (
     base64_text,
     image_media_type,
@@ -39,6 +49,11 @@ class OpenAIChatModel(HostedModel):
     ``OPENAI_BASE_URL`` (default ``https://api.openai.com/v1``), read at call time.
     A missing key is an error at call time, never a silent fallback.
 
+    ``provider=`` names another host speaking the same API (``hosts.OPENAI_COMPATIBLE``):
+    ``OpenAIChatModel("llama3.2", provider="ollama")`` talks to Ollama at
+    ``OLLAMA_BASE_URL`` (default ``http://127.0.0.1:11434/v1``) without a key;
+    ``provider="groq"`` reads ``GROQ_API_KEY`` and ``GROQ_BASE_URL``, and so on.
+
     Call settings ``temperature``, ``max_tokens``, ``top_p``, ``stop``, ``seed`` and
     ``response_format`` are sent as OpenAI names them (``max_tokens`` becomes
     ``max_completion_tokens`` for o-series and gpt-5 models); any other setting is
@@ -46,8 +61,11 @@ class OpenAIChatModel(HostedModel):
 
     Args:
         model_id: The model's id at the provider, e.g. ``"gpt-4o-mini"``.
-        api_key: The API key (else ``OPENAI_API_KEY``).
-        base_url: The API root, e.g. ``"http://localhost:8000/v1"`` (else ``OPENAI_BASE_URL``).
+        provider: The host: "openai" (default), "ollama", "groq", "mistral",
+            "openrouter", "together", "deepseek", "fireworks", "xai", "cerebras".
+        api_key: The API key (else ``OPENAI_API_KEY``, or the host's variable).
+        base_url: The API root, e.g. ``"http://localhost:8000/v1"`` (else
+            ``OPENAI_BASE_URL``, or the host's variable).
         client: The client to send with (else one shared per event-loop run).
         timeout: Seconds for each phase of a request, overriding the client's timeouts.
         headers: Extra request headers (values of credential-like headers are redacted
@@ -59,7 +77,7 @@ class OpenAIChatModel(HostedModel):
         max_retry_wait: How calls are retried and bounded (see ``HostedModel``).
 
     Raises:
-        ValueError: ``model_id`` is empty.
+        ValueError: ``model_id`` is empty, or ``provider`` names no known host.
     """
 
     PROVIDER = _PROVIDER
@@ -71,30 +89,73 @@ class OpenAIChatModel(HostedModel):
     DONE_SENTINEL = "[DONE]"
     __slots__ = ()
 
+    def __init__(self, model_id: str, *, provider: str = _PROVIDER, api_key: str | None = None,
+                 base_url: str | None = None, client: httpx.AsyncClient | None = None,
+                 timeout: float | None = None, headers: Mapping[str, str] | None = None,
+                 max_retries: int = DEFAULT_MAX_RETRIES,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+                 deadline: float | None = None,
+                 max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+                 max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT) -> None:
+        host = OPENAI_COMPATIBLE.get(provider)
+        if host is None:
+            raise ValueError(f"OpenAIChatModel: unknown provider {provider!r}; known hosts: "
+                             f"{', '.join(OPENAI_COMPATIBLE)} (or pass base_url= with "
+                             "provider='openai')")
+        super().__init__(model_id, api_key=api_key, base_url=base_url, client=client,
+                         timeout=timeout, headers=headers, max_retries=max_retries,
+                         idle_timeout=idle_timeout, deadline=deadline,
+                         max_response_bytes=max_response_bytes,
+                         max_retry_wait=max_retry_wait)
+        self._host = host
+
     def _auth_headers(self, key: str) -> dict[str, str]:
-        return {"authorization": f"Bearer {key}"}
+        return {"authorization": f"Bearer {key}"} if key else {}
 
     def _payload(self, request: ModelRequest) -> dict[str, Any]:
-        return build_payload(self._model_id, request)
+        return build_payload(self._model_id, request, stream_usage=self._host.stream_usage)
 
     def _decoder(self, secrets: list[str], request: ModelRequest) -> _StreamState:
-        return _StreamState(secrets)
+        return _StreamState(secrets, provider=self._host.name)
+
+    def _repair(self, payload: dict[str, Any], err: APICallError) -> dict[str, Any] | None:
+        """Reasoning models (also under names the ``max_tokens`` rule cannot know, through
+        a proxy or another host) refuse ``max_tokens`` and a non-default ``temperature``;
+        their error says so: resend with ``max_completion_tokens``, without
+        ``temperature``."""
+        if err.status_code != 400:
+            return None
+        text = str(err)
+        if "max_completion_tokens" in text and "max_tokens" in payload:
+            fixed = dict(payload)
+            fixed["max_completion_tokens"] = fixed.pop("max_tokens")
+            return fixed
+        if "'temperature'" in text and "temperature" in payload and (
+                "Unsupported" in text or "not support" in text):
+            return {k: v for k, v in payload.items() if k != "temperature"}
+        return None
 
 
 # -- request ------------------------------------------------------------------------
 
 
-def build_payload(model_id: str, request: ModelRequest) -> dict[str, Any]:
+def build_payload(model_id: str, request: ModelRequest, *,
+                  stream_usage: bool = True) -> dict[str, Any]:
     """The JSON body of a streamed chat completion for ``request``.
+
+    Args:
+        model_id: The model.
+        request: The call.
+        stream_usage: Ask for usage in the stream (``stream_options``).
 
     Raises:
         ValueError: ``tool_choice`` or a setting is invalid.
         APICallError: The prompt holds content the API cannot take.
     """
     payload: dict[str, Any] = {
-        "model": model_id, "messages": convert_prompt(request.prompt), "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+        "model": model_id, "messages": convert_prompt(request.prompt), "stream": True}
+    if stream_usage:
+        payload["stream_options"] = {"include_usage": True}
     if request.tools:
         payload["tools"] = [_tool(spec) for spec in request.tools]
         choice = _tool_choice(request.tool_choice)
@@ -217,6 +278,7 @@ class _PendingCall:
 class _StreamState(StreamDecoder):
     """What a chat-completion stream has said so far."""
 
+    provider: str = _PROVIDER
     finish_reason: str | None = None
     usage: dict[str, int] = field(default_factory=lambda: {
         "input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
@@ -248,6 +310,12 @@ class _StreamState(StreamDecoder):
         given = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         total = int(usage.get("total_tokens") or sum(given))
         self.usage = {"input_tokens": given[0], "output_tokens": given[1], "total_tokens": total}
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, Mapping) and details.get("cached_tokens"):
+            self.usage["cached_input_tokens"] = int(details["cached_tokens"])
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, Mapping) and details.get("reasoning_tokens"):
+            self.usage["reasoning_tokens"] = int(details["reasoning_tokens"])
 
     def _take_fragment(self, fragment: Mapping[str, Any]) -> None:
         index = fragment.get("index")
@@ -265,7 +333,8 @@ class _StreamState(StreamDecoder):
     def _stream_error(self, error: Any) -> APICallError:
         detail = error if isinstance(error, Mapping) else {"message": str(error)}
         kind = str(detail.get("type") or detail.get("code") or "error")
-        message = redact(f"openai stream error ({kind}): {detail.get('message')}", self.secrets)
+        message = redact(f"{self.provider} stream error ({kind}): {detail.get('message')}",
+                         self.secrets)
         return APICallError(message, body=redact(to_text(error), self.secrets),
                             is_retryable=any(w in kind for w in _RETRYABLE_STREAM_ERRORS))
 
@@ -277,13 +346,13 @@ class _StreamState(StreamDecoder):
                 arguments are not a JSON object.
         """
         if not self.done and self.finish_reason is None:
-            raise APICallError("openai closed the stream before the answer finished "
+            raise APICallError(f"{self.provider} closed the stream before the answer finished "
                                "(no finish_reason and no [DONE])", is_retryable=True)
         chunks: list[Chunk] = []
         for index in sorted(self.calls):
             call = self.calls[index]
             args = parse_tool_args("".join(call.arguments), tool_name=call.name,
-                                   provider=_PROVIDER, secrets=self.secrets)
+                                   provider=self.provider, secrets=self.secrets)
             chunks.append(ToolCallChunk(call.id or f"call_{index}", call.name, args))
         reason = _FINISH_REASONS.get(self.finish_reason or "", "other")
         chunks.append(Chunk.finish(reason, self.usage))

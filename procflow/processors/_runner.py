@@ -50,6 +50,7 @@ from procflow.processors.step import (
     PROCESSOR_CONTEXT_KEY,
     ProcessorStepSchema,
     is_processor_workflow,
+    processor_workflow_hooks,
 )
 from procflow.runtime.tracing import ParentSpan
 
@@ -244,7 +245,7 @@ class ProcessorRunner:
                 if name not in hooks:
                     continue
             elif not isinstance(item, Processor):
-                if hook.phase is not None and ml is not None:
+                if hook.phase is not None and ml is not None and _acts(item, name):
                     await self._through(item, hook, call, ml)
                     ended = None  # the workflow's own spans cover it
                 continue
@@ -426,6 +427,12 @@ def _hooks_of(items: list[Any]) -> tuple[frozenset[str], tuple[frozenset[str] | 
 
 
 _CLASS_RULE = Processor.implemented_hooks
+
+
+def _acts(wf: Any, hook: str) -> bool:
+    """Whether a processor workflow has work at ``hook`` (else it is not run at all)."""
+    hooks = processor_workflow_hooks(wf)
+    return hooks is None or hook in hooks
 
 
 def _steps(info: StepInfo) -> Sequence[Any]:

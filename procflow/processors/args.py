@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from procflow.context import RequestContext
 from procflow.errors import ProcessorError, TripwireError
 from procflow.messages import Chunk, DataChunk, Message, MessageList
+from procflow.runtime.tracing import current_step_span
 from procflow.storage.values import register_type
 
 if TYPE_CHECKING:
@@ -174,7 +175,9 @@ class ProcessorContext:
         retry_count: Processor-requested retries so far in this request.
         violations: Every violation reported so far.
         tracer: The trace processor spans are recorded in, if any.
-        span: The parent of the next processor spans.
+        span: The parent of the next processor spans: the span of the step the calling
+            task runs (``current_step_span``, per task, so parallel branches never see
+            each other's), else the span last set here.
         writers: ``id(processor)`` -> that processor's own writer, where its custom
             chunks go elsewhere than ``writer`` (an agent's output processors: through
             the stream processors after them).
@@ -183,7 +186,7 @@ class ProcessorContext:
             outlive a rejected answer waits for it (``ResponseCache``'s writes).
     """
 
-    __slots__ = ("on_accepted", "request_context", "retry_count", "span", "states", "tracer",
+    __slots__ = ("_span", "on_accepted", "request_context", "retry_count", "states", "tracer",
                  "violations", "writer", "writers")
 
     def __init__(self, *, request_context: RequestContext | None = None,
@@ -195,9 +198,21 @@ class ProcessorContext:
         self.retry_count = 0
         self.violations: list[ProcessorViolation] = []
         self.tracer: Tracer | None = None
-        self.span: Span | None = None  # where processor spans go (the current step's span)
+        self._span: Span | None = None
         self.on_accepted: list[Callable[[], Awaitable[None]]] = []
         self.writers: dict[int, ProcessorWriter] = {}
+
+    @property
+    def span(self) -> Span | None:
+        """Where the next processor span goes (see the class docstring)."""
+        here = current_step_span.get()
+        if here is not None and here.tracer is self.tracer:
+            return here.span
+        return self._span
+
+    @span.setter
+    def span(self, span: Span | None) -> None:
+        self._span = span
 
     def writer_for(self, processor: object) -> ProcessorWriter:
         """The writer ``processor``'s hooks get (``writers``, else ``writer``)."""

@@ -7,6 +7,8 @@ with the changes merged. A processor without that hook passes the envelope throu
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validator, model_validator
@@ -21,7 +23,7 @@ from procflow.steps.context import StepContext
 from procflow.steps.step import Step
 
 __all__ = ["PROCESSOR_CONTEXT_KEY", "Phase", "ProcessorStep", "ProcessorStepSchema",
-           "run_envelope"]
+           "processor_workflow_hooks", "run_envelope"]
 
 Phase = Literal["input", "input_step", "output_stream", "output_step", "output_result",
                 "tool_result"]
@@ -98,6 +100,35 @@ def is_processor_workflow(obj: Any) -> bool:
     return (getattr(obj, "kind", None) == "workflow"
             and getattr(obj, "input_schema", None) is ProcessorStepSchema
             and getattr(obj, "output_schema", None) is ProcessorStepSchema)
+
+
+_WORKFLOW_HOOKS: weakref.WeakKeyDictionary[Any, frozenset[str] | None] = \
+    weakref.WeakKeyDictionary()
+
+
+def processor_workflow_hooks(wf: Any) -> frozenset[str] | None:
+    """The hooks the processors of a processor workflow implement, nested workflows
+    included: a phase none of them has is work the workflow would not do. ``None`` when
+    some step is not a processor's (it may act at any phase). Cached per workflow."""
+    try:
+        return _WORKFLOW_HOOKS[wf]
+    except (KeyError, TypeError):
+        pass
+    hooks: set[str] = set()
+    found: frozenset[str] | None = None
+    for step_id in wf.step_ids():
+        step = wf.get_step(step_id)
+        inner = (step.processor.implemented_hooks() if isinstance(step, ProcessorStep)
+                 else processor_workflow_hooks(step)
+                 if getattr(step, "kind", None) == "workflow" else None)
+        if inner is None:
+            break
+        hooks |= inner
+    else:
+        found = frozenset(hooks)
+    with contextlib.suppress(TypeError):  # not weakly referable: asked again next time
+        _WORKFLOW_HOOKS[wf] = found
+    return found
 
 
 async def run_envelope(p: Processor, env: ProcessorStepSchema,

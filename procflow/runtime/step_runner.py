@@ -37,7 +37,7 @@ from procflow.runtime.execution import (
     Unit,
 )
 from procflow.runtime.step_context import BailSignal, StepContext, SuspendSignal
-from procflow.runtime.tracing import Tracer
+from procflow.runtime.tracing import ParentSpan, Tracer, current_step_span
 
 _now = time.time
 _log = logging.getLogger("procflow.runtime")
@@ -152,6 +152,9 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
     attempt = 0
     if marked:
         ex.marked_running += 1
+    # The step's own span, for what its code records (one set and reset per traced step).
+    here = None if tracer is None or span is None else \
+        current_step_span.set(ParentSpan(tracer, span))
     try:
         while True:
             ctx = StepContext(ex, scope, path, data, resume_data, attempt, iteration, span)
@@ -202,6 +205,9 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
         if span is not None:
             close_span(span, exc, attempt)
         raise
+    finally:
+        if here is not None:
+            current_step_span.reset(here)
     if span is not None:  # Tracer.ok, inlined: this runs for every traced step
         span.end = ended
         span.status = "success"
@@ -238,6 +244,11 @@ def close_span(span: Span, exc: BaseException, attempt: int = 0) -> None:
         Tracer.end(span, "failed", error=exc.error, attempts=attempt + 1,
                    traceback=_traceback(exc.error))
     elif isinstance(exc, Exception):
+        from procflow.runtime.distributed import Parked  # (that module imports this one)
+
+        if isinstance(exc, Parked):  # the work goes on elsewhere: ``settle_parked``
+            Tracer.end(span, "running", parked=True)
+            return
         Tracer.end(span, "failed", error=exc, attempts=attempt + 1, traceback=_traceback(exc))
     else:
         Tracer.end(span, "canceled")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from procflow.records import (
@@ -35,6 +36,7 @@ __all__ = [
     "TraceRecord",
     "Tracer",
     "as_span",
+    "current_step_span",
     "finished_trace_hooks",
     "redact_secrets",
 ]
@@ -128,3 +130,12 @@ class ParentSpan(NamedTuple):
         if tracer is None or span is None:
             return None
         return cls(tracer, span)
+
+
+current_step_span: ContextVar[ParentSpan | None] = ContextVar("procflow_step_span",
+                                                             default=None)
+"""The span of the step whose code the current task runs, with its tracer (set by the
+executor around each traced step). Tasks copy their context when they start, so
+concurrent branches each see their own step here, never a sibling's: work recorded
+from inside a step (processor hook calls) takes its parent from this, not from state
+the branches share."""

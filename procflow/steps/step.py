@@ -238,10 +238,11 @@ def step(fn: Any = None, /, *, id: str | None = None, input_schema: Any = None,
 
     Args:
         id: Unique within its workflow (default: the function's name).
-        input_schema, output_schema: What the step takes and returns (a pydantic model
-            or any type pydantic validates; ``None``: passed unvalidated).
-        suspend_schema, resume_schema: What ``ctx.suspend(...)`` sends and what the
-            resume brings back.
+        input_schema: What the step takes (a pydantic model or any type pydantic
+            validates; ``None``: passed unvalidated).
+        output_schema: What the step returns (as ``input_schema``).
+        suspend_schema: What ``ctx.suspend(...)`` sends.
+        resume_schema: What the resume brings back (``ctx.resume_data``).
         retries: Extra attempts after a failure (``None``: the workflow's default).
         timeout: Seconds an attempt may take (``None``: the workflow's default).
         description: Free text shown by the studio (default: the docstring).

@@ -1,5 +1,5 @@
-"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace``, ``prune`` and
-``worker``.
+"""The ``procflow`` command: ``graph``, ``run``, ``runs``, ``trace``, ``prune``,
+``worker`` and ``eval``.
 
 Every error ends the command with one line on stderr, "procflow: error: ...", and
 exit status 2 (bad usage, target or input) or 1 (a run that failed, a runtime error);
@@ -29,6 +29,7 @@ from procflow.errors import (
 )
 from procflow.storage.locate import PROJECT_DB
 from procflow.studio.commands import UsageError, run_command
+from procflow.studio.evals import add_eval_parser, eval_command
 from procflow.studio.prune import age_argument
 from procflow.studio.targets import TargetError
 from procflow.studio.worker import add_worker_parser, worker_main
@@ -69,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     graph = sub.add_parser("graph", parents=[common], help="draw a workflow or an agent",
                            description="Draw a workflow (or an agent's loop).")
     graph.add_argument("target", metavar="TARGET", help=target_help)
-    graph.add_argument("--format", choices=("tree", "mermaid", "dot"), default="tree",
-                       help="tree (the terminal view, default), mermaid or dot")
+    graph.add_argument("--format", choices=("tree", "mermaid", "dot", "svg"), default="tree",
+                       help="tree (the terminal view, default), mermaid, dot, or svg (the "
+                       "tree as a standalone SVG picture; width: COLUMNS, else 100)")
     graph.add_argument("--depth", type=int, default=None, metavar="N",
                        help="nested-workflow levels to expand")
 
@@ -99,8 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", metavar="ID", help="the id of the new run (default: random)")
     run.add_argument("--no-live", action="store_true",
                      help="no live view; print the final view at the end")
-    run.add_argument("--depth", type=int, default=1, metavar="N",
-                     help="nested-workflow levels to expand (default 1)")
+    run.add_argument("--depth", type=int, default=None, metavar="N",
+                     help="nested-workflow levels to expand (default 1, and every level "
+                     "holding a processor or tool you configured)")
 
     runs = sub.add_parser("runs", parents=[common], help="list stored runs",
                           description="List stored runs, newest first.")
@@ -131,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="list what would be deleted, delete nothing")
 
     add_worker_parser(sub)
+    add_eval_parser(sub, common)
 
     trace = sub.add_parser("trace", parents=[common], help="show a run's trace",
                            description="Show a run's span tree, or compare two runs.")
@@ -138,6 +142,21 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--step", metavar="ID", help="only this step's spans, in detail")
     trace.add_argument("--diff", metavar="OTHER_RUN_ID",
                        help="where this run and another run of the workflow diverged")
+    watch = sub.add_parser(
+        "watch", parents=[common], help="follow a run started elsewhere to its end",
+        description="Attach to a run started by another process (or a worker) and show "
+        "it live from what storage holds, to its end. Exit status: 0 success; 1 failed, "
+        "tripwire or canceled; 3 suspended; 4 stalled (no live process holds the run).")
+    watch.add_argument("run_id", metavar="RUN_ID")
+    watch.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
+                       help="how often storage is read (default 0.5)")
+    watch.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
+                       help="how long to wait for a run not stored yet (default 10)")
+    trace.add_argument("--timeline", action="store_true",
+                       help="the spans as bars on one time axis (a Gantt view)")
+    trace.add_argument("--format", choices=("tree", "svg"), default="tree",
+                       help="tree (the terminal view, default) or svg (a standalone SVG "
+                       "picture of the view; width: COLUMNS, else 100)")
     return parser
 
 
@@ -206,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return worker_main(args)
         console = make_console(no_color=args.no_color, plain=args.plain or args.json)
         _quiet_runtime_log()
+        if args.command == "eval":
+            return anyio.run(eval_command, args, console)
         return anyio.run(run_command, args, console)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0

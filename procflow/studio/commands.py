@@ -29,9 +29,11 @@ from procflow.studio.listing import print_runs
 from procflow.studio.live import LiveRun
 from procflow.studio.output import (
     agent_run_document,
+    drawing_width,
     dump,
     graph_document,
     output_mode,
+    step_lines,
     trace_document,
     trace_lines,
     workflow_run_document,
@@ -46,6 +48,7 @@ from procflow.studio.summary import (
     waiting_calls,
 )
 from procflow.studio.targets import is_agent, load_target
+from procflow.studio.watch import watch_command
 from procflow.workflows.workflow import Workflow
 
 if TYPE_CHECKING:
@@ -128,6 +131,8 @@ async def run_command(args: argparse.Namespace, console: Console) -> int:
         return _graph(args, console)
     if args.command == "run":
         return await _run(args, console)
+    if args.command == "watch":
+        return await watch_command(args, console)
     try:
         store = find_store(args.db, create=False)
     except NoStoreError as exc:
@@ -151,6 +156,8 @@ def _no_runs(args: argparse.Namespace, console: Console, message: str) -> int:
 
 
 def _graph(args: argparse.Namespace, console: Console) -> int:
+    from procflow.studio.timeline import to_svg
+
     target = load_target(args.target)
     if args.depth is not None and args.depth < 0:
         raise UsageError(f"--depth must be 0 or more, got {args.depth}")
@@ -161,8 +168,11 @@ def _graph(args: argparse.Namespace, console: Console) -> int:
         print(to_mermaid(target, depth=args.depth), end="")
     elif args.format == "dot":
         print(to_dot(target), end="")
+    elif args.format == "svg":
+        print(to_svg(GraphView(target, depth=args.depth), width=drawing_width(),
+                     title=f"procflow graph {args.target}"))
     else:
-        console.print(GraphView(target, depth=1 if args.depth is None else args.depth))
+        console.print(GraphView(target, depth=args.depth), width=drawing_width(console))
     return 0
 
 
@@ -179,7 +189,8 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
     try:
         mode = output_mode(args, console)
         live = LiveRun(console, live=mode == "tty" and not args.no_live,
-                       depth=max(0, args.depth), quiet=mode == "json")
+                       depth=None if args.depth is None else max(0, args.depth),
+                       quiet=mode == "json")
         _active[:] = [live]
         if not isinstance(target, Workflow):
             return await _run_agent(args, console, store, target, live)
@@ -465,6 +476,7 @@ async def _runs(args: argparse.Namespace, console: Console, store: Store) -> int
 
 async def _trace(args: argparse.Namespace, console: Console, store: Store) -> int:
     from procflow.studio.diff import TraceDiff
+    from procflow.studio.timeline import TimelineView, timeline_lines, to_svg
     from procflow.studio.trace import TraceView
 
     storage, where = store.storage, store.location
@@ -481,21 +493,34 @@ async def _trace(args: argparse.Namespace, console: Console, store: Store) -> in
         other = await storage.load_trace(other_id)
         if other is None:
             raise RunNotFoundError(f"run '{other_id}' in {where} has no trace", run_id=other_id)
+        if args.timeline:
+            raise UsageError("--diff and --timeline cannot be used together")
         if mode == "json":
             print(dump({"a": trace_document(trace), "b": trace_document(other)}))
+        elif args.format == "svg":
+            print(to_svg(TraceDiff(trace, other), width=drawing_width(),
+                         title=f"procflow trace {run_id} --diff {other_id}"))
         else:
             console.print(TraceDiff(trace, other))
         return 0
+    if args.timeline and args.step is not None:
+        raise UsageError("--step and --timeline cannot be used together")
+    view: Any = (TimelineView(trace) if args.timeline
+                 else TraceView(trace, step=args.step))  # raises naming what exists
     if mode == "json":
         document = trace_document(trace)
         if args.step is not None:
-            view = TraceView(trace, step=args.step)  # raises naming what exists
             keep = {row.get("span_id") for row in view.selected}
             document["spans"] = [s for s in document["spans"] if s["span_id"] in keep]
         print(dump(document))
-    elif mode == "plain" and args.step is None:
-        for line in trace_lines(trace):
+    elif args.format == "svg":
+        print(to_svg(view, width=drawing_width(), title=f"procflow trace {run_id}"))
+    elif mode == "plain":
+        lines = (timeline_lines(trace) if args.timeline
+                 else step_lines(view.selected) if args.step is not None
+                 else trace_lines(trace))
+        for line in lines:
             print(line)
     else:
-        console.print(TraceView(trace, step=args.step))
+        console.print(view, width=drawing_width(console))
     return 0

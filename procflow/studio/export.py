@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
     from procflow.agent.agent import Agent
 
-__all__ = ["condition_name", "node_label", "short_hooks", "steps_count", "to_dot", "to_mermaid",
+__all__ = ["STAGE_HOOKS", "acting_hooks", "condition_name", "holds_configured", "node_label",
+           "short_hooks", "stage_hooks", "steps_count", "to_dot", "to_mermaid",
            "workflow_of"]
 
 _MARKERS = ("map", "sleep", "sleep_until")
@@ -48,6 +49,46 @@ def short_hooks(hooks: Iterable[str]) -> list[str]:
     order = {name: i for i, name in enumerate(HOOKS)}
     ranked = sorted(set(hooks), key=lambda h: (order.get(h, len(order)), h))
     return [h.removeprefix("process_") for h in ranked]
+
+
+STAGE_HOOKS: dict[str, frozenset[str]] = {
+    "input-processors": frozenset({"process_input"}),
+    "input-step": frozenset({"process_input_step"}),
+    "llm-call": frozenset({"process_llm_request", "process_llm_response",
+                           "process_output_stream", "process_api_error"}),
+    "output-step": frozenset({"process_output_step"}),
+    "output-processors": frozenset({"process_output_result"}),
+    "tool-calls": frozenset({"process_tool_result"}),
+}
+"""The hooks that act in each stage of an agent's loop (a processor drawn in a stage is
+labelled with these of its hooks only)."""
+
+
+def stage_hooks(wf: Any, outer: frozenset[str] | None) -> frozenset[str] | None:
+    """The hooks acting inside ``wf``: its own when it is an agent loop's stage, else
+    those of the stage around it (``outer``)."""
+    from procflow.agent.loop import ProcessorStage
+
+    if isinstance(wf, ProcessorStage):
+        return STAGE_HOOKS.get(wf.id, outer)
+    return outer
+
+
+def acting_hooks(hooks: Iterable[str], acting: frozenset[str] | None) -> list[str]:
+    """The hooks of a processor node that act where it is drawn."""
+    return [h for h in hooks if acting is None or h in acting]
+
+
+def holds_configured(wf: Any) -> bool:
+    """Whether a workflow holds, at any depth, a processor or a tool (something the
+    user configured, drawn however deep it is)."""
+    for step_id in wf.step_ids():
+        if step_id.startswith(("processor:", "tool:")):
+            return True
+        step = wf.get_step(step_id)
+        if getattr(step, "kind", None) == "workflow" and holds_configured(step):
+            return True
+    return False
 
 
 def steps_count(count: int) -> str:

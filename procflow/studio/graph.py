@@ -21,7 +21,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from procflow.studio.export import short_hooks, steps_count, workflow_of
+from procflow.studio.export import (
+    acting_hooks,
+    holds_configured,
+    short_hooks,
+    stage_hooks,
+    steps_count,
+    workflow_of,
+)
 from procflow.workflows.plan import (
     LanesLayout,
     Layout,
@@ -102,25 +109,32 @@ class GraphView:
             time and its retries.
     """
 
-    def __init__(self, target: Workflow | Agent, *, depth: int = 1,
+    def __init__(self, target: Workflow | Agent, *, depth: int | None = None,
                  states: Mapping[str, NodeState] | None = None) -> None:
         self.workflow = workflow_of(target)
         self.depth = depth
         self.states = states
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield _Drawing(self.depth, self.states).top(self.workflow)
+        depth = 1 if self.depth is None else self.depth
+        yield _Drawing(depth, self.states, reveal=self.depth is None).top(self.workflow)
 
 
 class _Drawing:
-    """Builds the renderables of one view (depth and states fixed)."""
+    """Builds the renderables of one view (depth and states fixed). With ``reveal``, a
+    nested workflow holding a processor or a tool is expanded at any depth: what the
+    user configured is always drawn."""
 
-    def __init__(self, depth: int, states: Mapping[str, NodeState] | None) -> None:
+    def __init__(self, depth: int, states: Mapping[str, NodeState] | None, *,
+                 reveal: bool = False) -> None:
         self.depth = depth
         self.states = states
+        self.reveal = reveal
+        self.acting: frozenset[str] | None = None  # the hooks of the stage drawn
 
     def top(self, wf: Workflow) -> RenderableType:
-        header = Text.assemble((f"workflow {wf.id}", "bold"))
+        # one line, never cut or wrapped (past the width, a terminal wraps it)
+        header = Text.assemble((f"workflow {wf.id}", "bold"), no_wrap=True, overflow="ignore")
         if wf.description:
             header.append(f"  {wf.description}", style="dim")
         return Group(header, _ARROW, *self.body(wf, "", 0))
@@ -150,13 +164,18 @@ class _Drawing:
         path = prefix + step.id
         if isinstance(step, Workflow):
             count = f"({steps_count(len(step.step_ids()))})"
-            if level >= self.depth:
+            if level >= self.depth and not (self.reveal and holds_configured(step)):
                 return self.line(_COLLAPSED, f"workflow {step.id} {count}", path)
             title = self.line(_EXPANDED, f"workflow {step.id} {count}", path)
-            inner = Group(*self.body(step, path + ".", level + 1))
+            outer = self.acting
+            self.acting = stage_hooks(step, outer)
+            try:
+                inner = Group(*self.body(step, path + ".", level + 1))
+            finally:
+                self.acting = outer
             return Panel(inner, title=title, title_align="left", box=box.SQUARE,
                          expand=False)
-        hooks = short_hooks(step.metadata.get("hooks") or [])
+        hooks = short_hooks(acting_hooks(step.metadata.get("hooks") or [], self.acting))
         extra = f"[{', '.join(hooks)}]" if hooks else None
         return self.line(_KIND_GLYPH.get(step.kind, "□"), step.id, path, extra)
 

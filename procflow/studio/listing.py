@@ -13,10 +13,12 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from procflow.records import Usage
 from procflow.runtime.leases import owner_is_dead
 from procflow.studio.graph import format_duration
 from procflow.studio.output import (
     dump,
+    format_cost,
     masked,
     plain_duration,
     plain_time,
@@ -45,6 +47,8 @@ class RunRow:
     started: float
     duration: float | None
     suspended: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+    """Tokens and cost of the run's model calls (from its trace), when it made any."""
 
 
 async def run_rows(storage: Storage, workflow: str | None, status: str | None,
@@ -77,8 +81,26 @@ async def run_rows(storage: Storage, workflow: str | None, status: str | None,
         else:
             row.status, row.suspended = shown, suspended
     ordered = sorted((r for r in rows.values() if status is None or r.status == status),
-                     key=lambda r: r.started, reverse=True)
-    return ordered[:limit]
+                     key=lambda r: r.started, reverse=True)[:limit]
+    for row in ordered:
+        row.usage = await _usage_of(storage, row.run_id)
+    return ordered
+
+
+async def _usage_of(storage: Storage, run_id: str) -> Usage | None:
+    """What the run's model calls spent: the ``usage`` its run span records."""
+    trace = await storage.load_trace(run_id)
+    if trace is None:
+        return None
+    for span in trace.spans:
+        if span.get("parent_id") is None and span.get("kind") == "run":
+            usage = (span.get("attributes") or {}).get("usage")
+            try:
+                return Usage.from_dict(usage) if isinstance(usage, dict) else None
+            except ValueError:
+                return None
+    return None
+
 
 
 async def print_runs(console: Console, store: Store, *, mode: str, workflow: str | None,
@@ -88,7 +110,7 @@ async def print_runs(console: Console, store: Store, *, mode: str, workflow: str
     if mode == "json":
         print(dump({"store": store.location, "runs": [
             run_row_document(r.run_id, r.workflow_id, r.status, r.started, r.duration,
-                             r.suspended) for r in rows]}))
+                             r.suspended, r.usage) for r in rows]}))
         return 0
     if mode == "plain":
         for r in rows:
@@ -127,13 +149,23 @@ def _table(rows: list[RunRow], ids: dict[str, str]) -> Table:
     table.add_column("status", no_wrap=True)
     table.add_column("started", no_wrap=True)
     table.add_column("duration", no_wrap=True, justify="right")
+    spent = any(row.usage is not None for row in rows)
+    if spent:
+        table.add_column("tokens", no_wrap=True, justify="right")
+        table.add_column("cost", no_wrap=True, justify="right")
     for row in rows:
         symbol, style = RUN_SYMBOLS.get(row.status, ("?", ""))
         state = Text(f"{symbol} {row.status}", style=style)
         if row.suspended:
             state.append(f" at {', '.join(row.suspended)}")
-        table.add_row(ids[row.run_id], masked(row.workflow_id), state, _when(row.started),
-                      "—" if row.duration is None else format_duration(row.duration))
+        cells: list[str | Text] = [
+            ids[row.run_id], masked(row.workflow_id), state, _when(row.started),
+            "—" if row.duration is None else format_duration(row.duration)]
+        if spent:
+            usage = row.usage
+            cells += (["—", "—"] if usage is None else
+                      [f"{usage.total_tokens:,}", format_cost(usage.cost)])
+        table.add_row(*cells)
     return table
 
 

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from procflow.studio.graph import GraphView, NodeState
-from procflow.studio.output import masked
+from procflow.studio.output import drawing_width, masked
 from procflow.studio.states import (
     AgentTracker,
     Progress,
@@ -51,7 +51,8 @@ class RunView:
     Args:
         workflow: The workflow drawn (an agent's loop workflow for an agent).
         states: A function giving path → state now (called at each render).
-        depth: Nested-workflow levels drawn expanded.
+        depth: Nested-workflow levels drawn expanded (default: one, and every level
+            holding a processor or tool the user configured).
         progress: Foreach path → item progress.
         tools: Tool call lines.
         text: Streamed text (``None``: no text panel).
@@ -62,7 +63,7 @@ class RunView:
     """
 
     def __init__(self, workflow: Workflow, states: Callable[[], Mapping[str, NodeState]], *,
-                 depth: int = 1, progress: Mapping[str, Progress] | None = None,
+                 depth: int | None = None, progress: Mapping[str, Progress] | None = None,
                  tools: list[str] | None = None, text: Callable[[], str] | None = None,
                  problem: Callable[[], str | None] | None = None,
                  max_height: Callable[[], int] | None = None) -> None:
@@ -119,12 +120,13 @@ class LiveRun:
     Args:
         console: Where to draw.
         live: Redraw while the run goes (needs a terminal).
-        depth: Nested-workflow levels drawn expanded.
+        depth: Nested-workflow levels drawn expanded (default: one, and every level
+            holding a processor or tool the user configured).
         fps: Most redraws a second caused by events.
         quiet: Draw nothing at all (``--json`` prints only its document).
     """
 
-    def __init__(self, console: Console, *, live: bool, depth: int = 1,
+    def __init__(self, console: Console, *, live: bool, depth: int | None = None,
                  fps: float = 20.0, quiet: bool = False) -> None:
         self.console = console
         self.live = live and not quiet
@@ -196,7 +198,7 @@ class LiveRun:
             return
         frozen = dict(states)
         self.console.print(RunView(wf, lambda: frozen, depth=self.depth, progress=progress,
-                                   tools=tools))
+                                   tools=tools), width=drawing_width(self.console))
 
     async def agent(self, agent: Agent, messages: Any, storage: Storage, *,
                     stream: Callable[[], Awaitable[ModelOutput[Any]]] | None = None,

@@ -8,6 +8,8 @@ secret a step returned is no more visible on the terminal than in the stored tra
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -23,17 +25,34 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from procflow.agent.output import FullOutput
+    from procflow.records import Usage
     from procflow.runtime.results import WorkflowResult
     from procflow.runtime.tracing import TraceRecord
     from procflow.workflows.workflow import Workflow
 
-__all__ = ["SCHEMAS", "agent_run_document", "dump", "graph_document", "mask", "masked",
-           "output_mode", "plain_duration", "plain_time", "run_row_document", "trace_document",
-           "trace_lines", "workflow_run_document"]
+__all__ = ["DRAWING_WIDTH", "SCHEMAS", "agent_run_document", "drawing_width", "dump",
+           "format_cost", "graph_document", "mask", "masked", "output_mode", "plain_duration",
+           "plain_time", "run_row_document", "step_lines", "trace_document", "trace_lines",
+           "workflow_run_document"]
 
 SCHEMAS = Path(__file__).parent / "schemas"
 """The JSON schemas of the ``--json`` documents: runs.json, trace.json, graph.json,
 run.json."""
+
+
+DRAWING_WIDTH = 100
+"""How wide a drawing is when stdout is not a terminal and ``COLUMNS`` is not set."""
+
+
+def drawing_width(console: Console | None = None) -> int:
+    """How wide a drawing (graph, trace tree, timeline, SVG) is: ``COLUMNS`` when set,
+    else the terminal's width, else ``DRAWING_WIDTH`` (a pipe, a file)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if console is not None and console.is_terminal:
+        return shutil.get_terminal_size((DRAWING_WIDTH, 24)).columns
+    return DRAWING_WIDTH
 
 
 def mask(value: Any) -> Any:
@@ -68,12 +87,25 @@ def plain_time(timestamp: float | None) -> str | None:
     return datetime.fromtimestamp(timestamp).isoformat(timespec="seconds")
 
 
+def format_cost(cost: float | None) -> str:
+    """A USD amount, short: "$0.0042", "$1.25"; "?" when unknown."""
+    if cost is None:
+        return "?"
+    if cost >= 1:
+        return f"${cost:.2f}"
+    text = f"{cost:.6f}".rstrip("0").rstrip(".")
+    return f"${text}" if text != "0" or cost == 0 else "<$0.000001"
+
+
 def run_row_document(run_id: str, workflow_id: str, status: str, started: float,
-                     duration: float | None, suspended: Sequence[str]) -> dict[str, Any]:
-    """One run of ``procflow runs --json``."""
+                     duration: float | None, suspended: Sequence[str],
+                     usage: Usage | None = None) -> dict[str, Any]:
+    """One run of ``procflow runs --json`` (``usage``: its tokens and USD ``cost``,
+    ``null`` for a run that called no model)."""
     return {"run_id": run_id, "workflow_id": workflow_id, "status": status,
             "started_at": plain_time(started), "duration_s": duration,
-            "suspended_at": list(suspended)}
+            "suspended_at": list(suspended),
+            "usage": None if usage is None else usage.to_dict()}
 
 
 def trace_document(trace: TraceRecord) -> dict[str, Any]:
@@ -105,6 +137,24 @@ def trace_lines(trace: TraceRecord) -> Iterator[str]:
         note = " ".join(masked(" · ".join(notes)).split())
         yield "\t".join([str(row.get("status")), plain_duration(seconds),
                          str(row.get("kind")), "  " * depth + masked(_label(row)), note])
+
+
+def step_lines(rows: Sequence[Mapping[str, Any]]) -> Iterator[str]:
+    """``procflow trace --step`` piped: for each matching span a header line, then one
+    tab-separated ``field<TAB>value`` line per field and attribute (values as JSON on
+    one line, masked, nothing truncated)."""
+    for row in rows:
+        start, end = row.get("start"), row.get("end")
+        seconds = None if end is None or start is None else end - start
+        yield (f"# span {row.get('span_id')}\t{row.get('name')}\t{row.get('path') or '-'}\t"
+               f"{row.get('status')}\t{plain_duration(seconds)}")
+        fields = [(key, row.get(key)) for key in ("kind", "input", "output", "error")]
+        fields += [(f"attributes.{k}", v) for k, v in (row.get("attributes") or {}).items()]
+        for key, value in fields:
+            if value is not None:
+                text = value if isinstance(value, str) else json.dumps(
+                    mask(value), ensure_ascii=False, default=repr)
+                yield f"{key}\t{' '.join(masked(text).split())}"
 
 
 def graph_document(wf: Workflow) -> dict[str, Any]:

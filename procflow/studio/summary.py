@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from procflow.studio.output import mask, masked
+from procflow.studio.output import format_cost, mask, masked
 from procflow.studio.states import short
 
 if TYPE_CHECKING:
@@ -104,10 +104,14 @@ def print_agent_summary(console: Console, output: FullOutput, *,
                                f"({short(call.args, 80)}) {what}"), soft_wrap=True)
     else:
         console.print(_status("success", f"finish reason {output.finish_reason}"))
-        console.print(Panel(Text(masked(output.text)), title="answer", title_align="left",
-                            expand=False))
+        if console.is_terminal:
+            console.print(Panel(Text(masked(output.text)), title="answer", title_align="left",
+                                expand=False))
+        else:  # piped: the answer as it is, no frame (a long one is not one wide line)
+            console.print(Text(f"answer:\n{masked(output.text)}"), soft_wrap=True)
     if output.usage:
-        usage = ", ".join(f"{k} {v}" for k, v in output.usage.to_dict().items())
+        usage = ", ".join(f"{k} {format_cost(v) if k == 'cost' else v}"
+                          for k, v in output.usage.to_dict().items())
         console.print(Text(f"usage: {usage}", style="dim"), soft_wrap=True)
     console.print(Text(f"run id: {output.run_id}"), soft_wrap=True)
     if resume:

@@ -7,7 +7,7 @@ import importlib
 import importlib.util
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -18,7 +18,7 @@ from procflow.workflows.workflow import Workflow
 if TYPE_CHECKING:
     from procflow.agent.agent import Agent
 
-__all__ = ["TargetError", "is_agent", "load_target", "module_name_for"]
+__all__ = ["TargetError", "is_agent", "load_attribute", "load_target", "module_name_for"]
 
 _SYNTAX = "TARGET must look like path/to/file.py:name or package.module:name"
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -53,6 +53,22 @@ def load_target(spec: str) -> Workflow | Agent:
         TargetError: The spec is malformed, the file or module is missing or fails to
             import, the name is missing, or it names something else.
     """
+    return _check_kind(load_attribute(spec), spec.rpartition(":")[2])
+
+
+def load_attribute(spec: str, *, defines: Callable[[ModuleType], str] | None = None) -> Any:
+    """The object ``path/to/file.py:name`` or ``package.module:name`` names, of any kind
+    (``load_target`` checks it is a workflow or an agent).
+
+    Args:
+        spec: As for ``load_target``.
+        defines: What a module missing the name offers instead, for the error (default:
+            its workflows and agents).
+
+    Raises:
+        TargetError: The spec is malformed, the module is missing or fails to import, or
+            the name is missing.
+    """
     source, _, name = spec.rpartition(":")
     if not source or not name.isidentifier():
         raise TargetError(f"{_SYNTAX}, got {spec!r}")
@@ -63,8 +79,9 @@ def load_target(spec: str) -> Workflow | Agent:
     else:
         raise TargetError(f"{_SYNTAX}, got {spec!r}")
     if not hasattr(module, name):
-        raise TargetError(f"{where} has no attribute {name!r} ({_defines(module)})")
-    return _check_kind(getattr(module, name), name)
+        raise TargetError(f"{where} has no attribute {name!r} "
+                          f"({(defines or _defines)(module)})")
+    return getattr(module, name)
 
 
 def module_name_for(path: Path) -> str:

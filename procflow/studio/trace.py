@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from procflow.studio.graph import _STATUS, format_duration
+from procflow.studio.output import format_cost
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -91,18 +92,35 @@ def _notes(attributes: dict[str, Any]) -> list[str]:
         notes.append(f"retry {attempts - 1}")
     if attributes.get("from_cache"):
         notes.append("cached")
+    if attributes.get("parked"):
+        notes.append("parked: continued by a later execution")
     note = attributes.get("note")  # e.g. "attempt 2 after worker loss"
     if isinstance(note, str) and note:
         notes.append(note)
+    fallbacks = attributes.get("fallbacks")
+    if isinstance(fallbacks, list) and fallbacks:
+        failed = ", ".join(f"{f.get('model')} ({_failure(f)})" for f in fallbacks
+                           if isinstance(f, dict))
+        answered = attributes.get("answered_by")
+        notes.append(f"answered by {answered} after {failed} failed" if answered
+                     else f"failed: {failed}")
     usage = attributes.get("usage")
     if isinstance(usage, dict) and ("input_tokens" in usage or "output_tokens" in usage):
-        notes.append(f"in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)} tok")
+        note = f"in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)} tok"
+        cost = usage.get("cost")
+        notes.append(f"{note} · {format_cost(cost)}" if isinstance(cost, int | float)
+                     else note)
     for key, one, many in (("chunks", "chunk", "chunks"), ("items", "item", "items"),
                            ("iterations", "iteration", "iterations")):
         count = attributes.get(key)
         if isinstance(count, int):
             notes.append(f"{count} {one if count == 1 else many}")
     return notes
+
+
+def _failure(fallback: dict[str, Any]) -> str:
+    status = fallback.get("status_code")
+    return f"HTTP {status}" if isinstance(status, int) else str(fallback.get("error"))[:60]
 
 
 def _error_of(row: Row) -> Any:
@@ -279,7 +297,8 @@ class TraceView:
         if self.max_depth is not None and depth >= self.max_depth and i in self.tree.children:
             notes.append("+9999 nested spans")
         note_cells = cell_len("  " + " · ".join(notes)) if notes else 0
-        return (cell_len(lead) + 2 + cell_len(_label(row)) + cell_len(_kind_tag(row))
+        mark = cell_len(_symbol(str(row.get("status")))[0]) + 1  # "⚡" takes two cells
+        return (cell_len(lead) + mark + cell_len(_label(row)) + cell_len(_kind_tag(row))
                 + min(note_cells, 40))
 
     def _header(self) -> Text:

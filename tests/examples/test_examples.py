@@ -68,3 +68,25 @@ def test_approval_suspends_in_one_process_and_is_approved_in_another(tmp_path: P
     again = approval(tmp_path, "approve", run_id)
     assert again.returncode == 1 and "is not suspended (status 'success')" in again.stderr
     assert ledger.read_text() == "A-1\n"  # the refund ran exactly once
+
+
+def test_evals_support_scores_the_agent_and_its_guards(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "evals_support.py")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["case", "Contains", "NoPII", "refuses_attacks"]
+    assert lines[6].split() == ["average", "1.00", "1.00", "1.00"]
+    assert "We will write to j*******@example.com." in lines[7]  # the output guard redacted
+    assert lines[8] == "tool use: {'ToolCalled': 1.0}"
+    assert lines[9].startswith("injection-guard: precision 1.00, recall 0.50, wrong on [")
+    assert lines[10] == "pii-guard: precision 1.00, recall 1.00, wrong on []"
+
+
+def test_evals_support_from_the_command_line(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "evals_support.py"
+    done = subprocess.run([sys.executable, "-m", "procflow", "eval", f"{example}:questions",
+                           "--target", f"{example}:support", "--fail-under", "0.9"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split() == ["average", "1.00", "1.00", "1.00"]

@@ -187,5 +187,6 @@ def server() -> Iterator[ProviderServer]:
 def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep real keys and base URLs of the environment out of the tests."""
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY",
-                 "ANTHROPIC_BASE_URL"):
+                 "ANTHROPIC_BASE_URL", "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_BASE_URL",
+                 "OLLAMA_BASE_URL", "OLLAMA_API_KEY", "GROQ_API_KEY", "GROQ_BASE_URL"):
         monkeypatch.delenv(name, raising=False)

@@ -68,7 +68,10 @@ async def test_streams_text_and_usage(server: Any, anyio_backend: str) -> None:
                 chunk({"content": "lo"}), chunk(finish="stop"), chunk(usage=USAGE), DONE])
     chunks = await run(make(server))
     assert [c.text for c in chunks if c.type == "text-delta"] == ["Hel", "lo"]
-    assert chunks[-1] == Finish("stop", Usage(7, 2, 9))
+    finish = chunks[-1]
+    assert isinstance(finish, Finish) and finish.usage is not None
+    assert finish == Finish("stop", Usage(7, 2, 9, cost=finish.usage.cost))
+    assert finish.usage.cost == pytest.approx((7 * 0.15 + 2 * 0.60) / 1e6)  # list price
     assert server.last.path == "/v1/chat/completions"
     assert server.last.headers["authorization"] == f"Bearer {KEY}"
     body = server.last.json
@@ -84,7 +87,7 @@ async def test_fragmented_tool_calls_are_assembled(server: Any) -> None:
     assert [c for c in chunks if c.type == "tool-call"] == [
         ToolCallChunk("call_a", "lookup", {"order": 42}), ToolCallChunk("call_b", "ping", {})]
     assert chunks[-1].payload.finish_reason == "tool-calls"
-    assert chunks[-1] == Finish("tool-calls", Usage(0, 0, 0))
+    assert chunks[-1] == Finish("tool-calls", Usage(0, 0, 0, cost=0.0))
 
 
 async def test_reasoning_content_becomes_reasoning_delta(server: Any) -> None:

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from procflow.processors.builtin import _anchors, _text
-from procflow.processors.builtin._text import Decoded, decode_payloads
+from procflow.textscan import _views as _text
+from procflow.textscan._views import Decoded, decode_payloads
 
 DATA = Path(__file__).parent / "data"
 
@@ -69,13 +69,8 @@ def _plain_payloads(text: str) -> list[Decoded]:
 
 def _check(text: str) -> None:
     expected_spans, expected = _plain_spans(text), _plain_payloads(text)
-    for use_re2 in (True, False):
-        _anchors.USE_RE2 = use_re2
-        try:
-            assert list(_text._blobs(text)) == expected_spans
-            assert decode_payloads(text) == expected
-        finally:
-            _anchors.USE_RE2 = True
+    assert list(_text._blobs(text)) == expected_spans
+    assert decode_payloads(text) == expected
 
 
 _CHARS = ("aZ9+/_-=%\\xu&#; \n\t:,gG0fF\x1c"

@@ -19,8 +19,13 @@ from hypothesis import strategies as st
 
 from procflow import _secrets
 from procflow._wordscan import word_matches
-from procflow.processors.builtin import _text
-from procflow.processors.builtin._text import (
+from procflow.processors.builtin.injection import scan as injection_scan
+from procflow.processors.builtin.injection.scan import _embedded, scan
+from procflow.processors.builtin.moderation import lexicon
+from procflow.processors.builtin.pii import checks, rules
+from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD
+from procflow.textscan import _views as _text
+from procflow.textscan._views import (
     View,
     fold,
     join_split,
@@ -29,11 +34,6 @@ from procflow.processors.builtin._text import (
     reverse,
     squash,
 )
-from procflow.processors.builtin.injection import scan as injection_scan
-from procflow.processors.builtin.injection.scan import _embedded, scan
-from procflow.processors.builtin.moderation import lexicon
-from procflow.processors.builtin.pii import checks, rules
-from procflow.processors.builtin.pii.dates import _BIRTH_STARTS, _BIRTH_WORD
 
 # the patterns as they were written before (look-behind first)
 _PLAIN = {
@@ -75,7 +75,7 @@ def test_first_character_patterns_match_like_the_look_behind_first_ones(text: st
         assert ([m.span() for m in fast.finditer(text)]
                 == [m.span() for m in re.finditer(source, text)]), name
         if fast in rules._SCANNED:  # (from the RE2 table when google-re2 is installed)
-            assert ([m.span() for m in rules._finditer(fast, text)]
+            assert ([m.span() for m in rules._finditer(fast, text, "re2")]
                     == [m.span() for m in re.finditer(source, text)]), name
 
 
@@ -461,7 +461,7 @@ def test_luhn_by_table_is_luhn_digit_by_digit(digits: str) -> None:
     max_size=12).map("".join))
 def test_term_matches_of_a_masked_text_from_the_joint_sets_are_the_tables(text: str) -> None:
     masked = lexicon.mask_idioms(text)
-    assert ([(i, m.span()) for i, m in lexicon._masked_matches(masked)]
+    assert ([(i, m.span()) for i, m in lexicon._masked_matches(masked, "re2")]
             == [(i, m.span()) for i, m in lexicon._SCAN.matches(masked)])
 
 

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from procflow.processors.builtin._literals import literal_gate, required
-from procflow.processors.builtin._prefilter import proxy
-from procflow.processors.builtin._text import fold, views_for_matching
 from procflow.processors.builtin.injection import scan as injection_scan
 from procflow.processors.builtin.injection.rules import RULES, SQUASH_RULES
+from procflow.textscan._literals import literal_gate, required
+from procflow.textscan._prefilter import proxy
+from procflow.textscan._views import fold, views_for_matching
 
 pytest.importorskip("re2")
 

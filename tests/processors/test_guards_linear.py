@@ -14,12 +14,12 @@ from typing import Any
 import anyio
 import pytest
 
-from procflow.processors.builtin._text import decode_payloads, views_for_matching
 from procflow.processors.builtin.injection.scan import scan
 from procflow.processors.builtin.moderation.lexicon import score_text
 from procflow.processors.builtin.pii.rules import RULES as PII_RULES
 from procflow.processors.builtin.pii.rules import find_rule_detections
 from procflow.processors.builtin.regex.filter import PRESETS
+from procflow.textscan._views import decode_payloads, views_for_matching
 
 UNITS = {
     "one char": "a", "digits": "0", "dashes": "-", "dots": ".", "spaces": " ",

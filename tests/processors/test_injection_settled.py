@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from procflow.processors import PromptInjectionDetector
 from procflow.processors.builtin.injection.scan import RuleScan, scan, scan_async, scan_steps
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
 
 CORPUS = Path(__file__).parent / "data" / "injection_corpus.jsonl"
 THRESHOLDS = (0.3, 0.5, 0.7, 0.85, 0.95)
@@ -34,10 +35,10 @@ def _texts() -> list[str]:
         return [row["text"] for row in map(json.loads, fh)]
 
 
-def _agrees(text: str, stop_at: float) -> None:
+def _agrees(text: str, stop_at: float, engine: Engine = DEFAULT_ENGINE) -> None:
     """``scan(text, stop_at=...)`` against the full scan."""
-    full = scan(text)
-    quick = scan(text, stop_at=stop_at)
+    full = scan(text, engine=engine)
+    quick = scan(text, stop_at=stop_at, engine=engine)
     assert (quick.score >= stop_at) is (full.score >= stop_at), (text, stop_at)
     if quick.complete:
         assert quick == full
@@ -61,14 +62,10 @@ def test_a_settled_scan_gives_the_full_scans_verdict_on_the_corpus(stop_at: floa
 
 
 @pytest.mark.parametrize("stop_at", [0.5, 0.7, 0.85])
-def test_a_settled_scan_gives_the_full_scans_verdict_without_re2(
-        monkeypatch: pytest.MonkeyPatch, stop_at: float) -> None:
-    # without ``google-re2`` the tables run on ``re`` alone (no joint steps, no probe)
-    from procflow.processors.builtin import _anchors
-
-    monkeypatch.setattr(_anchors, "USE_RE2", False)
+def test_a_settled_scan_gives_the_full_scans_verdict_without_re2(stop_at: float) -> None:
+    # on engine "re" the tables run on ``re`` alone (no joint steps, no probe)
     for text in _texts():
-        _agrees(text, stop_at)
+        _agrees(text, stop_at, "re")
 
 
 @settings(max_examples=300, deadline=None)
@@ -109,7 +106,7 @@ def test_candidates_stepped_through_together_stop_at_the_first_strong_phrase(
     # attack prompts back to back leave many candidates per RE2 set: their starts are
     # found together (``GroupStarts``), in the text's order, and the first strong
     # phrase settles the verdict there, not after every candidate's matches
-    from procflow.processors.builtin import _prefilter
+    from procflow.textscan import _prefilter
 
     pytest.importorskip("re2")
     with CORPUS.open(encoding="utf-8") as fh:

@@ -25,10 +25,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from procflow.processors.builtin import _anchors, _prefilter, _text
-from procflow.processors.builtin._anchors import AnchoredScan
-from procflow.processors.builtin._text import View, fold, join_split, views_for_matching
 from procflow.processors.builtin.moderation import idioms, lexicon
+from procflow.textscan import _anchors, _prefilter
+from procflow.textscan import _views as _text
+from procflow.textscan._anchors import Scanner
+from procflow.textscan._views import View, fold, join_split, views_for_matching
 
 re2 = pytest.importorskip("re2")
 
@@ -47,7 +48,7 @@ _WORDS = st.lists(st.sampled_from(
     max_size=30).map(" ".join)
 
 
-def _plain(table: AnchoredScan) -> AnchoredScan:
+def _plain(table: Scanner) -> Scanner:
     plain = copy.copy(table)
     plain._prefilter = None
     return plain
@@ -67,7 +68,7 @@ def _plain_view(text: str) -> tuple[str, list[tuple[int, int, int, str]]]:
 
 
 def _check_view(text: str) -> None:
-    masked, found = lexicon._view_matches(text)
+    masked, found = lexicon._view_matches(text, "re2")
     assert (masked, _found(found)) == _plain_view(text)
 
 
@@ -101,10 +102,9 @@ def test_the_joint_scan_steps_aside_without_its_prefilter(
     text = "I will kill you. Kill the process, then kill them all."
     expected = _plain_view(fold(text).text)
     assert expected[1]
-    monkeypatch.setattr(_anchors, "USE_RE2", False)
-    assert lexicon._JOINT.candidates(text) is None
-    assert (lambda r: (r[0], _found(r[1])))(lexicon._view_matches(fold(text).text)) == expected
-    monkeypatch.undo()
+    assert lexicon._JOINT.candidates(text, engine="re") is None
+    assert (lambda r: (r[0], _found(r[1])))(lexicon._view_matches(fold(text).text, "re")) \
+        == expected
     monkeypatch.setattr(_anchors, "load_re2", lambda: None)
     joint = _anchors.JointScan([idioms._SCAN, lexicon._SCAN])
     assert joint.candidates(text) is None
@@ -177,11 +177,7 @@ _TYPO_TEXT = st.lists(st.sampled_from(
 def test_spellfix_with_the_re2_word_finder_is_spellfix_without(text: str) -> None:
     view = join_split(fold(text))
     fast = _text.spellfix(view)
-    saved, _anchors.USE_RE2 = _anchors.USE_RE2, False
-    try:
-        plain = _text.spellfix(view)
-    finally:
-        _anchors.USE_RE2 = saved
+    plain = _text.spellfix(view, engine="re")
     assert fast.text == plain.text
     assert list(fast.starts) == list(plain.starts) and list(fast.ends) == list(plain.ends)
 

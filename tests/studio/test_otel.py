@@ -3,7 +3,11 @@ their times, parents and GenAI attributes; nothing happens when not instrumented
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -15,8 +19,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import procflow
+import procflow.otel
 from procflow import Agent, create_step, create_workflow, tool
+from procflow.errors import APICallError
+from procflow.messages import Chunk, Finish, TextDelta
 from procflow.models import ScriptedModel, ToolCall
+from procflow.records import Usage
 from procflow.runtime.tracing import finished_trace_hooks
 from procflow.storage.memory import InMemoryStorage
 
@@ -116,3 +124,75 @@ async def test_an_exporter_failure_never_fails_the_run(caplog: pytest.LogCapture
         finished_trace_hooks.remove(broken)
     assert result.status == "success"
     assert "trace hook" in caplog.text
+
+
+ENV_SCRIPT = '''
+import anyio
+import procflow
+import procflow.otel
+from procflow import create_step, create_workflow
+from procflow.storage.memory import InMemoryStorage
+
+wf = create_workflow(id="envflow").then(create_step(id="only", execute=lambda c: 1)).commit()
+anyio.run(wf.create_run(storage=InMemoryStorage()).start, 1)
+print("ran", procflow.otel.is_instrumented())
+'''
+
+
+def run_with_env(tmp_path: Any, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PROCFLOW_"))}
+    script = tmp_path / "envflow.py"
+    script.write_text(ENV_SCRIPT)
+    return subprocess.run([sys.executable, str(script)], env={**base, **env}, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_procflow_otel_exports_to_the_console_exporter_the_env_names(tmp_path: Any) -> None:
+    done = run_with_env(tmp_path, PROCFLOW_OTEL="1", OTEL_TRACES_EXPORTER="console",
+                        OTEL_SERVICE_NAME="env-demo")
+    assert done.stdout.strip() == "ran True"
+    assert '"name": "run: envflow"' in done.stderr and '"name": "only"' in done.stderr
+    assert '"service.name": "env-demo"' in done.stderr
+
+
+@pytest.mark.parametrize(("env", "reason"), [
+    pytest.param({"OTEL_TRACES_EXPORTER": "otlp"}, "the OTLP exporter is not installed",
+                 id="otlp-missing"),
+    pytest.param({"OTEL_TRACES_EXPORTER": "none"}, "exporting is turned off", id="none"),
+    pytest.param({"OTEL_TRACES_EXPORTER": "zipkin"}, "unknown exporter", id="unknown"),
+])
+def test_procflow_otel_says_why_nothing_is_exported(tmp_path: Any, env: dict[str, str],
+                                                    reason: str) -> None:
+    if env.get("OTEL_TRACES_EXPORTER") == "otlp":
+        try:
+            import opentelemetry.exporter.otlp  # noqa: F401
+            pytest.skip("the OTLP exporter is installed")
+        except ImportError:
+            pass
+    done = run_with_env(tmp_path, PROCFLOW_OTEL="1", **env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("procflow: PROCFLOW_OTEL=1")
+    assert reason in done.stderr
+
+
+class PricedModel:
+    """A model whose calls report a cost, as hosted models do."""
+
+    provider = "acme"
+    model_id = "m1"
+
+    async def stream(self, request: object) -> AsyncIterator[Chunk]:
+        yield TextDelta("cheap")
+        yield Finish("stop", Usage(10, 2, 12, cached_input_tokens=4, cost=0.003))
+
+
+async def test_a_fallback_call_names_the_answering_model_and_its_cost(
+        exporter: InMemorySpanExporter) -> None:
+    down = ScriptedModel([APICallError("down", status_code=503)], model_id="down")
+    await Agent(id="otel-fallback", model=[down, PricedModel()]).generate("hi")
+    [chat] = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    attributes = chat.attributes or {}
+    assert attributes["gen_ai.response.model"] == "m1"
+    assert attributes["gen_ai.usage.input_tokens"] == 10
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 4
+    assert attributes["procflow.usage.cost"] == 0.003

@@ -163,13 +163,13 @@ workflow agent:support  run run-3  ● success  120 ms  15 spans
 
 TRIPWIRE = """\
 workflow agent:guarded  run run-4  ⚡ tripwire  8 ms  4 spans
-                                                            0                                   8 ms
-⚡ run: agent:guarded                                 8 ms  ████████████████████████████████████████
+                                                             0                                  8 ms
+⚡ run: agent:guarded                                  8 ms  ███████████████████████████████████████
 │ ⚡ tripwire: contains an email address (processor pii-detector)
-├─ ⚡ input-processors                                4 ms  ████████████████████
-│  └─ ⚡ input processor: pii-detect… [processor]     3 ms       ███████████████
+├─ ⚡ input-processors                                 4 ms  ███████████████████▌
+│  └─ ⚡ input processor: pii-detector [processor]     3 ms      ▐██████████████▌
 │       ⚡ tripwire: contains an email address (processor pii-detector)
-└─ ⊘ agent-step [loop]                                4 ms                      ████████████████████
+└─ ⊘ agent-step [loop]                                 4 ms                     ▐███████████████████
 """
 
 FAILED = """\
@@ -461,3 +461,15 @@ async def test_real_agent_runs_diff_and_tripwire() -> None:
     # run ids and object addresses inside the agent's state do not count as divergence
     assert TraceDiff(first, second).first_divergence is None
     assert "⚡ tripwire: no secrets (processor block)" in render(TraceView(blocked))
+
+
+def test_a_model_call_that_fell_back_says_which_model_answered() -> None:
+    trace = record("run-9", "agent:a", "success", [
+        span("1", None, "run: agent:a", "run", 0, 20),
+        span("2", "1", "model call: fallback/openai/gpt-x,scripted/scripted", "model", 0, 20,
+             answered_by="scripted/scripted",
+             fallbacks=[{"model": "openai/gpt-x", "error": "overloaded",
+                         "status_code": 503, "retries": 2}]),
+    ])
+    text = render(TraceView(trace), width=200)
+    assert "answered by scripted/scripted after openai/gpt-x (HTTP 503) failed" in text

@@ -34,6 +34,8 @@ from typing import Any, Final, TypeAlias
 
 from procflow.cache.base import ServerCache, check_ttl
 from procflow.context import RequestContext
+from procflow.messages import Finish
+from procflow.models.fallback import FallbackModel
 from procflow.processors.args import (
     ProcessLLMRequestArgs,
     ProcessLLMRequestResult,
@@ -295,19 +297,30 @@ class ResponseCache(Processor):
         except TypeError as exc:
             logger.warning("ResponseCache %r: no cache for this call: %s", self.agent_id, exc)
             return None
-        inputs = ResponseCacheKeyInputs(self.agent_id, scope, _model_info(args.model),
-                                        args.prompt, args.step_number)
-        key = await self._resolve_key(options.key, inputs)
-        args.state[_PENDING] = {"key": key, "ttl": self.ttl, "step_number": args.step_number}
+        # A FallbackModel's answers are kept under the model that gave them: each of
+        # its models has a key, read in order; the answer is written under its own.
+        models = args.model.models if isinstance(args.model, FallbackModel) else (args.model,)
+        keys: dict[str, str] = {}
+        for model in models:
+            inputs = ResponseCacheKeyInputs(self.agent_id, scope, _model_info(model),
+                                            args.prompt, args.step_number)
+            keys.setdefault(_model_name(model), await self._resolve_key(options.key, inputs))
+        key = next(iter(keys.values()))
+        args.state[_PENDING] = {"key": key, "keys": keys, "ttl": self.ttl,
+                                "step_number": args.step_number}
         if options.bust is True:
             return None
-        try:
-            stored = await self.cache.get(key)
-        except Exception as exc:
-            args.state.pop(_PENDING, None)  # the backend is down: do not wait on it twice
-            logger.warning("ResponseCache %r: reading key %r failed, calling the model "
-                           "instead: %s: %s", self.agent_id, key, type(exc).__name__, exc)
-            return None
+        stored = None
+        for key in dict.fromkeys(keys.values()):
+            try:
+                stored = await self.cache.get(key)
+            except Exception as exc:
+                args.state.pop(_PENDING, None)  # the backend is down: do not wait on it twice
+                logger.warning("ResponseCache %r: reading key %r failed, calling the model "
+                               "instead: %s: %s", self.agent_id, key, type(exc).__name__, exc)
+                return None
+            if stored is not None:
+                break
         if stored is None:
             return None
         chunks = decode_chunks(stored)
@@ -325,6 +338,10 @@ class ResponseCache(Processor):
                 or pending.get("step_number") != args.step_number):
             return
         key = pending["key"]
+        answered = next((c.metadata.get("model") for c in reversed(args.chunks)
+                         if isinstance(c, Finish) and c.metadata), None)
+        if isinstance(answered, str):
+            key = pending.get("keys", {}).get(answered, key)
         why_not = not_cacheable(args.chunks)
         if why_not is not None:
             logger.debug("ResponseCache %r: not caching key %r: %s", self.agent_id, key, why_not)
@@ -428,6 +445,11 @@ def _namespace(agent_id: str, scope: str | None) -> str:
         return f"{RESPONSE_CACHE_KEY_NAMESPACE}:{agent_id}:shared:"
     digest = hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()
     return f"{RESPONSE_CACHE_KEY_NAMESPACE}:{agent_id}:scope-{digest}:"
+
+
+def _model_name(model: Any) -> str:
+    info = _model_info(model)
+    return f"{info['provider']}/{info['model_id']}"
 
 
 def _model_info(model: Any) -> dict[str, Any]:

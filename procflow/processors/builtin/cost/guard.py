@@ -1,7 +1,8 @@
 """``CostGuardProcessor``: stop (or flag) a resource, thread or run that spent its budget.
 
 After every model call (``process_llm_response``) it prices the call's usage — the
-"finish" chunk's ``usage`` times the model's per-million-token prices — and records it
+"finish" chunk's ``usage`` times the model's per-million-token prices given to it, else
+the cost the model computed from ``procflow.models.prices`` (``Usage.cost``) — and records it
 in a ``CostLedger`` under the scope's key. Before every model call
 (``process_input_step``) it sums the scope's costs over the window and, at or over
 ``max_cost``, aborts the request ("block") or reports a violation ("warn").
@@ -20,7 +21,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, Literal, get_args
 from uuid import uuid4
@@ -28,6 +28,7 @@ from uuid import uuid4
 from procflow._durations import DURATION_EXAMPLES, parse_duration
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY
 from procflow.messages import Finish
+from procflow.models.prices import ModelPrice
 from procflow.processors.args import ProcessInputStepArgs, ProcessLLMResponseArgs
 from procflow.processors.base import Processor
 from procflow.processors.builtin.cost.ledger import CostLedger, InMemoryCostLedger
@@ -44,7 +45,6 @@ DEFAULT_WINDOW: Final = 7 * 24 * 3600.0
 """Seconds of spending counted against the budget: 7 days."""
 DEFAULT_COST_MESSAGE: Final = ("Cost limit exceeded: {usage} spent of the {limit} allowed "
                                "for this {scope}")
-_PER: Final = 1_000_000
 
 
 def _amount(value: object, what: str) -> float:
@@ -53,70 +53,6 @@ def _amount(value: object, what: str) -> float:
         raise ValueError(f"CostGuardProcessor: {what} must be a finite number >= 0, "
                          f"got {value!r}")
     return float(value)
-
-
-@dataclass(frozen=True, slots=True)
-class ModelPrice:
-    """A model's prices, per million tokens.
-
-    Attributes:
-        input: Per million input (prompt) tokens.
-        output: Per million output tokens (reasoning tokens included).
-        cached_input: Per million cached input tokens, when the usage reports
-            ``cached_input_tokens``; ``None`` prices them as ``input``.
-
-    Raises:
-        ValueError: A price is negative or not a finite number.
-    """
-
-    input: float
-    output: float
-    cached_input: float | None = None
-
-    def __post_init__(self) -> None:
-        _amount(self.input, "an input price")
-        _amount(self.output, "an output price")
-        if self.cached_input is not None:
-            _amount(self.cached_input, "a cached input price")
-
-    def cost(self, usage: Mapping[str, Any]) -> float:
-        """The cost of ``usage`` (``input_tokens``, ``output_tokens``, optionally
-        ``cached_input_tokens``); missing or malformed counts count as 0."""
-        tokens_in = _count(usage, "input_tokens")
-        cached = min(_count(usage, "cached_input_tokens"), tokens_in) \
-            if self.cached_input is not None else 0
-        total = ((tokens_in - cached) * self.input + _count(usage, "output_tokens") * self.output
-                 + cached * (self.cached_input or 0.0))
-        return total / _PER
-
-    @classmethod
-    def of(cls, value: ModelPrice | Mapping[str, float] | tuple[float, float]) -> ModelPrice:
-        """A price from a ``ModelPrice``, a ``{"input", "output", "cached_input"}`` dict or
-        an ``(input, output)`` pair.
-
-        Raises:
-            ValueError: Any other shape, or a bad price.
-        """
-        if isinstance(value, ModelPrice):
-            return value
-        if isinstance(value, Mapping):
-            unknown = sorted(str(k) for k in value if k not in ("input", "output",
-                                                                 "cached_input"))
-            if unknown or "input" not in value or "output" not in value:
-                raise ValueError(f"CostGuardProcessor: a price dict needs 'input' and 'output' "
-                                 f"(and optionally 'cached_input'), got {sorted(map(str, value))}")
-            return cls(**value)
-        if isinstance(value, tuple) and len(value) == 2:
-            return cls(*value)
-        raise ValueError(f"CostGuardProcessor: a price is a ModelPrice, a dict or an "
-                         f"(input, output) pair per million tokens, got {value!r}")
-
-
-def _count(usage: Mapping[str, Any], key: str) -> int:
-    value = usage.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return 0
-    return max(int(value), 0)
 
 
 def _money(value: float) -> str:
@@ -136,9 +72,10 @@ class CostGuardProcessor(Processor):
     Args:
         max_cost: The budget (> 0), in the currency of ``prices``.
         prices: ``"provider/model_id"`` -> ``ModelPrice``, ``{"input", "output"}`` dict or
-            ``(input, output)`` pair, per million tokens.
-        default_price: Used for models missing from ``prices``; ``None`` (default) counts
-            their calls as free, with a warning logged once per model.
+            ``(input, output)`` pair, per million tokens. A model missing here is priced
+            as its calls' ``Usage.cost`` says (``procflow.models.prices``).
+        default_price: Used for models with neither; ``None`` (default) counts their
+            calls as free, with a warning logged once per model.
         scope: Whose spending counts: "resource" (``RESOURCE_ID_KEY``, default), "thread"
             (``THREAD_ID_KEY``) or "run" (this request alone).
         window: The period counted: seconds, a ``timedelta`` or a string such as "30d",
@@ -178,7 +115,8 @@ class CostGuardProcessor(Processor):
         if self.max_cost <= 0:
             raise ValueError("CostGuardProcessor: max_cost must be > 0, got 0")
         self.prices = _prices(prices)
-        self.default_price = None if default_price is None else ModelPrice.of(default_price)
+        self.default_price = (None if default_price is None
+                              else _price_of(default_price, "default_price"))
         _choice("scope", scope, get_args(CostScope))
         _choice("strategy", strategy, get_args(Strategy))
         self.scope: CostScope = scope
@@ -211,7 +149,13 @@ class CostGuardProcessor(Processor):
 
     def price_for(self, model: Any) -> ModelPrice | None:
         """The price of ``model`` (by ``"provider/model_id"``), else ``default_price``."""
-        name = f"{getattr(model, 'provider', '?')}/{getattr(model, 'model_id', '?')}"
+        return self._price(self._name(model))
+
+    @staticmethod
+    def _name(model: Any) -> str:
+        return f"{getattr(model, 'provider', '?')}/{getattr(model, 'model_id', '?')}"
+
+    def _price(self, name: str) -> ModelPrice | None:
         price = self.prices.get(name, self.default_price)
         if price is None and name not in self._unpriced:
             self._unpriced.add(name)
@@ -261,8 +205,12 @@ class CostGuardProcessor(Processor):
         usage = next((c.usage for c in reversed(args.chunks) if isinstance(c, Finish)), None)
         if usage is None:
             return
-        price = self.price_for(args.model)
-        cost = price.cost(usage.to_dict()) if price is not None else 0.0
+        name = self._name(args.model)
+        if name not in self.prices and usage.cost is not None:
+            cost = usage.cost  # the model priced its call (procflow.models.prices)
+        else:
+            price = self._price(name)
+            cost = price.cost(usage) if price is not None else 0.0
         scope_id = self._scope_id(args)
         if cost <= 0 or scope_id is None:
             return
@@ -273,6 +221,13 @@ class CostGuardProcessor(Processor):
         except Exception as exc:
             logger.warning("CostGuardProcessor %r: recording a cost of %s failed (%s); it is "
                            "not counted", self.id, _money(cost), exc)
+
+
+def _price_of(value: Any, where: str) -> ModelPrice:
+    try:
+        return ModelPrice.of(value)
+    except ValueError as exc:
+        raise ValueError(f"CostGuardProcessor: {where}: {exc}") from None
 
 
 def _prices(prices: Mapping[str, Any] | None) -> dict[str, ModelPrice]:
@@ -286,7 +241,7 @@ def _prices(prices: Mapping[str, Any] | None) -> dict[str, ModelPrice]:
         if not isinstance(name, str) or "/" not in name:
             raise ValueError(f"CostGuardProcessor: price keys are 'provider/model_id' (e.g. "
                              f"'openai/gpt-5-mini'), got {name!r}")
-        out[name] = ModelPrice.of(value)
+        out[name] = _price_of(value, f"prices[{name!r}]")
     return out
 
 

@@ -57,6 +57,7 @@ from procflow.processors.builtin.injection.scan import (
     scan_async,
     short_steps,
 )
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
 
 __all__ = ["DEFAULT_DETECTION_TYPES", "InjectionStrategy", "PromptInjectionDetector"]
 
@@ -156,6 +157,10 @@ class PromptInjectionDetector(Processor):
             scores and every piece of evidence. "rewrite" and a judge ``model`` always
             read in full (the rewrite cuts every matched sentence; the judge's score
             is weighed against the rules').
+        engine: What runs the rules: ``"re2"`` reads each text first with RE2 sets
+            (``google-re2``, linear time) that tell which rules can match and where,
+            ``"re"`` uses Python's ``re`` alone. The verdicts are the same; the default
+            is ``"re2"`` when ``google-re2`` is installed, else ``"re"``.
 
     Raises:
         ValueError: An option is invalid.
@@ -169,8 +174,10 @@ class PromptInjectionDetector(Processor):
                  detection_types: Sequence[str] = DEFAULT_DETECTION_TYPES,
                  threshold: float = 0.7, strategy: InjectionStrategy = "block",
                  instructions: str | None = None, include_scores: bool = False,
-                 classifier: TextClassifier | None = None, exhaustive: bool = False) -> None:
+                 classifier: TextClassifier | None = None, exhaustive: bool = False,
+                 engine: Engine = DEFAULT_ENGINE) -> None:
         pid = self.id
+        self.engine: Engine = check_engine(engine, pid)
         self.classifier = check_classifier(classifier, processor=pid)
         self.model = check_model(model, processor=pid)
         self.detection_types = check_types(detection_types, CATEGORIES, option="detection_types",
@@ -211,10 +218,11 @@ class PromptInjectionDetector(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        if len(text) > (OFF_LOOP_CHARS if short_steps() else OFF_LOOP_CHARS_PLAIN):
+        if len(text) > (OFF_LOOP_CHARS if short_steps(self.engine) else OFF_LOOP_CHARS_PLAIN):
             rules = await anyio.to_thread.run_sync(self._scan, text)
         else:
-            rules = await scan_async(text, self._rule_types, stop_at=self._stop_at)
+            rules = await scan_async(text, self._rule_types, stop_at=self._stop_at,
+                                     engine=self.engine)
         scores = dict(rules.scores)
         evidence = tuple(_evidence(hit) for hit in rules.hits[:_MAX_EVIDENCE])
         if self.classifier is not None:
@@ -256,7 +264,7 @@ class PromptInjectionDetector(Processor):
 
     def _scan(self, text: str) -> RuleScan:
         """The rules' scan of ``text``, in one go (for a worker thread)."""
-        return scan(text, self._rule_types, stop_at=self._stop_at)
+        return scan(text, self._rule_types, stop_at=self._stop_at, engine=self.engine)
 
     async def _classify(self, text: str, rules: RuleScan,
                         evidence: tuple[Evidence, ...]) -> _Verdict | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from procflow.processors.builtin._text import WORD_GAP, compile_pattern
+from procflow.textscan._views import WORD_GAP, compile_pattern
 
 __all__ = [
     "ADJ",

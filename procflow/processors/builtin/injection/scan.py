@@ -30,11 +30,11 @@ from typing import Final, TypeVar
 
 import anyio.lowlevel
 
-from procflow.processors.builtin import _anchors
-from procflow.processors.builtin._anchors import AnchoredScan
-from procflow.processors.builtin._literals import literal_gate
-from procflow.processors.builtin._prefilter import may_start, proxy
-from procflow.processors.builtin._text import (
+from procflow.processors.builtin.injection.rules import CATEGORIES, RULES, SQUASH_RULES, Rule
+from procflow.textscan._anchors import Scanner
+from procflow.textscan._literals import literal_gate
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, may_start, proxy
+from procflow.textscan._views import (
     ROT13_BYTES,
     View,
     decode_payloads,
@@ -42,7 +42,6 @@ from procflow.processors.builtin._text import (
     smuggling_signals,
     views_for_matching,
 )
-from procflow.processors.builtin.injection.rules import CATEGORIES, RULES, SQUASH_RULES, Rule
 
 __all__ = ["YIELD_AFTER", "Hit", "RuleScan", "neutralise", "scan", "scan_async", "scan_steps",
            "short_steps"]
@@ -207,9 +206,9 @@ _NEAR_START = {pattern: start for pattern in {rule.near for rule in (*RULES, *SQ
                if (start := may_start(pattern)) is not None}
 
 
-def _near(pattern: re.Pattern[str], window: str) -> bool:
+def _near(pattern: re.Pattern[str], window: str, engine: Engine) -> bool:
     """Whether ``pattern`` occurs in ``window``."""
-    start = _NEAR_START.get(pattern) if _anchors.USE_RE2 else None
+    start = _NEAR_START.get(pattern) if engine == "re2" else None
     if start is None:
         return pattern.search(window) is not None
     pos = start(proxy(window))
@@ -229,7 +228,7 @@ def _reads_alike(rule: Rule, earlier: str, text: str, start: int, end: int) -> b
     return earlier[lo:hi] == text[lo:hi]
 
 
-def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
+def _weight(rule: Rule, view: View, m: re.Match[str], original: str, engine: Engine,
             ) -> tuple[float, tuple[int, int] | None]:
     """The weight a match earns in its context (0: none), and where it lies in
     ``original`` when that was looked up (a view's spans are made on first use: only
@@ -243,8 +242,8 @@ def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
         return 0.0, None
     if rule.unless_after is not None and rule.unless_after.search(text[m.end():m.end() + _AFTER]):
         return 0.0, None
-    if rule.near is not None and not _near(rule.near,
-                                           text[max(0, m.start() - _CONTEXT):m.end() + _CONTEXT]):
+    if rule.near is not None and not _near(
+            rule.near, text[max(0, m.start() - _CONTEXT):m.end() + _CONTEXT], engine):
         return 0.0, None
     span = view.span(m.start(), m.end())
     if rule.embedded and not _embedded(original, span[0]):
@@ -268,10 +267,10 @@ def _weight(rule: Rule, view: View, m: re.Match[str], original: str,
 # (a set of 140 loosened rules has many partly matched ones at every byte), most of
 # injection's time on new chat turns; the sets of 40 build small states
 _GROUP = 40
-_ALL = AnchoredScan([rule.pattern for rule in RULES], group=_GROUP, whole_max=0)
+_ALL = Scanner([rule.pattern for rule in RULES], group=_GROUP, whole_max=0)
 _STRONG_RULES = tuple(rule for rule in RULES if rule.weight >= 0.6)
-_STRONG = AnchoredScan([rule.pattern for rule in _STRONG_RULES], group=_GROUP)
-_SQUASHED = AnchoredScan([rule.squashed for rule in SQUASH_RULES if rule.squashed is not None],
+_STRONG = Scanner([rule.pattern for rule in _STRONG_RULES], group=_GROUP)
+_SQUASHED = Scanner([rule.squashed for rule in SQUASH_RULES if rule.squashed is not None],
                          group=_GROUP, whole_max=0)
 
 # which strong rules may match the ROT13 / reversed reading of a base view, read off
@@ -283,11 +282,11 @@ _DEEP_GATE = literal_gate(_STRONG.patterns, transform=lambda s: codecs.encode(s,
                           also=(lambda s: s[::-1],)) if _STRONG.prefiltered else None
 
 
-def _deep_candidates(base: View, data: bytes) -> dict[str, list[int]]:
+def _deep_candidates(base: View, data: bytes, engine: Engine) -> dict[str, list[int]]:
     """For the ROT13 and reversed views of ``base`` (``data``: the proxy of its text):
     the strong rules (indexes) that may match them, when the gate can tell (an empty
     list: none can)."""
-    if not _anchors.USE_RE2 or _DEEP_GATE is None:
+    if engine != "re2" or _DEEP_GATE is None:
         return {}
     each = _DEEP_GATE.possible_each(data)
     return {} if each is None else dict(zip(_DEEP_READINGS, each, strict=True))
@@ -295,7 +294,7 @@ def _deep_candidates(base: View, data: bytes) -> dict[str, list[int]]:
 
 # the rule table each view is read with (the ROT13 and reversed views only with the
 # strong rules, the squashed view with the rules written for it)
-_TABLES: dict[str, tuple[tuple[Rule, ...], AnchoredScan]] = {
+_TABLES: dict[str, tuple[tuple[Rule, ...], Scanner]] = {
     "squashed": (SQUASH_RULES, _SQUASHED),
     "rot13": (_STRONG_RULES, _STRONG),
     "reversed": (_STRONG_RULES, _STRONG),
@@ -314,7 +313,7 @@ _LONG_VIEW = 4_000
 
 
 def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[Hit],
-                stop_at: float | None = None) -> Generator[None, None, bool]:
+                stop_at: float | None, engine: Engine) -> Generator[None, None, bool]:
     """Add the hits of every view of ``text`` to ``hits``: each view is read by its
     rule table in one anchor pass (the ROT13 and reversed views only for the strong
     rules their gate left). Yields after each view, after each rule its table tried on
@@ -339,11 +338,11 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
     plain: frozenset[str] | None = None
 
     def gated(base: View) -> frozenset[str]:
-        deep.update(_deep_candidates(base, base_data or proxy(base.text)))
+        deep.update(_deep_candidates(base, base_data or proxy(base.text), engine))
         return frozenset(name for name, found in deep.items() if not found)
 
     probe: _Probe | None = None
-    for view in views_for_matching(text, skip=gated):
+    for view in views_for_matching(text, skip=gated, engine=engine):
         same_place = (places.setdefault(id(view.starts), {}) if view.name in _WHOLE_TABLE
                       else None)
         if len(view.text) > _LONG_VIEW:
@@ -357,13 +356,14 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
             data = (base_data.translate(ROT13_BYTES) if view.name == "rot13"
                     else base_data[::-1])
             finding = index.verify_steps(view.text, data, candidates, found)
-        elif view.name == "base" and _anchors.USE_RE2:
+        elif view.name == "base" and engine == "re2":
             base_data = proxy(view.text)
             probe = (None if stop_at is None
-                     else _Probe(table, view, text, categories, stop_at, hits))
-            finding = index.matches_steps(view.text, found, base_data, on_match=probe)
+                     else _Probe(table, view, text, categories, stop_at, hits, engine))
+            finding = index.matches_steps(view.text, found, base_data, on_match=probe,
+                                          engine=engine)
         else:
-            finding = index.matches_steps(view.text, found)
+            finding = index.matches_steps(view.text, found, engine=engine)
         vtext = view.text
         name = prefix + view.name
         early = probe.weighed if probe is not None else None
@@ -391,7 +391,8 @@ def _scan_views(text: str, categories: frozenset[str], prefix: str, hits: list[H
                         continue
                     same_place[key] = vtext
                 known = early.pop((i, m.start(), m.end()), None) if early else None
-                weight, span = known if known is not None else _weight(rule, view, m, text)
+                weight, span = (known if known is not None
+                                else _weight(rule, view, m, text, engine))
                 if weight <= 0 or span is None:
                     continue
                 hit = _hit(rule, weight, name, span, m)
@@ -420,19 +421,20 @@ def _hit(rule: Rule, weight: float, view: str, span: tuple[int, int],
 
 class _Probe:
     """Shown the base view's matches as the joint steps find them (``on_match`` of
-    ``AnchoredScan.matches_steps``, in the text's order): weighs those of rules strong
+    ``Scanner.matches_steps``, in the text's order): weighs those of rules strong
     enough to settle the verdict alone and stops the steps at the first that does
     (``settled``; its hit added to ``hits``). Attack prompts back to back settle at
     their first strong phrase instead of after every candidate's matches over the
     whole view. The weights it works out are kept (``weighed``) for the matches'
     turn in table order."""
 
-    __slots__ = ("categories", "hits", "settled", "stop_at", "table", "text", "view",
+    __slots__ = ("categories", "engine", "hits", "settled", "stop_at", "table", "text", "view",
                  "weighed")
 
     def __init__(self, table: tuple[Rule, ...], view: View, text: str,
-                 categories: frozenset[str], stop_at: float, hits: list[Hit]) -> None:
-        self.table, self.view, self.text = table, view, text
+                 categories: frozenset[str], stop_at: float, hits: list[Hit],
+                 engine: Engine) -> None:
+        self.table, self.view, self.text, self.engine = table, view, text, engine
         self.categories, self.stop_at, self.hits = categories, stop_at, hits
         self.settled = False
         self.weighed: dict[tuple[int, int, int], tuple[float, tuple[int, int] | None]] = {}
@@ -443,7 +445,7 @@ class _Probe:
         if rule.weight < self.stop_at or rule.category not in self.categories:
             return False
         weight, span = self.weighed[(index, m.start(), m.end())] = _weight(
-            rule, self.view, m, self.text)
+            rule, self.view, m, self.text, self.engine)
         if weight <= 0 or weight < self.stop_at or span is None:
             return False
         self.hits.append(_hit(rule, weight, self.view.name, span, m))
@@ -468,17 +470,18 @@ def _settles(hit: Hit, stop_at: float, plain: frozenset[str] | None) -> bool:
             and min(hit.weight + _OBFUSCATION_BONUS, 0.99) >= stop_at)
 
 
-def _collect(text: str, categories: frozenset[str], depth: int,
-             stop_at: float | None = None) -> Generator[None, None, tuple[list[Hit], bool]]:
+def _collect(text: str, categories: frozenset[str], depth: int, stop_at: float | None,
+             engine: Engine) -> Generator[None, None, tuple[list[Hit], bool]]:
     """Every hit in ``text``'s views and decoded payloads, and whether the scan stopped
     early (``stop_at``: only a text's own views stop it, not a payload's)."""
     hits: list[Hit] = []
-    stopped = yield from _scan_views(text, categories, "", hits, stop_at)
+    stopped = yield from _scan_views(text, categories, "", hits, stop_at, engine)
     if stopped:
         return hits, True
     if depth < 2:
         for payload in decode_payloads(text):
-            inner_hits, _ = yield from _collect(payload.text, categories, depth + 1)
+            inner_hits, _ = yield from _collect(payload.text, categories, depth + 1, None,
+                                                engine)
             for inner in inner_hits:
                 hits.append(Hit(inner.rule, inner.weight, f"{payload.kind}:{inner.view}",
                                 payload.start, payload.end, inner.snippet, inner.family,
@@ -556,11 +559,11 @@ def _describe(hit: Hit) -> str:
     return f"{hit.family} [{name}]: {hit.snippet!r}{where}"
 
 
-def short_steps() -> bool:
+def short_steps(engine: Engine = DEFAULT_ENGINE) -> bool:
     """Whether ``scan_steps``'s steps are short whatever the text (a rule or one RE2 set
     read over a view at a time): with the RE2 prefilter (``google-re2`` installed and
-    ``_anchors.USE_RE2`` on). Without it a view's whole table is one step."""
-    return _ALL.prefiltered
+    engine ``"re2"``). Without it a view's whole table is one step."""
+    return _ALL.prefiltered and engine == "re2"
 
 
 YIELD_AFTER: Final = 0.002
@@ -581,7 +584,7 @@ def _finish(steps: Generator[None, None, _T]) -> _T:
 
 
 def scan(text: str, categories: Iterable[str] = CATEGORIES, *,
-         stop_at: float | None = None) -> RuleScan:
+         stop_at: float | None = None, engine: Engine = DEFAULT_ENGINE) -> RuleScan:
     """Score ``text`` against the rule table.
 
     Args:
@@ -589,13 +592,15 @@ def scan(text: str, categories: Iterable[str] = CATEGORIES, *,
         categories: The detection types to score (others are ignored).
         stop_at: Stop once ``score >= stop_at`` is certain (see ``scan_steps``);
             ``None`` (default) reads every view and payload.
+        engine: ``"re2"`` (RE2 sets first, when built) or ``"re"``; the result is the
+            same.
     """
-    return _finish(scan_steps(text, categories, stop_at=stop_at))
+    return _finish(scan_steps(text, categories, stop_at=stop_at, engine=engine))
 
 
 async def scan_async(text: str, categories: Iterable[str] = CATEGORIES, *,
                      yield_after: float | None = None, stop_at: float | None = None,
-                     ) -> RuleScan:
+                     engine: Engine = DEFAULT_ENGINE) -> RuleScan:
     """``scan``, run on the event loop a step at a time (``scan_steps``): once it has
     run steps for ``yield_after`` seconds (default ``YIELD_AFTER``) it lets other tasks
     run (``anyio.lowlevel.checkpoint``) before the next, so a dense text holds the loop
@@ -611,7 +616,7 @@ async def scan_async(text: str, categories: Iterable[str] = CATEGORIES, *,
     if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 0:
         raise ValueError(f"scan_async: yield_after must be a number of seconds >= 0, "
                          f"got {yield_after!r}")
-    steps = scan_steps(text, categories, stop_at=stop_at)
+    steps = scan_steps(text, categories, stop_at=stop_at, engine=engine)
     mark = perf_counter()
     try:
         while True:
@@ -624,11 +629,12 @@ async def scan_async(text: str, categories: Iterable[str] = CATEGORIES, *,
 
 
 def scan_steps(text: str, categories: Iterable[str] = CATEGORIES, *,
-               stop_at: float | None = None) -> Generator[None, None, RuleScan]:
+               stop_at: float | None = None, engine: Engine = DEFAULT_ENGINE,
+               ) -> Generator[None, None, RuleScan]:
     """``scan`` in steps: a generator that returns the ``RuleScan`` and yields between
     short pieces of the work: after each view of the text (and of each decoded payload)
     is read and after a long one is made, after each RE2 set reads a long view
-    (``_anchors.AnchoredScan.matches_steps``), after each rule is tried on a view,
+    (``_anchors.Scanner.matches_steps``), after each rule is tried on a view,
     after every few matches weighed, and before the hits are weighed together.
 
     With ``stop_at`` (a threshold, 0..1) the scan stops at the first hit that alone
@@ -651,7 +657,7 @@ def scan_steps(text: str, categories: Iterable[str] = CATEGORIES, *,
         raise ValueError(f"scan: stop_at must be None or a number between 0 and 1, "
                          f"got {stop_at!r}")
     wanted = frozenset(categories)
-    hits, stopped = yield from _collect(text, wanted, 0, stop_at)
+    hits, stopped = yield from _collect(text, wanted, 0, stop_at, engine)
     if not hits:
         return RuleScan()
     yield  # every hit found; what is left weighs them together

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Final, Literal, cast
 
 from procflow.messages import Chunk, Message, TextDelta
@@ -59,7 +60,7 @@ from procflow.processors.builtin._judge import (
     parse_verdict,
     violation_detail,
 )
-from procflow.processors.builtin._text import off_loop
+from procflow.processors.builtin._offloop import off_loop
 from procflow.processors.builtin._tool_result import map_strings, strings, withheld
 from procflow.processors.builtin._window import hold_tail
 from procflow.processors.builtin.moderation.lexicon import (
@@ -70,6 +71,7 @@ from procflow.processors.builtin.moderation.lexicon import (
     score_text,
     term_spans,
 )
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
 
 __all__ = ["DEFAULT_MODERATION_CATEGORIES", "DEFAULT_REDACTION", "REDACT_HOLD_SPAN",
            "ModerationProcessor", "ModerationStrategy"]
@@ -80,7 +82,7 @@ ModerationStrategy = Literal["block", "warn", "filter", "redact"]
 _STRATEGIES: Final = ("block", "warn", "filter", "redact")
 
 OFF_LOOP_CHARS: Final = 10_000
-"""Texts longer than this are moderated in a worker thread (``_text.off_loop``; 4,000
+"""Texts longer than this are moderated in a worker thread (``_offloop.off_loop``; 4,000
 for the other guards). The lexicon takes ~3 ms at most on 10,000 characters (the
 slowest 10 KB input of ``benchmarks/guards.py``), so a text checked inline holds the
 event loop no longer than that, and shorter texts are spared the ~0.1-0.2 ms of CPU a
@@ -148,6 +150,10 @@ class ModerationProcessor(Processor):
             category, or the first configured one; flagged at ``classifier.threshold``
             when it has one, else ``threshold``). Both appear in ``evidence``.
         replacement: What replaces a flagged term under "redact".
+        engine: What runs the rules: ``"re2"`` reads each text first with RE2 sets
+            (``google-re2``, linear time) that tell which rules can match and where,
+            ``"re"`` uses Python's ``re`` alone. The verdicts are the same; the default
+            is ``"re2"`` when ``google-re2`` is installed, else ``"re"``.
 
     Raises:
         ValueError: An option is invalid.
@@ -162,8 +168,10 @@ class ModerationProcessor(Processor):
                  threshold: float = 0.5, strategy: ModerationStrategy = "block",
                  instructions: str | None = None, include_scores: bool = False,
                  chunk_window: int = 0, classifier: TextClassifier | None = None,
-                 replacement: str = DEFAULT_REDACTION) -> None:
+                 replacement: str = DEFAULT_REDACTION,
+                 engine: Engine = DEFAULT_ENGINE) -> None:
         pid = self.id
+        self.engine: Engine = check_engine(engine, pid)
         self.classifier = check_classifier(classifier, processor=pid)
         self.model = check_model(model, processor=pid)
         self.categories = check_types(categories, MODERATION_CATEGORIES, option="categories",
@@ -204,7 +212,8 @@ class ModerationProcessor(Processor):
         return (await self._evaluate(text)).result
 
     async def _evaluate(self, text: str) -> _Verdict:
-        lexicon = await off_loop(score_text, text, self.categories, limit=OFF_LOOP_CHARS)
+        lexicon = await off_loop(partial(score_text, engine=self.engine), text,
+                                 self.categories, limit=OFF_LOOP_CHARS)
         scores = dict(lexicon.scores)
         if self.classifier is not None:
             decided = await self._classify(text, lexicon)
@@ -302,7 +311,7 @@ class ModerationProcessor(Processor):
         """The ``(start, end)`` spans of ``text`` that ``strategy="redact"`` replaces:
         each term of the lexicon reaching ``threshold`` on its own in one of
         ``categories`` (merged, in order)."""
-        return flagged_spans(text, self.categories, self.threshold)
+        return flagged_spans(text, self.categories, self.threshold, engine=self.engine)
 
     def redact(self, text: str) -> str:
         """``text`` with every span of ``spans(text)`` replaced by ``replacement``."""
@@ -387,7 +396,7 @@ class ModerationProcessor(Processor):
         their word, of any match reaching into them, and of any term whose ``near``
         context may still come (within ``NEAR_REACH`` characters)."""
         n = len(text)
-        matches, pending = term_spans(text)
+        matches, pending = term_spans(text, engine=self.engine)
         matches += [(start, n) for start, end in pending if n - end < NEAR_REACH]
         return hold_tail(text, REDACT_HOLD_SPAN, matches)
 

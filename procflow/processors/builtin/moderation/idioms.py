@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
-from procflow.processors.builtin._anchors import AnchoredScan
-from procflow.processors.builtin._text import compile_pattern
+from procflow.textscan._anchors import Scanner
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
+from procflow.textscan._views import compile_pattern
 
 __all__ = ["IDIOMS", "RE2_GROUP", "mask_idioms", "masked"]
 
@@ -108,12 +109,12 @@ _IDIOM_PATTERNS: tuple[str, ...] = (
 IDIOMS: tuple[re.Pattern[str], ...] = tuple(compile_pattern(p) for p in _IDIOM_PATTERNS)
 
 
-_SCAN = AnchoredScan(IDIOMS, group=RE2_GROUP)
+_SCAN = Scanner(IDIOMS, group=RE2_GROUP)
 
 
-def mask_idioms(text: str) -> str:
+def mask_idioms(text: str, *, engine: Engine = DEFAULT_ENGINE) -> str:
     """``text`` with each benign idiom replaced by spaces (positions are preserved)."""
-    return masked(text, _SCAN.matches(text))
+    return masked(text, _SCAN.matches(text, engine=engine))
 
 
 def masked(text: str, found: list[tuple[int, re.Match[str]]]) -> str:

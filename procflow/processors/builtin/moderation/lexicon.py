@@ -18,11 +18,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from procflow.processors.builtin._anchors import AnchoredScan, JointScan
 from procflow.processors.builtin._detection import Evidence
-from procflow.processors.builtin._text import compile_pattern, sentence_bounds, views_for_matching
 from procflow.processors.builtin.moderation import idioms
 from procflow.processors.builtin.moderation.idioms import RE2_GROUP, mask_idioms
+from procflow.textscan._anchors import JointScan, Scanner
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
+from procflow.textscan._views import compile_pattern, sentence_bounds, views_for_matching
 
 __all__ = ["MODERATION_CATEGORIES", "NEAR_REACH", "PARENTS", "TERMS", "LexiconScan", "Term",
            "flagged_spans", "score_text", "term_spans"]
@@ -355,37 +356,37 @@ def _sentence(text: str, start: int, end: int) -> str:
     return text[left:mark]
 
 
-_SCAN = AnchoredScan([term.pattern for term in TERMS], group=RE2_GROUP)
+_SCAN = Scanner([term.pattern for term in TERMS], group=RE2_GROUP)
 # the idioms and the terms read by the same RE2 sets over each view (four of them,
 # whatever the text's length: see ``idioms.RE2_GROUP``)
 _JOINT = JointScan([idioms._SCAN, _SCAN], whole_max=0, group=RE2_GROUP)
 
 
-def _view_matches(text: str) -> tuple[str, list[tuple[int, re.Match[str]]]]:
+def _view_matches(text: str, engine: Engine) -> tuple[str, list[tuple[int, re.Match[str]]]]:
     """``text`` with its idioms blanked, and the term matches in that: the same RE2
     sets tell which idioms and terms can match ``text`` (usually none); the terms are
     looked for again in the blanked text only when an idiom was found."""
-    joint = _JOINT.candidates(text)
+    joint = _JOINT.candidates(text, engine=engine)
     if joint is None:
-        masked = mask_idioms(text)
-        return masked, _SCAN.matches(masked)
+        masked = mask_idioms(text, engine=engine)
+        return masked, _SCAN.matches(masked, engine=engine)
     data, (idiom_candidates, term_candidates) = joint
     if idiom_candidates:
         masked = idioms.masked(text, idioms._SCAN.verify(text, data, idiom_candidates))
         if masked is not text:
-            return masked, _masked_matches(masked)
+            return masked, _masked_matches(masked, engine)
     if not term_candidates:
         return text, []
     return text, _SCAN.verify(text, data, term_candidates)
 
 
-def _masked_matches(masked: str) -> list[tuple[int, re.Match[str]]]:
+def _masked_matches(masked: str, engine: Engine) -> list[tuple[int, re.Match[str]]]:
     """``_SCAN.matches(masked)``, its candidates from the joint sets: every text goes
     through those, so RE2 has built their DFA states, while the table's own sets only
     ever read texts with an idiom (the first long one cost ~2 ms of state building)."""
-    joint = _JOINT.candidates(masked)
+    joint = _JOINT.candidates(masked, engine=engine)
     if joint is None:
-        return _SCAN.matches(masked)
+        return _SCAN.matches(masked, engine=engine)
     data, (_, term_candidates) = joint
     return _SCAN.verify(masked, data, term_candidates) if term_candidates else []
 
@@ -394,12 +395,13 @@ NEAR_REACH = 150
 """How far (characters, each side) a term's ``near`` context may be from it."""
 
 
-def _hits(text: str, pending: list[tuple[int, int]] | None = None) -> list[_Hit]:
+def _hits(text: str, engine: Engine, pending: list[tuple[int, int]] | None = None,
+          ) -> list[_Hit]:
     """Every term match in ``text``; with ``pending``, the spans of matches that only
     lack their ``near`` context (which text still to come could supply) go there."""
     hits: list[_Hit] = []
-    for view in views_for_matching(text, deep=False):
-        masked, found = _view_matches(view.text)
+    for view in views_for_matching(text, deep=False, engine=engine):
+        masked, found = _view_matches(view.text, engine)
         for index, m in found:
             term = TERMS[index]
             if term.near is not None and not term.near.search(
@@ -430,15 +432,18 @@ def _noisy_or_independent(hits: list[_Hit]) -> float:
     return 1.0 - miss
 
 
-def score_text(text: str, categories: Iterable[str] = MODERATION_CATEGORIES) -> LexiconScan:
+def score_text(text: str, categories: Iterable[str] = MODERATION_CATEGORIES, *,
+               engine: Engine = DEFAULT_ENGINE) -> LexiconScan:
     """Score ``text`` per moderation category.
 
     Args:
         text: The text to check.
         categories: The categories to report (others are dropped after scoring, so a
             subcategory still lifts a requested parent).
+        engine: ``"re2"`` (RE2 sets first, when built) or ``"re"``; the result is the
+            same.
     """
-    hits = _hits(text)
+    hits = _hits(text, engine)
     if not hits:
         return LexiconScan()
     best: dict[tuple[str, str], _Hit] = {}
@@ -476,8 +481,8 @@ def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def flagged_spans(text: str, categories: Iterable[str], threshold: float,
-                  ) -> list[tuple[int, int]]:
+def flagged_spans(text: str, categories: Iterable[str], threshold: float, *,
+                  engine: Engine = DEFAULT_ENGINE) -> list[tuple[int, int]]:
     """The spans of ``text`` (merged, in order) of every term that reaches ``threshold``
     on its own in one of ``categories`` (a subcategory counts for its parent).
 
@@ -487,14 +492,15 @@ def flagged_spans(text: str, categories: Iterable[str], threshold: float,
     as the whole text.
     """
     wanted = set(categories)
-    return _merge((h.start, h.end) for h in _hits(text)
+    return _merge((h.start, h.end) for h in _hits(text, engine)
                   if h.weight >= threshold
                   and (h.category in wanted or PARENTS.get(h.category) in wanted))
 
 
-def term_spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def term_spans(text: str, *, engine: Engine = DEFAULT_ENGINE,
+               ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """``(matches, pending)``: the spans of every term match in ``text``, and of the
     matches that still lack their ``near`` context."""
     pending: list[tuple[int, int]] = []
-    hits = _hits(text, pending)
+    hits = _hits(text, engine, pending)
     return [(h.start, h.end) for h in hits], pending

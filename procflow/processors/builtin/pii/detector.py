@@ -28,7 +28,7 @@ from procflow.processors.args import (
 from procflow.processors.base import Processor
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin._judge import judge_json
-from procflow.processors.builtin._text import normalise, off_loop
+from procflow.processors.builtin._offloop import off_loop
 from procflow.processors.builtin._tool_result import map_strings, strings, withheld
 from procflow.processors.builtin._window import hold_tail
 from procflow.processors.builtin.pii.dates import MONTHS
@@ -39,6 +39,8 @@ from procflow.processors.builtin.pii.redact import (
     resolve_overlaps,
 )
 from procflow.processors.builtin.pii.rules import find_rule_detections
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
+from procflow.textscan._views import normalise
 
 __all__ = ["ALL_PII_TYPES", "DEFAULT_PII_TYPES", "HOLD_SPAN", "HOLD_SPAN_WIDE", "PIIDetector",
            "PIIStrategy"]
@@ -117,10 +119,14 @@ class PIIDetector(Processor):
         instructions: Replace the judge's default instructions ("{types}" in them is
             replaced by the detection types; the JSON shape is always appended).
         on_violation: Called with every ``ProcessorViolation`` (abort or warning).
+        engine: What runs the rules: ``"re2"`` reads each text first with RE2 sets
+            (``google-re2``, linear time) that tell which rules can match and where,
+            ``"re"`` uses Python's ``re`` alone. The detections are the same; the
+            default is ``"re2"`` when ``google-re2`` is installed, else ``"re"``.
 
     Raises:
-        ValueError: An unknown type, strategy or redaction method, or a threshold
-            outside 0..1.
+        ValueError: An unknown type, strategy or redaction method, a threshold
+            outside 0..1, or ``engine="re2"`` without ``google-re2``.
     """
 
     id = "pii-detector"
@@ -131,7 +137,9 @@ class PIIDetector(Processor):
                  strategy: PIIStrategy = "redact", redaction_method: RedactionMethod = "mask",
                  preserve_format: bool = True, include_detections: bool = False,
                  instructions: str | None = None,
-                 on_violation: Callable[[ProcessorViolation], Any] | None = None) -> None:
+                 on_violation: Callable[[ProcessorViolation], Any] | None = None,
+                 engine: Engine = DEFAULT_ENGINE) -> None:
+        self.engine: Engine = check_engine(engine, "PIIDetector")
         if detection_types is None:
             types = ALL_PII_TYPES if model is not None else DEFAULT_PII_TYPES
             rule_types = frozenset(DEFAULT_PII_TYPES)
@@ -194,7 +202,7 @@ class PIIDetector(Processor):
         overrides cannot hide a value); every span points into ``text`` itself.
         """
         view = normalise(text)
-        found = find_rule_detections(view.text, self._rule_types)
+        found = find_rule_detections(view.text, self._rule_types, engine=self.engine)
         if view.text is text:
             return found
         out: list[PIIDetection] = []

@@ -22,7 +22,6 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 
-from procflow.processors.builtin._anchors import AnchoredScan
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin.pii.addresses import find_addresses
 from procflow.processors.builtin.pii.checks import (
@@ -39,10 +38,13 @@ from procflow.processors.builtin.pii.checks import (
 from procflow.processors.builtin.pii.dates import find_birth_dates, word_matches, word_starts
 from procflow.processors.builtin.pii.names import find_names
 from procflow.processors.builtin.pii.secrets import find_api_keys
+from procflow.textscan._anchors import Scanner
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
 
 __all__ = ["RULES", "context_before", "find_rule_detections"]
 
-Finder = Callable[[str], Iterator[PIIDetection]]
+Finder = Callable[[str, Engine], Iterator[PIIDetection]]
+"""Every match of one type in a text, read on an engine (see ``find_rule_detections``)."""
 
 _OTHER_ID_WORDS = (
     "order", "orders", "invoice", "inv", "tracking", "track", "shipment", "parcel", "sku",
@@ -241,7 +243,7 @@ def _phone_word_in(near: str) -> bool:
     return _PHONE_WORD.search(near) is not None
 
 
-def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
+def _phone_candidates(text: str, engine: Engine) -> Iterator[tuple[int, int, float]]:
     digits = _digit_count(text)
     if digits < 2:
         return  # every phone pattern needs at least two digits
@@ -254,10 +256,10 @@ def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
             if _phone_shape_ok(m.group(), 10, 17) and any(ch in m.group() for ch in " .-("):
                 yield m.start(), m.end(), 0.8
     if digits >= 10:
-        for m in _finditer(_PHONE_NANP, text):
+        for m in _finditer(_PHONE_NANP, text, engine):
             yield m.start(), m.end(), 0.8
     if "0" in text and digits >= 3:
-        for m in _finditer(_PHONE_TRUNK, text):
+        for m in _finditer(_PHONE_TRUNK, text, engine):
             if _phone_shape_ok(m.group(), 9, 12):
                 yield m.start(), m.end(), 0.7
     for word in word_matches(_PHONE_WORD, _PHONE_STARTS, text, "éÉ電手致电"):
@@ -272,8 +274,8 @@ def _phone_candidates(text: str) -> Iterator[tuple[int, int, float]]:
             yield number.start(), number.end(), 0.9
 
 
-def _phones(text: str) -> Iterator[PIIDetection]:
-    for start, end, confidence in _phone_candidates(text):
+def _phones(text: str, engine: Engine) -> Iterator[PIIDetection]:
+    for start, end, confidence in _phone_candidates(text, engine):
         extension = _PHONE_EXTENSION.match(text, end)
         if extension is not None:
             end = extension.end()
@@ -327,10 +329,10 @@ def _card_in(value: str) -> tuple[int, int] | None:
     return None
 
 
-def _cards(text: str) -> Iterator[PIIDetection]:
+def _cards(text: str, engine: Engine) -> Iterator[PIIDetection]:
     if _digit_count(text) < 13:
         return
-    for m in _finditer(_CARD, text):
+    for m in _finditer(_CARD, text, engine):
         span = _card_in(m.group())
         if span is None:
             continue
@@ -472,10 +474,10 @@ def _uuids(text: str) -> Iterator[PIIDetection]:
 _IBAN_START = re.compile(r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?= ?[A-Z0-9])")
 
 
-def _ibans(text: str) -> Iterator[PIIDetection]:
+def _ibans(text: str, engine: Engine) -> Iterator[PIIDetection]:
     if _digit_count(text) < 2:
         return
-    for m in _finditer(_IBAN_START, text):
+    for m in _finditer(_IBAN_START, text, engine):
         length = IBAN_LENGTHS.get(m.group()[:2])
         if length is None:
             continue
@@ -500,9 +502,9 @@ _BTC_BECH32 = re.compile(r"b(?<![A-Za-z0-9]b)c1[02-9ac-hj-np-z]{8,87}(?![A-Za-z0
 _ETH = re.compile(r"0(?<![A-Za-z0-9]0)x[0-9a-fA-F]{40}(?![A-Za-z0-9])")
 
 
-def _wallets(text: str) -> Iterator[PIIDetection]:
+def _wallets(text: str, engine: Engine) -> Iterator[PIIDetection]:
     if "1" in text or "3" in text:
-        for m in _finditer(_BTC_LEGACY, text):
+        for m in _finditer(_BTC_LEGACY, text, engine):
             if base58check_valid(m.group()):
                 yield PIIDetection("crypto-wallet", m.start(), m.end(), m.group(), 0.99)
     if "bc1" in text:
@@ -522,7 +524,7 @@ def _wallets(text: str) -> Iterator[PIIDetection]:
 # -- one RE2 pass for the patterns that start with a digit or a letter -------------------
 #
 # ``re`` tries such a pattern at every digit or letter (~10 ns a character over prose
-# or code, for each pattern). With ``google-re2`` installed, ``_anchors.AnchoredScan``
+# or code, for each pattern). With ``google-re2`` installed, ``_anchors.Scanner``
 # finds their matches in one prefilter pass per text (RE2 sets), each pattern tried
 # only where its RE2 form matches: the same matches as ``finditer``. The table is one
 # RE2 set (five patterns), so texts of every length read the same set (``whole_max=0``)
@@ -531,24 +533,31 @@ def _wallets(text: str) -> Iterator[PIIDetection]:
 # ~1 ms of them).
 
 _SCANNED = (_PHONE_NANP, _PHONE_TRUNK, _CARD, _IBAN_START, _BTC_LEGACY)
-_SCAN = AnchoredScan(_SCANNED, whole_max=0)
+_SCAN = Scanner(_SCANNED, whole_max=0)
 
 
 @lru_cache(maxsize=4)
 def _scanned(text: str) -> tuple[list[re.Match[str]], ...]:
     """The matches of each ``_SCANNED`` pattern in ``text``, made once per text."""
     found: tuple[list[re.Match[str]], ...] = tuple([] for _ in _SCANNED)
-    for index, m in _SCAN.matches(text):
+    for index, m in _SCAN.matches(text, engine="re2"):
         found[index].append(m)
     return found
 
 
-def _finditer(pattern: re.Pattern[str], text: str) -> Iterable[re.Match[str]]:
+def _finditer(pattern: re.Pattern[str], text: str, engine: Engine) -> Iterable[re.Match[str]]:
     """``pattern.finditer(text)`` for a ``_SCANNED`` pattern, from the RE2 pass when
-    there is one."""
-    if not _SCAN.prefiltered:
+    there is one (on engine ``"re2"``)."""
+    if engine != "re2" or not _SCAN.prefiltered:
         return pattern.finditer(text)
     return _scanned(text)[_SCANNED.index(pattern)]
+
+
+def _any_engine(finder: Callable[[str], Iterator[PIIDetection]]) -> Finder:
+    """A finder that reads with ``re`` alone, whatever the engine."""
+    def find(text: str, engine: Engine) -> Iterator[PIIDetection]:
+        return finder(text)
+    return find
 
 
 def _birth_dates(text: str) -> Iterator[PIIDetection]:
@@ -558,28 +567,30 @@ def _birth_dates(text: str) -> Iterator[PIIDetection]:
 
 
 RULES: dict[PIIType, Finder] = {
-    "email": _emails,
+    "email": _any_engine(_emails),
     "phone": _phones,
     "credit-card": _cards,
-    "ssn": _ssns,
-    "api-key": find_api_keys,
-    "ip-address": _ips,
-    "url": _urls,
-    "uuid": _uuids,
+    "ssn": _any_engine(_ssns),
+    "api-key": _any_engine(find_api_keys),
+    "ip-address": _any_engine(_ips),
+    "url": _any_engine(_urls),
+    "uuid": _any_engine(_uuids),
     "iban": _ibans,
     "crypto-wallet": _wallets,
-    "date-of-birth": _birth_dates,
-    "name": find_names,
-    "address": find_addresses,
+    "date-of-birth": _any_engine(_birth_dates),
+    "name": _any_engine(find_names),
+    "address": _any_engine(find_addresses),
 }
 """Type -> finder. "name" (cues and a census gazetteer, ``pii.names``) and "address"
 (street lines, PO boxes, ``pii.addresses``) favour precision and are opt-in."""
 
 
-def find_rule_detections(text: str, types: frozenset[PIIType]) -> list[PIIDetection]:
-    """Every rule match of the given types in ``text`` (unsorted, may overlap)."""
+def find_rule_detections(text: str, types: frozenset[PIIType], *,
+                         engine: Engine = DEFAULT_ENGINE) -> list[PIIDetection]:
+    """Every rule match of the given types in ``text`` (unsorted, may overlap), read
+    on ``engine`` (the same matches on both)."""
     found: list[PIIDetection] = []
     for pii_type, finder in RULES.items():
         if pii_type in types:
-            found.extend(finder(text))
+            found.extend(finder(text, engine))
     return found

@@ -9,7 +9,6 @@ several deltas.
 
 from __future__ import annotations
 
-import importlib
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,6 +25,7 @@ from procflow.processors.args import (
 )
 from procflow.processors.base import Processor
 from procflow.processors.builtin._window import hold_tail
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine, load_re2
 
 __all__ = ["PRESETS", "USER_PATTERN_BUDGET_SECONDS", "RegexFilterProcessor", "RegexRule"]
 
@@ -123,13 +123,6 @@ _RE2_UNSUPPORTED = (
 )
 
 
-def _load_re2() -> Any:
-    try:
-        return importlib.import_module("re2")
-    except ImportError:
-        return None
-
-
 def _re2_compile(re2: Any, rule: RegexRule) -> _Regex:
     """``rule``'s pattern on RE2 (linear time in the text, whatever the pattern)."""
     inline = ""
@@ -179,7 +172,7 @@ class _Budgeted:
         return cast(tuple[str, int], self._run(lambda: self.regex.subn(repl, text)))
 
 
-def _compile(rule: RegexRule, *, user: bool = False) -> _Regex:
+def _compile(rule: RegexRule, *, user: bool, engine: Engine) -> _Regex:
     if not isinstance(rule.name, str) or not rule.name:
         raise ValueError(f"RegexFilterProcessor: a rule needs a non-empty name, got {rule!r}")
     if not isinstance(rule.pattern, str) or not isinstance(rule.replacement, str):
@@ -195,7 +188,7 @@ def _compile(rule: RegexRule, *, user: bool = False) -> _Regex:
                          "matches the empty string, so it would match everywhere")
     if not user:
         return regex  # the presets are audited for linear time (tests/processors)
-    re2 = _load_re2()
+    re2 = load_re2() if engine == "re2" else None
     if re2 is not None:
         return _re2_compile(re2, rule)
     return _Budgeted(regex, rule.name, USER_PATTERN_BUDGET_SECONDS)
@@ -206,10 +199,10 @@ class RegexFilterProcessor(Processor):
 
     Args:
         rules: ``RegexRule``s or dicts ``{"name", "pattern", "replacement"?, "flags"?}``.
-            User patterns run on RE2 (``procflow[re2]``, the ``google-re2`` package),
+            User patterns run on RE2 (the ``google-re2`` package, see ``engine``),
             linear in the text whatever the pattern; a pattern using a feature RE2
             lacks (lookaround, backreferences, atomic groups, possessive quantifiers)
-            is a ``ValueError`` naming it. Without RE2 installed they run on ``re``
+            is a ``ValueError`` naming it. On engine ``"re"`` they run on ``re``
             under a time budget (``USER_PATTERN_BUDGET_SECONDS`` per text): a scan over
             budget counts as a match, a redaction over budget raises ``ProcessorError``.
         presets: Ready-made rule sets: "pii" (email, SSN, card number, phone, IPv4),
@@ -224,10 +217,16 @@ class RegexFilterProcessor(Processor):
             and of any match reaching into them), so a match spanning chunks is found
             whole: matches with spaces up to this long, matches without any at any
             length. 0 holds back only the word in progress.
+        engine: What runs the user patterns: ``"re2"`` (``google-re2``, linear time) or
+            ``"re"`` (under the time budget); the default is ``"re2"`` when
+            ``google-re2`` is installed, else ``"re"``. The presets always run on
+            ``re`` (they are audited for linear time). The two differ where RE2's
+            syntax does: its ``\\w``, ``\\d`` and ``\\b`` know ASCII only.
 
     Raises:
         ValueError: No rule at all, an unknown preset/strategy/phase, a duplicate rule
-            name, or an invalid pattern (the error names the rule).
+            name, an invalid pattern (the error names the rule), or ``engine="re2"``
+            without ``google-re2``.
     """
 
     id = "regex-filter"
@@ -235,7 +234,9 @@ class RegexFilterProcessor(Processor):
 
     def __init__(self, *, rules: Sequence[RegexRule | Mapping[str, Any]] = (),
                  presets: Sequence[Preset] = (), strategy: Strategy = "block",
-                 phase: Phase = "all", stream_hold: int = 32) -> None:
+                 phase: Phase = "all", stream_hold: int = 32,
+                 engine: Engine = DEFAULT_ENGINE) -> None:
+        self.engine: Engine = check_engine(engine, "RegexFilterProcessor")
         if isinstance(stream_hold, bool) or not isinstance(stream_hold, int) or stream_hold < 0:
             raise ValueError(f"RegexFilterProcessor: stream_hold must be an int >= 0, "
                              f"got {stream_hold!r}")
@@ -262,7 +263,8 @@ class RegexFilterProcessor(Processor):
             raise ValueError(f"RegexFilterProcessor: duplicate rule name(s) {duplicates}")
         self.rules: tuple[RegexRule, ...] = tuple(all_rules)
         user_rules = {id(r) for r in all_rules[:len(rules)]}
-        self._compiled = [(r, _compile(r, user=id(r) in user_rules)) for r in all_rules]
+        self._compiled = [(r, _compile(r, user=id(r) in user_rules, engine=self.engine))
+                          for r in all_rules]
         self.strategy: Strategy = strategy
         self.phase: Phase = phase
         self.stream_window = phase != "input"
@@ -288,7 +290,7 @@ class RegexFilterProcessor(Processor):
             except TimeoutError:
                 raise ProcessorError(
                     f"processor '{self.id}': rule {rule.name!r} ran over its time budget "
-                    f"({USER_PATTERN_BUDGET_SECONDS}s); install procflow[re2] to run user "
+                    f"({USER_PATTERN_BUDGET_SECONDS}s); install google-re2 to run user "
                     "patterns in linear time", processor_id=self.id) from None
             if n:
                 found[rule.name] = n

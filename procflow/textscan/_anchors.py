@@ -2,7 +2,7 @@
 
 Running 150 patterns over a text is 150 passes, and a pattern that starts with a
 look-behind (every word-edged rule does) gives ``re`` no literal to skip ahead on, so
-each pass steps through every position. ``AnchoredScan`` reads each pattern's parse
+each pass steps through every position. ``Scanner`` reads each pattern's parse
 tree once and works out the literal strings a match can start with (its first up to
 three characters: ``"ign"``, ``"dis"``, ``"you"``...). One compiled trie of those
 anchors, tried only at word starts, finds every position where some pattern could
@@ -11,7 +11,7 @@ result is exactly what ``pattern.finditer`` would give for each pattern (the sam
 matches, non-overlapping per pattern, in the same order); patterns with no usable
 anchor are run in full.
 
-With ``google-re2`` installed (the ``procflow[re2]`` extra) a table first asks its
+With ``google-re2`` installed (a core dependency on CPython) a table first asks its
 RE2 prefilter (``_prefilter.Prefilter``) which patterns can match the text at all, in
 a few linear passes of RE2 sets, and tries only those, only where their RE2 form
 matches; the matches are the same. Where a set leaves many candidates (attack prompts
@@ -25,21 +25,34 @@ import re
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from itertools import pairwise
-from re import _constants as sre  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
-from typing import Any, Final
+from typing import Final
 
-from procflow.processors.builtin._prefilter import Prefilter, load_re2, proxy
+from procflow.textscan._prefilter import (
+    DEFAULT_ENGINE,
+    Engine,
+    Prefilter,
+    load_re2,
+    proxy,
+)
+from procflow.textscan._syntax import (
+    At,
+    Branch,
+    Char,
+    CharClass,
+    Group,
+    Look,
+    Node,
+    Range,
+    Repeat,
+    Seq,
+    parse,
+)
 
-__all__ = ["AnchoredScan", "JointScan", "literal_prefixes"]
+__all__ = ["JointScan", "Scanner", "literal_prefixes"]
 
 OnMatch = Callable[[int, re.Match[str]], bool]
 """Shown a match (its pattern's index in the table, the match) as it is found; ``True``
-stops the search (see ``AnchoredScan.matches_steps``)."""
-
-USE_RE2 = True
-"""Whether tables use their RE2 prefilter (built when ``google-re2`` is installed);
-``benchmarks/guards.py --no-re2`` turns it off to measure the plain scan."""
+stops the search (see ``Scanner.matches_steps``)."""
 
 _K = 3
 _MAX_STATES = 4_000
@@ -52,7 +65,7 @@ _WORD_EDGE = "(?<![a-z0-9])"
 # each match to the next (linear)
 _HOPS = 32
 # a set of the prefilter with this many candidates for a text or more has their starts
-# found together (``AnchoredScan._joint_steps``), with a step every ``_JOINT_STEP``
+# found together (``Scanner._joint_steps``), with a step every ``_JOINT_STEP``
 # starts. Attack prompts back to back make 10-22 candidates a set; ordinary text rarely
 # more than a few, and for those the search per candidate costs less on text RE2 has
 # not read before (its DFA of one form builds fewer states than the joint search's of
@@ -74,16 +87,17 @@ class _TooBroad(Exception):
 _State = tuple[str, bool]  # (prefix so far, complete)
 
 
-def _class_chars(items: Any) -> set[str]:
+def _class_chars(node: CharClass) -> set[str]:
+    if node.negate:
+        raise _TooBroad
     out: set[str] = set()
-    for op, av in items:
-        if op is sre.LITERAL:
-            out.add(chr(av))
-        elif op is sre.RANGE:
-            lo, hi = av
-            if hi - lo > _MAX_CLASS:
+    for item in node.items:
+        if isinstance(item, Char):
+            out.add(chr(item.code))
+        elif isinstance(item, Range):
+            if item.hi - item.lo > _MAX_CLASS:
                 raise _TooBroad
-            out.update(chr(c) for c in range(lo, hi + 1))
+            out.update(chr(c) for c in range(item.lo, item.hi + 1))
         else:
             raise _TooBroad
     if len(out) > _MAX_CLASS:
@@ -100,7 +114,7 @@ def _extend(states: set[_State], chars: set[str] | list[str], edged: bool) -> se
         for ch in chars:
             longer = prefix + ch
             # an anchor stops after its first non-alphanumeric character: then no
-            # word-edged match can start inside it (see AnchoredScan)
+            # word-edged match can start inside it (see Scanner)
             out.add((longer, len(longer) >= _K or (edged and not ch.isalnum())))
     return out
 
@@ -109,45 +123,44 @@ def _close(states: set[_State]) -> set[_State]:
     return {(prefix, True) for prefix, _ in states}
 
 
-def _sequence(items: Any, states: set[_State], edged: bool) -> set[_State]:
-    for op, av in items:
+def _sequence(items: Seq, states: set[_State], edged: bool) -> set[_State]:
+    for node in items:
         if all(done for _, done in states):
             return states
-        states = _item(op, av, states, edged)
+        states = _item(node, states, edged)
         if len(states) > _MAX_STATES:
             raise _TooBroad
     return states
 
 
-def _item(op: Any, av: Any, states: set[_State], edged: bool) -> set[_State]:
-    if op is sre.LITERAL:
-        return _extend(states, [chr(av)], edged)
-    if op is sre.IN:
-        try:
-            return _extend(states, _class_chars(av), edged)
-        except _TooBroad:
-            return _close(states)
-    if op is sre.BRANCH:
-        out: set[_State] = set()
-        for alternative in av[1]:
-            out |= _sequence(alternative, states, edged)
-        return out
-    if op is sre.SUBPATTERN:
-        _, add_flags, _, sub = av
-        return _close(states) if add_flags & re.IGNORECASE else _sequence(sub, states, edged)
-    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
-        lo, hi, sub = av
-        out = set(states) if lo == 0 else set()
-        current = states
-        for n in range(1, min(hi, _K + 1) + 1):
-            current = _sequence(sub, current, edged)
-            if n >= lo:
-                out |= current
-            if all(done for _, done in current):
-                break
-        return out if lo <= _K + 1 else _close(current)
-    if op in (sre.AT, sre.ASSERT, sre.ASSERT_NOT):
-        return states  # zero width: skipping it only widens the anchor set
+def _item(node: Node, states: set[_State], edged: bool) -> set[_State]:
+    match node:
+        case Char(code):
+            return _extend(states, [chr(code)], edged)
+        case CharClass():
+            try:
+                return _extend(states, _class_chars(node), edged)
+            except _TooBroad:
+                return _close(states)
+        case Branch(alternatives):
+            out: set[_State] = set()
+            for alternative in alternatives:
+                out |= _sequence(alternative, states, edged)
+            return out
+        case Group(add_flags=add_flags, body=body):
+            return _close(states) if add_flags & re.IGNORECASE else _sequence(body, states, edged)
+        case Repeat(lo, hi, _, body):
+            out = set(states) if lo == 0 else set()
+            current = states
+            for n in range(1, (_K + 1 if hi is None else min(hi, _K + 1)) + 1):
+                current = _sequence(body, current, edged)
+                if n >= lo:
+                    out |= current
+                if all(done for _, done in current):
+                    break
+            return out if lo <= _K + 1 else _close(current)
+        case At() | Look():
+            return states  # zero width: skipping it only widens the anchor set
     return _close(states)
 
 
@@ -159,9 +172,8 @@ def literal_prefixes(pattern: re.Pattern[str], *, edged: bool = False
     if pattern.flags & re.IGNORECASE:
         return None
     try:
-        states = _sequence(sre_parse.parse(pattern.pattern, pattern.flags), {("", False)},
-                           edged)
-    except (_TooBroad, RecursionError):
+        states = _sequence(parse(pattern), {("", False)}, edged)
+    except (_TooBroad, RecursionError, ValueError):
         return None
     prefixes = frozenset(prefix for prefix, _ in states)
     if not prefixes or "" in prefixes:
@@ -188,7 +200,7 @@ def _trie(words: Sequence[str]) -> str:
     return emit(root)
 
 
-class AnchoredScan:
+class Scanner:
     """Every match of each pattern in a table, found with one anchor pass.
 
     Args:
@@ -228,17 +240,18 @@ class AnchoredScan:
 
     @property
     def prefiltered(self) -> bool:
-        """Whether ``matches`` reads texts with the RE2 prefilter (``google-re2`` is
-        installed, the table has a prefilter and ``USE_RE2`` is on); ``verify`` needs
-        the prefilter."""
-        return self._prefilter is not None and USE_RE2
+        """Whether the table has an RE2 prefilter (``google-re2`` is installed and RE2
+        took its patterns): ``matches`` on engine ``"re2"`` reads texts with it;
+        ``verify`` needs it."""
+        return self._prefilter is not None
 
-    def matches(self, text: str, data: bytes | None = None,
-                ) -> list[tuple[int, re.Match[str]]]:
+    def matches(self, text: str, data: bytes | None = None, *,
+                engine: Engine = DEFAULT_ENGINE) -> list[tuple[int, re.Match[str]]]:
         """``(pattern index, match)`` for every non-empty match, ordered by pattern
         index, then position: what ``finditer`` of each pattern in turn would give.
-        ``data``: ``proxy(text)``, when the caller has it."""
-        if self._prefilter is not None and USE_RE2:
+        ``data``: ``proxy(text)``, when the caller has it; ``engine``: ``"re"`` leaves
+        the prefilter aside."""
+        if self._prefilter is not None and engine == "re2":
             if data is None:
                 data = proxy(text)
             candidates = self._prefilter.candidates(data)
@@ -248,7 +261,7 @@ class AnchoredScan:
 
     def matches_steps(self, text: str, found: list[tuple[int, re.Match[str]]],
                       data: bytes | None = None, *, on_match: OnMatch | None = None,
-                      ) -> Iterator[None]:
+                      engine: Engine = DEFAULT_ENGINE) -> Iterator[None]:
         """``matches``, a step at a time: adds them to ``found`` and, with the RE2
         prefilter, yields after each of its sets read a text longer than
         ``_SETS_IN_STEPS`` and after each pattern it tried (one pass of its searcher
@@ -260,7 +273,7 @@ class AnchoredScan:
         than the table's, before they reach ``found``; when it returns ``True`` the
         steps end there, with ``found`` incomplete (a caller that has what it needs)."""
         prefilter = self._prefilter
-        if prefilter is not None and USE_RE2:
+        if prefilter is not None and engine == "re2":
             if data is None:
                 data = proxy(text)
             if len(data) > _SETS_IN_STEPS:
@@ -450,7 +463,7 @@ class AnchoredScan:
 def _search_on(index: int, pattern: re.Pattern[str], text: str, pos: int,
                found: list[tuple[int, re.Match[str]]]) -> None:
     """Add the matches of ``pattern`` (table index ``index``) from ``pos`` on, as
-    ``AnchoredScan._verify_steps`` finds them: ``search`` tries the places it tries (the first
+    ``Scanner._verify_steps`` finds them: ``search`` tries the places it tries (the first
     where ``match`` succeeds), but reads on from a match only to the next one."""
     end = len(text)
     while pos <= end:
@@ -479,8 +492,8 @@ class JointScan:
     """Several tables read over the same text: one RE2 prefilter of all their patterns
     answers, in one pass over the text, which patterns of each table can match it
     (each table then ``verify``-es its own). Without ``google-re2``, when a table has
-    no prefilter of its own or when ``USE_RE2`` is off, ``candidates`` answers
-    ``None`` and the caller uses ``AnchoredScan.matches``.
+    no prefilter of its own or on engine ``"re"``, ``candidates`` answers
+    ``None`` and the caller uses ``Scanner.matches``.
 
     Args:
         tables: The tables.
@@ -491,7 +504,7 @@ class JointScan:
 
     __slots__ = ("_bounds", "_prefilter")
 
-    def __init__(self, tables: Sequence[AnchoredScan], *,
+    def __init__(self, tables: Sequence[Scanner], *,
                  whole_max: int = Prefilter.SHORT, group: int = Prefilter.GROUP) -> None:
         re2 = load_re2()
         self._prefilter: Prefilter | None = None
@@ -508,12 +521,14 @@ class JointScan:
         except ValueError:
             return
 
-    def candidates(self, text: str) -> tuple[bytes, list[list[int]]] | None:
+    def candidates(self, text: str, *, engine: Engine = DEFAULT_ENGINE,
+                   ) -> tuple[bytes, list[list[int]]] | None:
         """``(proxy(text), candidates of each table)``: the indexes in each table
         (ascending) of at least every pattern that can match ``text``; ``None`` when
-        the prefilter is not there or could not answer."""
+        the prefilter is not there, is left aside (``engine="re"``) or could not
+        answer."""
         prefilter = self._prefilter
-        if prefilter is None or not USE_RE2:
+        if prefilter is None or engine != "re2":
             return None
         data = proxy(text)
         found = prefilter.candidates(data)

@@ -14,11 +14,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from re import _constants as sre  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
-from procflow.processors.builtin._prefilter import _options, _set, load_re2, proxy
+from procflow.textscan._prefilter import _options, _set, load_re2, proxy
+from procflow.textscan._syntax import (
+    At,
+    Atomic,
+    Branch,
+    Char,
+    CharClass,
+    Group,
+    Look,
+    Node,
+    Range,
+    Repeat,
+    Seq,
+    parse,
+)
 
 __all__ = ["LiteralGate", "literal_gate", "required"]
 
@@ -38,14 +50,14 @@ class _Reader:
     def __init__(self, flags: int) -> None:
         self.ignore_case = bool(flags & re.IGNORECASE)
 
-    def sequence(self, items: Any) -> tuple[_Exact, _Needs]:
+    def sequence(self, items: Seq) -> tuple[_Exact, _Needs]:
         """``(exact, needs)`` of a sequence of items: a run of items with exact sets is
         one exact set (their product), required when it cannot be empty."""
         needs: list[frozenset[str]] = []
         run: _Exact = frozenset({""})
         whole: _Exact = frozenset({""})
-        for op, av in items:
-            exact, inner = self.item(op, av)
+        for node in items:
+            exact, inner = self.item(node)
             if exact is not None and run is not None:
                 run = _product(run, exact)
             else:
@@ -58,55 +70,57 @@ class _Reader:
             needs.append(run)
         return whole, tuple(needs)
 
-    def item(self, op: Any, av: Any) -> tuple[_Exact, _Needs]:
+    def item(self, node: Node) -> tuple[_Exact, _Needs]:
         """``(exact, needs)`` of one item (``exact`` holds "" when it may be empty)."""
-        if op is sre.LITERAL:
-            return (None, ()) if self.ignore_case else (frozenset({chr(av)}), ())
-        if op is sre.IN:
-            return self.members(av), ()
-        if op in (sre.AT, sre.ASSERT, sre.ASSERT_NOT):
-            return frozenset({""}), ()  # zero width: a literal runs on across it
-        if op is sre.BRANCH:
-            parts = [self.sequence(alternative) for alternative in av[1]]
-            exact: _Exact = None
-            if all(e is not None for e, _ in parts):
-                exact = frozenset().union(*(e for e, _ in parts if e is not None))
-                exact = exact if len(exact) <= _MAX_STRINGS else None
-            # one string of one alternative's best set: their union is required
-            bests = [_best((*needs, e) if e is not None else needs) for e, needs in parts]
-            if all(b is not None for b in bests):
-                return exact, (frozenset().union(*(b for b in bests if b is not None)),)
-            return exact, ()
-        if op is sre.SUBPATTERN:
-            _, add_flags, del_flags, sub = av
-            saved = self.ignore_case
-            if add_flags & re.IGNORECASE or del_flags & re.IGNORECASE:
-                self.ignore_case = bool(add_flags & re.IGNORECASE)
-            try:
-                return self.sequence(sub)
-            finally:
-                self.ignore_case = saved
-        if op is sre.ATOMIC_GROUP:
-            return self.sequence(av)
-        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
-            lo, hi, sub = av
-            exact, needs = self.sequence(sub)
-            if lo == 0:
-                return (exact | {""} if exact is not None and hi == 1 else None), ()
-            if lo == hi == 1:
-                return exact, needs
-            return None, (*needs, exact) if exact is not None and _usable(exact) else needs
+        match node:
+            case Char(code):
+                return (None, ()) if self.ignore_case else (frozenset({chr(code)}), ())
+            case CharClass():
+                return self.members(node), ()
+            case At() | Look():
+                return frozenset({""}), ()  # zero width: a literal runs on across it
+            case Branch(alternatives):
+                return self.branch(alternatives)
+            case Group(_, add_flags, del_flags, body):
+                saved = self.ignore_case
+                if add_flags & re.IGNORECASE or del_flags & re.IGNORECASE:
+                    self.ignore_case = bool(add_flags & re.IGNORECASE)
+                try:
+                    return self.sequence(body)
+                finally:
+                    self.ignore_case = saved
+            case Atomic(body):
+                return self.sequence(body)
+            case Repeat(lo, hi, _, body):
+                exact, needs = self.sequence(body)
+                if lo == 0:
+                    return (exact | {""} if exact is not None and hi == 1 else None), ()
+                if lo == hi == 1:
+                    return exact, needs
+                return None, (*needs, exact) if exact is not None and _usable(exact) else needs
         return None, ()  # any character, categories, back references...
 
-    def members(self, items: Any) -> _Exact:
-        if self.ignore_case:
+    def branch(self, alternatives: tuple[Seq, ...]) -> tuple[_Exact, _Needs]:
+        parts = [self.sequence(alternative) for alternative in alternatives]
+        exact: _Exact = None
+        if all(e is not None for e, _ in parts):
+            exact = frozenset().union(*(e for e, _ in parts if e is not None))
+            exact = exact if len(exact) <= _MAX_STRINGS else None
+        # one string of one alternative's best set: their union is required
+        bests = [_best((*needs, e) if e is not None else needs) for e, needs in parts]
+        if all(b is not None for b in bests):
+            return exact, (frozenset().union(*(b for b in bests if b is not None)),)
+        return exact, ()
+
+    def members(self, node: CharClass) -> _Exact:
+        if self.ignore_case or node.negate:
             return None
         out: set[str] = set()
-        for op, av in items:
-            if op is sre.LITERAL:
-                out.add(chr(av))
-            elif op is sre.RANGE and av[1] - av[0] < _MAX_CLASS:
-                out.update(chr(c) for c in range(av[0], av[1] + 1))
+        for item in node.items:
+            if isinstance(item, Char):
+                out.add(chr(item.code))
+            elif isinstance(item, Range) and item.hi - item.lo < _MAX_CLASS:
+                out.update(chr(c) for c in range(item.lo, item.hi + 1))
             else:
                 return None
         return frozenset(out) if len(out) <= _MAX_CLASS else None
@@ -137,9 +151,8 @@ def required(pattern: re.Pattern[str]) -> _Needs:
     """Sets of strings (non-empty) such that every match of ``pattern`` holds one string
     of each, as far as the parse tree shows (``()``: it shows none)."""
     try:
-        exact, needs = _Reader(pattern.flags).sequence(
-            sre_parse.parse(pattern.pattern, pattern.flags))
-    except RecursionError:
+        exact, needs = _Reader(pattern.flags).sequence(parse(pattern))
+    except (RecursionError, ValueError):
         return ()
     if exact is not None and _usable(exact):
         needs = (*needs, exact)

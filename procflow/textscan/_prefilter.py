@@ -14,7 +14,8 @@ where its RE2 form (without the leading edge, so that a match starts where the `
 match would) matches. The matches are those of the ``re`` pattern: RE2 only decides
 where not to look.
 
-Without ``google-re2`` (the ``procflow[re2]`` extra) the caller keeps its own scan.
+Without ``google-re2`` (a core dependency on CPython; not on PyPy) the caller keeps
+its own scan.
 """
 
 from __future__ import annotations
@@ -24,11 +25,30 @@ import importlib
 import re
 from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import lru_cache
-from re import _constants as sre  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, Final, Literal
 
-__all__ = ["GroupStarts", "Prefilter", "load_re2", "proxy", "re2_form", "word_finder"]
+from procflow.textscan._syntax import (
+    AnyChar,
+    At,
+    Atomic,
+    Backref,
+    Branch,
+    Category,
+    Char,
+    CharClass,
+    ClassItem,
+    Group,
+    Look,
+    Node,
+    NotChar,
+    Range,
+    Repeat,
+    Seq,
+    parse,
+)
+
+__all__ = ["DEFAULT_ENGINE", "Engine", "GroupStarts", "Prefilter", "check_engine", "load_re2",
+           "proxy", "re2_form", "word_finder"]
 
 # RE2 memory budgets (program and DFA cache): below ~32 MB the sets' DFAs thrash on
 # long texts, and the set of a whole table (short texts only) wants more
@@ -52,17 +72,46 @@ class _Unsupported(Exception):
 
 
 def load_re2() -> Any:
-    """The ``re2`` module of ``google-re2`` (the ``procflow[re2]`` extra), or ``None``."""
+    """The ``re2`` module of ``google-re2``, or ``None`` where it is not installed."""
     try:
         return importlib.import_module("re2")
     except ImportError:
         return None
 
 
+Engine = Literal["re2", "re"]
+"""Which engine a guard's scans run on: ``"re2"`` reads each text first with RE2 sets
+(``google-re2``) to tell which rules can match and where, then confirms with ``re``;
+``"re"`` runs the rules' anchor passes with ``re`` alone. The verdicts are the same."""
+
+DEFAULT_ENGINE: Final[Engine] = "re2" if load_re2() is not None else "re"
+"""``"re2"`` when ``google-re2`` can be imported, else ``"re"``."""
+
+
+def check_engine(engine: object, owner: str) -> Engine:
+    """``engine`` checked (``None``: ``DEFAULT_ENGINE``).
+
+    Raises:
+        ValueError: Not ``"re2"``, ``"re"`` or ``None``, or ``"re2"`` without
+            ``google-re2`` installed.
+    """
+    if engine is None:
+        return DEFAULT_ENGINE
+    if engine == "re":
+        return "re"
+    if engine == "re2":
+        if load_re2() is None:
+            raise ValueError(f"{owner}: engine='re2' needs the google-re2 package "
+                             "(pip install google-re2); or pass engine='re'")
+        return "re2"
+    raise ValueError(f"{owner}: engine must be 're2', 're' or None (the default: re2 when "
+                     f"installed), got {engine!r}")
+
+
 _CATEGORY_TESTS = {
-    sre.CATEGORY_DIGIT: re.compile(r"\d"), sre.CATEGORY_NOT_DIGIT: re.compile(r"\D"),
-    sre.CATEGORY_SPACE: re.compile(r"\s"), sre.CATEGORY_NOT_SPACE: re.compile(r"\S"),
-    sre.CATEGORY_WORD: re.compile(r"\w"), sre.CATEGORY_NOT_WORD: re.compile(r"\W"),
+    "digit": re.compile(r"\d"), "not_digit": re.compile(r"\D"),
+    "space": re.compile(r"\s"), "not_space": re.compile(r"\S"),
+    "word": re.compile(r"\w"), "not_word": re.compile(r"\W"),
 }
 
 
@@ -71,35 +120,27 @@ _CATEGORY_MEMBERS = {category: frozenset(c for c in range(128) if test.match(chr
 
 
 @lru_cache(maxsize=4096)
-def _class_of(items: tuple[tuple[Any, Any], ...], ignore_case: bool) -> str:
+def _class_of(items: tuple[ClassItem, ...], negate: bool, ignore_case: bool) -> str:
     """The RE2 class of a character class of the parse tree (see ``_members``)."""
-    return _class(_members(items, ignore_case))
+    return _class(_members(items, negate, ignore_case))
 
 
-def _members(items: Any, ignore_case: bool) -> set[int]:
+def _members(items: tuple[ClassItem, ...], negate: bool, ignore_case: bool) -> set[int]:
     """The bytes of the proxy text (see ``proxy``) a character class of the parse tree
     may accept: its ASCII members with Python's meaning of each category (``str``
     patterns), and 0x80, standing for every other character, when it accepts any."""
-    negate = False
     members: set[int] = set()
     other = False
-    for op, av in items:
-        if op is sre.NEGATE:
-            negate = True
-        elif op is sre.LITERAL:
-            members.add(av)
-            other = other or av >= 128
-        elif op is sre.RANGE:
-            members.update(range(av[0], min(av[1], 127) + 1))
-            other = other or av[1] >= 128
-        elif op is sre.CATEGORY:
-            category = _CATEGORY_MEMBERS.get(av)
-            if category is None:
-                raise _Unsupported(str(av))
-            members.update(category)
+    for item in items:
+        if isinstance(item, Char):
+            members.add(item.code)
+            other = other or item.code >= 128
+        elif isinstance(item, Range):
+            members.update(range(item.lo, min(item.hi, 127) + 1))
+            other = other or item.hi >= 128
+        elif isinstance(item, Category):
+            members.update(_CATEGORY_MEMBERS[item.name])
             other = True  # each category holds non-ASCII characters
-        else:
-            raise _Unsupported(str(op))
     if ignore_case and any(c < 128 and chr(c).isalpha() for c in members):
         members |= {ord(chr(c).swapcase()) for c in members if c < 128 and chr(c).isalpha()}
         other = True  # "k" matches the Kelvin sign, "s" the long s
@@ -123,16 +164,15 @@ def _class(members: set[int]) -> str:
     return f"[{body}]"
 
 
-def _edge(op: Any, av: Any, direction: int, flags: int) -> set[int] | None:
-    """The class of a word-edge look-around (``(?<![a-z0-9])``, ``(?![a-z0-9])``)."""
-    if (flags & re.IGNORECASE or op is not sre.ASSERT_NOT or av[0] != direction
-            or len(av[1]) != 1):
-        return None
-    inner_op, inner_av = av[1][0]
-    if inner_op is not sre.IN:
-        return None
-    members = _members(inner_av, False)
-    return members if members == set(_EDGE_CHARS) else None
+def _edge(node: Node, behind: bool, flags: int) -> bool:
+    """Whether ``node`` is a word-edge look-around (``(?<![a-z0-9])`` with ``behind``,
+    else ``(?![a-z0-9])``)."""
+    if (flags & re.IGNORECASE or not isinstance(node, Look) or not node.negate
+            or node.behind != behind or len(node.body) != 1):
+        return False
+    inner = node.body[0]
+    return (isinstance(inner, CharClass)
+            and _members(inner.items, inner.negate, False) == set(_EDGE_CHARS))
 
 
 class _Writer:
@@ -142,71 +182,68 @@ class _Writer:
         self.multiline = bool(flags & re.MULTILINE)
         self.groups: dict[int, str] = {}
 
-    def sequence(self, items: Any) -> str:
-        return "".join(self.item(op, av) for op, av in items)
+    def sequence(self, items: Seq) -> str:
+        return "".join(self.item(node) for node in items)
 
-    def item(self, op: Any, av: Any) -> str:
-        if op is sre.LITERAL:
-            return _class_of(((op, av),), self.ignore_case)
-        if op is sre.NOT_LITERAL:
-            return _class_of(((sre.NEGATE, None), (sre.LITERAL, av)), self.ignore_case)
-        if op is sre.IN:
-            return _class_of(tuple((o, tuple(a) if isinstance(a, list) else a) for o, a in av),
-                             self.ignore_case)
-        if op is sre.CATEGORY:
-            return _class_of(((op, av),), False)
-        if op is sre.ANY:
-            return "(?s:.)" if self.dotall else "[^\\n]"
-        if op is sre.BRANCH:
-            return "(?:" + "|".join(self.sequence(alt) for alt in av[1]) + ")"
-        if op is sre.SUBPATTERN:
-            _, add_flags, del_flags, sub = av
-            saved = (self.ignore_case, self.dotall)
-            if add_flags & re.IGNORECASE or del_flags & re.IGNORECASE:
-                self.ignore_case = bool(add_flags & re.IGNORECASE)
-            if add_flags & re.DOTALL or del_flags & re.DOTALL:
-                self.dotall = bool(add_flags & re.DOTALL)
-            try:
-                body = "(?:" + self.sequence(sub) + ")"
-            finally:
-                self.ignore_case, self.dotall = saved
-            if av[0] is not None:
-                self.groups[av[0]] = body
-            return body
-        if op is sre.ATOMIC_GROUP:
-            return "(?:" + self.sequence(av) + ")"
-        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
-            lo, hi, sub = av
-            if hi > _EXACT_REPEAT:
-                # an upper bound makes a DFA state per count still open: loosened to
-                # "lo or more" (lo at most 32), it matches more texts, and the set
-                # stays small
-                lo, hi = min(lo, 32), -1
-            upper = "" if hi < 0 else str(hi)
-            return f"(?:{self.sequence(sub)}){{{lo},{upper}}}"
-        if op is sre.AT:
-            return self.at(av)
-        if op in (sre.ASSERT, sre.ASSERT_NOT):
-            return ""  # dropped: the RE2 form matches at least where the pattern does
-        if op is sre.GROUPREF and av in self.groups:
-            # what the group matched, read as anything the group could match
-            return self.groups[av]
-        raise _Unsupported(str(op))  # conditionals, references to an open group
+    def item(self, node: Node) -> str:
+        match node:
+            case Char():
+                return _class_of((node,), False, self.ignore_case)
+            case NotChar(code):
+                return _class_of((Char(code),), True, self.ignore_case)
+            case CharClass(items, negate):
+                return _class_of(items, negate, self.ignore_case)
+            case AnyChar():
+                return "(?s:.)" if self.dotall else "[^\\n]"
+            case Branch(alternatives):
+                return "(?:" + "|".join(self.sequence(alt) for alt in alternatives) + ")"
+            case Group():
+                return self.group(node)
+            case Atomic(body):
+                return "(?:" + self.sequence(body) + ")"
+            case Repeat(lo, hi, _, body):
+                if hi is None or hi > _EXACT_REPEAT:
+                    # an upper bound makes a DFA state per count still open: loosened to
+                    # "lo or more" (lo at most 32), it matches more texts, and the set
+                    # stays small
+                    lo, hi = min(lo, 32), None
+                upper = "" if hi is None else str(hi)
+                return f"(?:{self.sequence(body)}){{{lo},{upper}}}"
+            case At(where):
+                return self.at(where)
+            case Look():
+                return ""  # dropped: the RE2 form matches at least where the pattern does
+            case Backref(group) if group in self.groups:
+                # what the group matched, read as anything the group could match
+                return self.groups[group]
+        raise _Unsupported(type(node).__name__)  # conditionals, references to an open group
 
-    def at(self, av: Any) -> str:
-        if av is sre.AT_BEGINNING:
+    def group(self, node: Group) -> str:
+        saved = (self.ignore_case, self.dotall)
+        if node.add_flags & re.IGNORECASE or node.del_flags & re.IGNORECASE:
+            self.ignore_case = bool(node.add_flags & re.IGNORECASE)
+        if node.add_flags & re.DOTALL or node.del_flags & re.DOTALL:
+            self.dotall = bool(node.add_flags & re.DOTALL)
+        try:
+            body = "(?:" + self.sequence(node.body) + ")"
+        finally:
+            self.ignore_case, self.dotall = saved
+        if node.index is not None:
+            self.groups[node.index] = body
+        return body
+
+    def at(self, where: str) -> str:
+        if where == "start":
             return "(?m:^)" if self.multiline else r"\A"
-        if av is sre.AT_BEGINNING_STRING:
+        if where == "start_string":
             return r"\A"
-        if av is sre.AT_END:
+        if where == "end":
             return "(?m:$)"  # before any newline: a superset of ``$`` without MULTILINE
-        if av is sre.AT_END_STRING:
+        if where == "end_string":
             return r"\z"
-        if av is sre.AT_BOUNDARY:
-            return ""  # dropped: Python's \b knows letters beyond ASCII, RE2's does not
-        if av is sre.AT_NON_BOUNDARY:
-            return ""
-        raise _Unsupported(str(av))
+        # boundary, non_boundary: dropped (Python's \b knows letters beyond ASCII,
+        # RE2's does not)
+        return ""
 
 
 def re2_form(pattern: re.Pattern[str], *, consume_edges: bool) -> str | None:
@@ -224,17 +261,17 @@ def re2_form(pattern: re.Pattern[str], *, consume_edges: bool) -> str | None:
 def _forms(pattern: re.Pattern[str]) -> tuple[str, str] | None:
     """``re2_form`` of ``pattern`` with and without consuming its leading edge."""
     try:
-        items = list(sre_parse.parse(pattern.pattern, pattern.flags))
+        items = parse(pattern)
         writer = _Writer(pattern.flags)
         head = tail = ""
-        if items and _edge(items[0][0], items[0][1], -1, pattern.flags) is not None:
+        if items and _edge(items[0], True, pattern.flags):
             items = items[1:]
             head = r"(?:\A|[^a-z0-9])"
-        if items and _edge(items[-1][0], items[-1][1], 1, pattern.flags) is not None:
+        if items and _edge(items[-1], False, pattern.flags):
             items = items[:-1]
             tail = r"(?:[^a-z0-9]|\z)"
         body = writer.sequence(items) + tail
-    except (_Unsupported, RecursionError):
+    except (_Unsupported, RecursionError, ValueError):
         return None
     return head + body, body
 
@@ -306,14 +343,13 @@ class Prefilter:
                 member, start = forms
                 members.append((index, member.encode("ascii")))
                 bodies[index] = start
-                self._searchers.append(_searcher(re2, re2.compile(start.encode("ascii"),
-                                                                  small))
-                                       if searchers else None)
+                self._searchers.append(
+                    _searcher(re2.compile(start.encode("ascii"), small)) if searchers else None)
             # each set: (its Match, its patterns' table indexes, its sentinel's index)
             chunks = [members[first:first + group] for first in range(0, len(members), group)]
             self._sets = [_set(re2, options, chunk) for chunk in chunks]
             # where the patterns of each set start, found for all of them at once
-            joint = searchers and _exposes_compiled(re2)
+            joint = searchers
             self.groups = tuple(GroupStarts(re2, [(index, bodies[index]) for index, _ in chunk])
                                 for chunk in chunks) if joint else ()
             self.group_of = {index: number for number, chunk in enumerate(chunks)
@@ -391,7 +427,7 @@ class GroupStarts:
         self._re2 = re2
         self._members = tuple(body for _, body in members)
         self.indexes = tuple(index for index, _ in members)
-        self._compiled: tuple[Any, Any, Any, int] | None = None
+        self._compiled: tuple[Any, Any, int] | None = None
         self._failed = False
 
     def ready(self) -> bool:
@@ -404,7 +440,7 @@ class GroupStarts:
                 self._failed = True
         return self._compiled is not None
 
-    def _compile(self) -> tuple[Any, Any, Any, int]:
+    def _compile(self) -> tuple[Any, Any, int]:
         re2 = self._re2
         bodies = self._members
         # leftmost-longest: the same leftmost start as leftmost-first, and a DFA whose
@@ -414,7 +450,7 @@ class GroupStarts:
         longest = _options(re2, _AHEAD_MEM)
         longest.longest_match = True
         either = "|".join(f"(?:{body})" for body in bodies)
-        ahead = re2.compile(f"(?:{either})".encode("ascii"), longest)._regexp.Match
+        ahead = re2.compile(f"(?:{either})".encode("ascii"), longest).search
         # at a start, which forms match from it: the text from there on, where ``^``
         # and ``\A`` hold at its first character (more than at that place of the whole
         # text: a superset, which ``re`` then checks)
@@ -424,37 +460,27 @@ class GroupStarts:
         # the empty pattern matches every anchored text: missing, the set gave up
         sentinel = anchored.Add(b"")
         anchored.Compile()
-        self._compiled = (ahead, re2._Anchor.UNANCHORED, anchored._set.Match, sentinel)
+        self._compiled = (ahead, anchored.Match, sentinel)
         return self._compiled
 
     def next_start(self, data: bytes, pos: int) -> tuple[int, int]:
         """The leftmost start at or after ``pos`` of a match of any member's form in
         the text whose ``proxy`` is ``data``, and that match's end (``(-1, -1)``:
         none). Only once ``ready``."""
-        ahead, anchor, *_ = self._compiled or self._compile()
-        start, end = ahead(anchor, data, pos, len(data))[0]
-        return int(start), int(end)
+        ahead = (self._compiled or self._compile())[0]
+        m = ahead(data, pos)
+        return (-1, -1) if m is None else (int(m.start()), int(m.end()))
 
     def at(self, data: memoryview, start: int) -> list[int] | None:
         """The table indexes of (at least) the members whose form matches from
         ``start`` (``data``: the text's ``proxy``), or ``None`` when the set ran out of
         memory. Only once ``ready``."""
-        _, _, anchored, sentinel = self._compiled or self._compile()
+        _, anchored, sentinel = self._compiled or self._compile()
         found = anchored(data[start:])
-        if sentinel not in found:
+        if not found or sentinel not in found:
             return None
         indexes = self.indexes
         return [indexes[i] for i in found if i != sentinel]
-
-
-@lru_cache(maxsize=1)
-def _exposes_compiled(re2: Any) -> bool:
-    """Whether the ``re2`` wrapper exposes its compiled objects (``GroupStarts`` calls
-    them directly: a memoryview in, no match object out)."""
-    regexp = getattr(re2.compile(b"a"), "_regexp", None)
-    rset = re2.Set.MatchSet(re2.Options())
-    return (hasattr(regexp, "Match") and hasattr(getattr(rset, "_set", None), "Match")
-            and hasattr(getattr(re2, "_Anchor", None), "UNANCHORED"))
 
 
 def _options(re2: Any, max_mem: int) -> Any:
@@ -478,31 +504,18 @@ def _set(re2: Any, options: Any, members: list[tuple[int, bytes]],
     # ran out of memory) and the caller must scan another way
     sentinel = rset.Add(rb"\A")
     rset.Compile()
-    # the compiled set itself when the wrapper exposes it: its ``Match`` takes bytes
-    # and skips a Python frame per call
-    match = getattr(getattr(rset, "_set", None), "Match", None) or rset.Match
-    return match, tuple(index for index, _ in members), sentinel
+    return rset.Match, tuple(index for index, _ in members), sentinel
 
 
-def _searcher(re2: Any, regexp: Any) -> Any:
-    """``(data, pos) -> start of the first match at or after pos, or -1``: on the
-    compiled RE2 object when the wrapper exposes it (no generator and match object
-    per call), else through ``search``."""
-    raw = getattr(regexp, "_regexp", None)
-    anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
-    if raw is not None and anchor is not None and hasattr(raw, "Match"):
-        match = raw.Match
+def _searcher(regexp: Any) -> Callable[[bytes, int], int]:
+    """``(data, pos) -> start of the first match at or after pos, or -1``."""
+    search = regexp.search
 
-        def first(data: bytes, pos: int) -> int:
-            return int(match(anchor, data, pos, len(data))[0][0])
-
-        return first
-
-    def search(data: bytes, pos: int) -> int:
-        m = regexp.search(data, pos)
+    def first(data: bytes, pos: int) -> int:
+        m = search(data, pos)
         return -1 if m is None else int(m.start())
 
-    return search
+    return first
 
 
 def may_start(pattern: re.Pattern[str]) -> Callable[[bytes], int] | None:
@@ -521,7 +534,7 @@ def may_start(pattern: re.Pattern[str]) -> Callable[[bytes], int] | None:
         regexp = re2.compile(form.encode("ascii"), _options(re2, _SEARCHER_MEM))
     except re2.error:
         return None
-    search = _searcher(re2, regexp)
+    search = _searcher(regexp)
 
     def first(data: bytes) -> int:
         return int(search(data, 0))
@@ -555,7 +568,7 @@ def _finder(re2: Any, pattern: bytes, max_mem: int) -> Callable[[bytes], bool] |
         regexp = re2.compile(pattern, _options(re2, max_mem))
     except re2.error:
         return None
-    search = _searcher(re2, regexp)
+    search = _searcher(regexp)
 
     def found(data: bytes) -> bool:
         return bool(search(data, 0) >= 0)

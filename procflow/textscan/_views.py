@@ -25,13 +25,10 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate, islice
-from typing import TypeVar, overload
+from typing import overload
 from urllib.parse import unquote
 
-import anyio.to_thread
-
-from procflow.processors.builtin import _anchors
-from procflow.processors.builtin._prefilter import proxy, word_finder
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, proxy, word_finder
 
 __all__ = [
     "CONFUSABLES",
@@ -45,7 +42,6 @@ __all__ = [
     "join_split",
     "leet",
     "normalise",
-    "off_loop",
     "reverse",
     "rot13",
     "sentence_bounds",
@@ -55,10 +51,6 @@ __all__ = [
     "views_for_matching",
 ]
 
-_T = TypeVar("_T")
-
-OFF_LOOP_CHARS = 4_000
-"""Texts longer than this are checked in a worker thread (see ``off_loop``)."""
 
 ZERO_WIDTH = frozenset(
     "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u200b\u200c\u200d"
@@ -584,14 +576,15 @@ def _typo_finder(vocabulary: frozenset[str]) -> Callable[[bytes], bool] | None:
     return word_finder(_typo_table(vocabulary)) if _typo_table(vocabulary) else None
 
 
-def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY) -> View:
+def spellfix(view: View, vocabulary: frozenset[str] = VOCABULARY, *,
+             engine: Engine = DEFAULT_ENGINE) -> View:
     """Read one-typo misspellings of the attack vocabulary as the word ("ignoer",
     "prevoius"); inflections ("ignored", "prompts") are left alone. A table of the
     misspellings is made once; a text none of whose words is in it is not rewritten
-    (with ``google-re2``, one RE2 pass over the text tells; else its words are looked
+    (on engine ``"re2"``, one RE2 pass over the text tells; else its words are looked
     up)."""
     table = _typo_table(vocabulary)
-    finder = _typo_finder(vocabulary) if _anchors.USE_RE2 else None
+    finder = _typo_finder(vocabulary) if engine == "re2" else None
     if (table.keys().isdisjoint(_WORDS.findall(view.text)) if finder is None
             else not finder(proxy(view.text))):
         return View("spelling", view.text, view.starts, view.ends)
@@ -936,7 +929,8 @@ def smuggling_signals(text: str) -> list[str]:
 
 
 def views_for_matching(text: str, *, deep: bool = True,
-                       skip: Callable[[View], Container[str]] | None = None) -> Iterator[View]:
+                       skip: Callable[[View], Container[str]] | None = None,
+                       engine: Engine = DEFAULT_ENGINE) -> Iterator[View]:
     """The base view, then each further view that differs from the ones before it.
 
     Args:
@@ -944,6 +938,7 @@ def views_for_matching(text: str, *, deep: bool = True,
         deep: Also yield the squashed, ROT13 and reversed views.
         skip: Given the base view, the names of the deep views not to make ("squashed",
             "rot13", "reversed"): the caller knows none of its rules can match them.
+        engine: The engine of the spelling view's look-up (``spellfix``).
     """
     base = fold(text)
     yield base
@@ -962,7 +957,7 @@ def views_for_matching(text: str, *, deep: bool = True,
     joined = join_split(base)
     if fresh(joined):
         yield joined
-    spelling = spellfix(joined)
+    spelling = spellfix(joined, engine=engine)
     if fresh(spelling):
         yield spelling
     tokens = _leet_tokens(joined)
@@ -1208,12 +1203,3 @@ class _Mapped(_RunTable):
         c, d = source[slopes[k] * first + bases[k]], source[slopes[j] * last + bases[j]]
         return (a if a <= b else b, d if d >= c else c)
 
-
-async def off_loop(fn: Callable[..., _T], text: str, *args: object,
-                   limit: int = OFF_LOOP_CHARS) -> _T:
-    """``fn(text, *args)``, in a worker thread when ``text`` is longer than ``limit``
-    characters (where a check takes more than a few milliseconds), so a large input
-    never stalls the event loop; short texts run inline (a thread hop costs more)."""
-    if len(text) <= limit:
-        return fn(text, *args)
-    return await anyio.to_thread.run_sync(fn, text, *args)
