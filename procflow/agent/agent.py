@@ -86,10 +86,6 @@ DEFAULT_ERROR_RETRY_BUDGET = 10
 """API-error retries allowed when error processors are given and ``max_processor_retries``
 is not (the seed: "the runtime allows up to 10 retries")."""
 
-PREFILL_RETRIES = 1
-"""API-error retries allowed with no error processor of the user's and no
-``max_processor_retries``: the one of the ``PrefillErrorHandler`` every agent has."""
-
 
 class _PrepareStep(Processor):
     """``prepare_step=`` as a ``process_input_step`` processor."""
@@ -122,8 +118,7 @@ class Agent(Generic[OutputT]):
         input_processors: Processors (or processor workflows) before the model, or a
             function of the request context returning them.
         output_processors: Processors after the model (stream, step and result hooks).
-        error_processors: Processors handling provider rejections (a
-            ``PrefillErrorHandler`` runs after them unless they include one).
+        error_processors: Processors handling provider rejections.
         max_processor_retries: Retries processors may ask for (default 0; 3 for API
             errors when error processors are given).
         max_steps: Model calls per request (tool loops), default 5.
@@ -623,8 +618,7 @@ class Agent(Generic[OutputT]):
         errors = _resolve(options.get("error_processors", self.error_processors), rc,
                           "error_processors")
         budget = retries if retries is not None else (DEFAULT_ERROR_RETRY_BUDGET if errors
-                                                      else PREFILL_RETRIES)
-        errors = _with_prefill_handler(errors)
+                                                      else 0)
         inputs = _resolve(options.get("input_processors", self.input_processors), rc,
                           "input_processors")
         outputs = _resolve(options.get("output_processors", self.output_processors), rc,
@@ -739,16 +733,6 @@ def _context(given: Any, memory: Any) -> RequestContext:
         if memory.get("resource") is not None:
             rc[RESOURCE_ID_KEY] = str(memory["resource"])
     return rc
-
-
-def _with_prefill_handler(errors: list[Any]) -> list[Any]:
-    """The seed's ``PrefillErrorHandler`` is "injected automatically, with nothing to
-    configure": after the user's error processors, unless they have one."""
-    from procflow.processors.builtin.error_handlers import PrefillErrorHandler
-
-    if any(isinstance(p, PrefillErrorHandler) for p in errors):
-        return errors
-    return [*errors, PrefillErrorHandler()]
 
 
 def _with_memory(memory: Any, inputs: list[Any], outputs: list[Any],

@@ -803,33 +803,11 @@ async def test_prefill_error_handler_is_on_without_configuration(anthropic_serve
     assert all("system-reminder" not in u.text for u in out.response.ui_messages)
 
 
-async def test_prefill_handler_runs_after_the_users_error_processors(anthropic_server: Any,
-                                                                      ) -> None:
-    seen: list[str] = []
-
-    class Watcher(Processor):
-        id = "watcher"
-
-        def process_api_error(self, args: Any) -> None:
-            seen.append(type(args.error).__name__)
-
-    anthropic_server.reply(status=400, json=_PREFILL)
-    anthropic_server.sse(_ANTHROPIC_TEXT)
-    out = await Agent(id="a", model=_claude(anthropic_server),
-                      error_processors=[Watcher()]).generate(_PREFILLED)
-    assert out.text == "continued" and seen == ["APICallError"]
-
-
-async def test_prefill_handler_obeys_an_explicit_zero_budget_and_other_errors_fail(
-        anthropic_server: Any) -> None:
+async def test_other_rejections_still_fail_without_a_retry(anthropic_server: Any) -> None:
     from procflow.errors import APICallError
 
-    anthropic_server.reply(status=400, json=_PREFILL)
-    with pytest.raises(APICallError, match="prefill"):
-        await Agent(id="a", model=_claude(anthropic_server),
-                    max_processor_retries=0).generate(_PREFILLED)
     anthropic_server.reply(status=400, json={"type": "error", "error": {
         "type": "invalid_request_error", "message": "messages: field required"}})
     with pytest.raises(APICallError, match="field required"):
-        await Agent(id="a", model=_claude(anthropic_server)).generate("hi")
-    assert len(anthropic_server.requests) == 2  # neither was retried
+        await Agent(id="a", model=_claude(anthropic_server)).generate(_PREFILLED)
+    assert len(anthropic_server.requests) == 1

@@ -48,8 +48,9 @@ class PrefillErrorHandler(Processor):
     message prefill"): add a hidden ``<system-reminder>continue</system-reminder>``
     user message and retry, once.
 
-    Every agent has one after its error processors (the seed: "injected automatically,
-    with nothing to configure"); list one yourself to place it elsewhere."""
+    ``AnthropicModel`` itself resends such a request with that message (the seed: the
+    handler "is injected automatically, with nothing to configure"); list this one for
+    other models, or to see the rejection in your own error processors first."""
 
     id = "prefill-error-handler"
     _pattern = re.compile(r"prefill|final message must be a user message|must end with a "
