@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "procflow"
 LAYERS: list[set[str]] = [
     # L0: plain data and errors
     {"errors", "context", "messages", "records", "_extras", "_lazy", "_secrets", "_version",
-     "_wordscan", "textscan"},
+     "_wordscan", "textscan", "_durations"},
     {"_backends"},  # L1: shared SQLite/Redis plumbing
     {"storage"},  # L2: where runs, traces and memory are kept
     {"runtime"},  # L3: the interpreter of compiled plans

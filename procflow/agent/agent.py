@@ -84,7 +84,9 @@ class AgentStepResume(BaseModel):
     deny: list[str] = Field(default_factory=list)
     data: Any = None
 
-DEFAULT_ERROR_RETRY_BUDGET = 3
+DEFAULT_ERROR_RETRY_BUDGET = 10
+"""API-error retries allowed when error processors are given and ``max_processor_retries``
+is not (the seed: "the runtime allows up to 10 retries")."""
 
 
 class _PrepareStep(Processor):

@@ -153,16 +153,20 @@ async def _output_step(deps: AgentDeps, state: AgentState) -> None:
 
 
 async def _output_result(deps: AgentDeps, state: AgentState) -> None:
-    if "process_output_result" not in deps.outputs.hooks:
-        return
-    text = next((m.text for m in reversed(state.messages.response())
-                 if m.role == "assistant"), "")
-    try:
-        await deps.outputs.run_output_result(state.messages, OutputResult(
-            text=text, usage=dict(state.usage), finish_reason=state.finish_reason,
-            steps=list(state.steps)))
-    except TripwireError as trip:
-        await deps.trip(state, trip)
+    if "process_output_result" in deps.outputs.hooks:
+        text = next((m.text for m in reversed(state.messages.response())
+                     if m.role == "assistant"), "")
+        try:
+            await deps.outputs.run_output_result(state.messages, OutputResult(
+                text=text, usage=dict(state.usage), finish_reason=state.finish_reason,
+                steps=list(state.steps)))
+        except TripwireError as trip:
+            await deps.trip(state, trip)
+    accepted = deps.ctx.on_accepted
+    if accepted and state.tripwire is None and state.error is None:
+        for callback in accepted:
+            await callback()
+        accepted.clear()
 
 
 class _RunAsOne(Workflow):
@@ -731,23 +735,57 @@ async def _one_tool(ctx: StepContext, deps: AgentDeps, state: AgentState,
                 call_id, deps.ctx.request_context, _data_writer(deps, state, call_id),
                 resume_data, _suspend_payload(ctx, call_id, resume_data), ctx.run_id,
                 ParentSpan.of(ctx.tracer, span), _usage_adder(ctx, state)))
-            value = await deps.outputs.run_tool_result(
-                state.messages, state.info(), tool_name=name, tool_call_id=call_id,
-                args=args, result=value)
-            is_error = False
-        except (TripwireError, ToolSuspended) as stop:
+        except ToolSuspended:
             if span is not None:
-                Tracer.end(span, "suspended" if isinstance(stop, ToolSuspended)
-                           else "tripwire")
+                Tracer.end(span, "suspended")
+            raise
+        except TripwireError:
+            if span is not None:
+                Tracer.end(span, "tripwire")
             raise
         except Exception as exc:
             value, is_error = f"{type(exc).__name__}: {exc}", True
+        else:
+            try:
+                value = await _guard_tool_result(deps, state, name, call_id, args, value)
+                is_error = False
+            except TripwireError as trip:
+                return await _blocked(deps, state, span, name, call_id, value, trip)
+            except Exception as exc:
+                value, is_error = f"{type(exc).__name__}: {exc}", True
     if span is not None:
         Tracer.end(span, "failed" if is_error else "success", output=value,
                    tool_call_id=call_id, error=value if is_error else None,
                    **(tool.attributes if tool is not None else {}))
     await deps.emit(ToolResultChunk(call_id, name, value, is_error))
     return value, is_error
+
+
+async def _guard_tool_result(deps: AgentDeps, state: AgentState, name: str, call_id: str,
+                             args: dict[str, Any], value: Any) -> Any:
+    """The tool's result after ``process_tool_result`` of the input processors (the
+    result is the next model call's input: the guards there read it), then of the
+    output processors."""
+    for runner in (deps.inputs, deps.outputs):
+        if "process_tool_result" in runner.hooks:
+            value = await runner.run_tool_result(state.messages, state.info(), tool_name=name,
+                                                 tool_call_id=call_id, args=args, result=value)
+    return value
+
+
+async def _blocked(deps: AgentDeps, state: AgentState, span: Any, name: str, call_id: str,
+                   raw: Any, trip: TripwireError) -> tuple[Any, bool]:
+    """A processor aborted on a tool's result: the run ends with the tripwire (as an abort
+    in any other hook does), the model and the caller get a placeholder, and the raw
+    result stays in the trace for the operator, marked as blocked."""
+    await deps.trip(state, trip)
+    if span is not None:
+        Tracer.end(span, "tripwire", output=raw, tool_call_id=call_id, blocked=True,
+                   blocked_by=trip.processor_id, reason=trip.reason)
+    value = (f"the result of tool '{name}' was blocked by processor "
+             f"'{trip.processor_id}': {trip.reason}")
+    await deps.emit(ToolResultChunk(call_id, name, value, True))
+    return value, True
 
 
 # -- the graph ------------------------------------------------------------------------

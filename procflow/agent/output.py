@@ -168,13 +168,19 @@ class ModelOutput(Generic[OutputT]):
                 ...
 
     ``await out.text``, ``out.usage``, ``out.finish_reason`` and ``out.response`` wait
-    for the end of the run (consuming the stream if nobody else does) and equal what
-    ``generate()`` returns for the same call. ``full_stream`` read after them replays
-    the chunks they consumed.
+    for the end of the run (reading the rest of the stream if nobody else does) and
+    equal what ``generate()`` returns for the same call.
+
+    Any order works: every ``full_stream``, ``text_stream`` or
+    ``partial_output_stream`` reads the run's chunks from the first one (the chunks
+    read so far are kept and replayed), whether it comes before, after or beside the
+    others and the final values. Only once a reader left a stream early (``break``,
+    leaving ``async with``) are the chunks after that point gone: a stream read later
+    then raises ``RuntimeError`` there, saying to read the final values.
 
     With ``output_type``, ``out.partial_output`` is the answer so far (validated
     leniently), ``out.partial_output_stream`` yields it as it grows, and
-    ``await out.final_output`` is the validated answer.
+    ``await out.final_output`` (or ``await out.object``) is the validated answer.
     """
 
     def __init__(self, producer: Producer, *, buffer: int = 64,
@@ -189,30 +195,29 @@ class ModelOutput(Generic[OutputT]):
         self._done = anyio.Event()
         self._tg: TaskGroup | None = None
         self._receive: MemoryObjectReceiveStream[Chunk] | None = None
-        self._replay: list[Chunk] | None = None
-        """The chunks a final value consumed while nobody read the stream."""
-        self._read = False
+        self._scope: anyio.CancelScope | None = None
+        self._chunks: list[Chunk] = []
+        """Every chunk received so far: each reader reads from the first."""
+        self._ended = False
+        """The run's stream ended (every chunk is in ``_chunks``)."""
+        self._closed = False
+        """The last reader left early: delivery stopped, later chunks are not kept."""
+        self._readers = 0
+        """Readers that have started and not reached the end."""
+        self._pulling: anyio.Lock | None = None
 
     @property
     def full_stream(self) -> AsyncIterator[Chunk]:
         """Every chunk: text deltas, tool calls and results, data-*, tripwire, finish.
 
-        Raises:
-            RuntimeError: The stream was already read to its end (read it once; the
-                final values stay available).
+        Each access is a reader of its own from the first chunk (the chunks read
+        before are replayed); touching it starts nothing until it is iterated.
         """
-        if self._replay is not None:
-            return _replayed(self._replay)
-        if self._read:
-            raise RuntimeError("full_stream was already read to its end; iterate it once "
-                               "(await out.text, out.usage, ... stay available)")
-        if self._receive is not None:
-            return self._receive
-        return self._owned()
+        return _Reading(self)
 
     @property
     def text_stream(self) -> AsyncIterator[str]:
-        """Only the text deltas, as strings."""
+        """Only the text deltas, as strings (from the first, like ``full_stream``)."""
         return self._texts()
 
     async def _texts(self) -> AsyncIterator[str]:
@@ -222,21 +227,78 @@ class ModelOutput(Generic[OutputT]):
 
     def _start(self) -> MemoryObjectSendStream[Chunk]:
         if self._started:
-            raise RuntimeError("this stream was already consumed; read the final values "
-                               "(await out.text, ...) instead")
+            raise RuntimeError("this stream was already started; use out.full_stream / "
+                               "out.text_stream (each reads from the first chunk) or the "
+                               "final values (await out.text, ...) instead of async with")
         self._started = True
         send, self._receive = anyio.create_memory_object_stream[Chunk](self._buffer)
         return send
 
-    def _owned(self) -> AsyncIterator[Chunk]:
+    def _own(self) -> None:
         # Read without ``async with``: the call runs in a task of its own, so a reader
         # that stops early (``break``) leaves no task group open in its task (an async
         # generator must not yield inside one: its finaliser runs in another task).
         send = self._start()
-        scope = anyio.CancelScope()  # cancelled with a reader cancelled while waiting
+        self._scope = scope = anyio.CancelScope()  # cancelled with a cancelled reader
         _spawn(self._produce_alone, send, scope)
-        assert self._receive is not None
-        return _Reading(self._receive, scope, self)
+
+    async def _pull(self, at: int) -> Chunk | None:
+        """The chunk at index ``at``, received if nobody has yet; ``None`` at the end.
+
+        Raises:
+            RuntimeError: Delivery stopped (a reader left early) before that chunk.
+        """
+        chunks = self._chunks
+        while at >= len(chunks):
+            if self._ended:
+                return None
+            if self._closed:
+                raise RuntimeError(
+                    "this stream stopped when an earlier reader left it early (break, or "
+                    "leaving async with); its later chunks were not kept: read the final "
+                    "values instead (await out.text, out.output, ...)")
+            if not self._started:
+                self._own()
+            if self._pulling is None:
+                self._pulling = anyio.Lock()
+            try:
+                await self._receive_one()
+            except anyio.get_cancelled_exc_class():
+                if self._scope is not None:  # a cancelled reader cancels the call
+                    self._scope.cancel()
+                    with anyio.CancelScope(shield=True):  # as a task group would
+                        await self._done.wait()
+                    self._closed = True
+                    if self._receive is not None:
+                        self._receive.close()
+                raise
+        return chunks[at]
+
+    async def _receive_one(self) -> None:
+        """Receive the next chunk into ``_chunks`` unless another reader did while this
+        one waited for its turn."""
+        assert self._pulling is not None and self._receive is not None
+        seen = len(self._chunks)
+        async with self._pulling:  # one reader receives; the others read the list
+            if len(self._chunks) > seen or self._ended or self._closed:
+                return
+            try:
+                self._chunks.append(await self._receive.receive())
+            except anyio.EndOfStream:
+                self._ended = True
+                self._receive.close()
+            except anyio.ClosedResourceError:  # stopped while this reader waited
+                self._closed = True
+
+    def _left(self) -> None:
+        """A reader was dropped before the end: when it was the last one, stop delivery
+        (the call finishes on its own, as after ``async with``; inside ``async with``,
+        leaving it does that)."""
+        self._readers -= 1
+        if (self._readers == 0 and not self._ended and self._receive is not None
+                and self._tg is None):
+            self._closed = True
+            self._receive.close()  # synchronous: safe wherever the reader is collected
 
     async def _produce_alone(self, send: MemoryObjectSendStream[Chunk],
                              scope: anyio.CancelScope) -> None:
@@ -278,7 +340,7 @@ class ModelOutput(Generic[OutputT]):
 
     @property
     def partial_output_stream(self) -> AsyncIterator[OutputT]:
-        """Each new partial answer as text arrives (consumes ``full_stream``)."""
+        """Each new partial answer as text arrives (reads ``full_stream``)."""
         return self._partials()
 
     async def _partials(self) -> AsyncIterator[OutputT]:
@@ -296,12 +358,21 @@ class ModelOutput(Generic[OutputT]):
         """The validated structured answer (``FullOutput.output``)."""
         return self._field(lambda o: o.output)
 
+    @property
+    def object(self) -> Awaitable[OutputT | None]:
+        """The validated structured answer: ``final_output`` under Mastra's name."""
+        return self.final_output
+
     async def _final(self) -> FullOutput[OutputT]:
-        if not self._started:
-            replay: list[Chunk] = []
-            async for chunk in self.full_stream:
-                replay.append(chunk)
-            self._replay = replay
+        # Read the rest of the stream (kept for later readers): a run nobody reads
+        # would otherwise wait for room in the buffer forever.
+        at = 0
+        try:
+            while await self._pull(at) is not None:
+                at += 1
+        except RuntimeError:
+            if not self._closed:
+                raise
         await self._done.wait()
         if self._error is not None:
             raise self._error
@@ -346,44 +417,55 @@ class ModelOutput(Generic[OutputT]):
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         assert self._tg is not None and self._receive is not None
-        self._receive.close()  # leaving early stops delivery; the run finishes on its own
-        self._read = True
+        if not self._ended:  # leaving early stops delivery; the run finishes on its own
+            self._closed = True
+            self._receive.close()
         await close_task_group(self._tg, exc_type, exc, tb)
 
 
 class _Reading:
-    """The chunks of a call running in a task of its own (``ModelOutput._owned``).
+    """One reader of a ``ModelOutput``'s chunks, from the first (``full_stream``).
 
     A plain async iterator, not a generator: a reader that stops early (``break``)
-    leaves nothing to finalise, and dropping it stops delivery (the call finishes on its
-    own, as after ``async with``); a reader cancelled while it waits for a chunk cancels
-    the call too (its run is stored as "canceled")."""
+    leaves nothing to finalise, and dropping the last reader stops delivery (the call
+    finishes on its own, as after ``async with``); a reader cancelled while it waits
+    for a chunk cancels the call too (its run is stored as "canceled")."""
 
-    __slots__ = ("_out", "_receive", "_scope")
+    __slots__ = ("_at", "_out", "_reading")
 
-    def __init__(self, receive: MemoryObjectReceiveStream[Chunk], scope: anyio.CancelScope,
-                 out: ModelOutput[Any]) -> None:
-        self._receive = receive
-        self._scope = scope
+    def __init__(self, out: ModelOutput[Any]) -> None:
         self._out = out
+        self._at = 0
+        self._reading = False
 
     def __aiter__(self) -> _Reading:
         return self
 
     async def __anext__(self) -> Chunk:
+        out = self._out
+        if not self._reading:
+            self._reading = True
+            out._readers += 1
         try:
-            return await self._receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._out._read = True
-            raise StopAsyncIteration from None
-        except anyio.get_cancelled_exc_class():
-            self._scope.cancel()
-            with anyio.CancelScope(shield=True):  # as a task group would: wait for it
-                await self._out._done.wait()
+            chunk = await out._pull(self._at)
+        except BaseException:
+            self._stop()
             raise
+        if chunk is None:
+            self._stop()
+            raise StopAsyncIteration
+        self._at += 1
+        return chunk
+
+    def _stop(self) -> None:
+        if self._reading:
+            self._reading = False
+            self._out._readers -= 1
 
     def __del__(self) -> None:
-        self._receive.close()  # synchronous: safe wherever the reader is collected
+        if self._reading:
+            self._reading = False
+            self._out._left()
 
 
 _BACKGROUND: set[Any] = set()  # strong references to running calls (asyncio)

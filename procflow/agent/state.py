@@ -9,6 +9,7 @@ resumed in another process gets fresh deps from its agent.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -16,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from procflow.errors import TripwireError
-from procflow.messages import Chunk, Message, MessageList
+from procflow.messages import Chunk, Message, MessageList, TripwireChunk
 from procflow.models.base import LanguageModel
 from procflow.processors._hooks import StepInfo, StepOverrides
 from procflow.processors._runner import ProcessorRunner
 from procflow.processors._stream import StreamPipeline
-from procflow.processors.args import ProcessorContext
+from procflow.processors.args import ProcessorContext, ProcessorWriter
+from procflow.processors.base import Processor
 from procflow.records import Usage
 from procflow.storage.values import register_type
 
@@ -246,6 +248,32 @@ class AgentDeps:
     handoff: PendingHandoff | None = None
     """The handoff a ``transfer_to_<id>`` tool asked for (``procflow.agent.handoff``):
     the loop ends after the step's tool calls and the call goes on with its agent."""
+
+    def __post_init__(self) -> None:
+        # The custom chunks an output processor writes take the stream processors after
+        # it (those with ``process_data_parts`` see them) on their way to the caller.
+        for i, item in enumerate(self.outputs.items):
+            if isinstance(item, Processor):
+                self.ctx.writers[id(item)] = ProcessorWriter(self._after(i))
+
+    def _after(self, position: int) -> Emit:
+        ref = weakref.ref(self)  # the context holds the writer: no cycle through it
+
+        async def send(chunk: Chunk) -> None:
+            deps = ref()
+            if deps is None:
+                return
+            pipe = deps.pipe
+            if pipe is None:
+                ml = None if deps.state is None else deps.state.messages
+                pipe = deps.pipe = deps.outputs.output_stream(ml)
+            for out in await pipe.process(chunk, pipe.after(position)):
+                if isinstance(out, TripwireChunk) and pipe.tripwire is not None:
+                    if deps.state is not None:
+                        await deps.trip(deps.state, pipe.tripwire)
+                else:
+                    await deps.emit(out)
+        return send
 
     def __repr__(self) -> str:
         return f"AgentDeps(agent={self.agent.id!r})"

@@ -263,20 +263,35 @@ class ForkStage(CompositeStage):
 
     async def _map(self, outs: list[list[Chunk] | None],
                    args: ProcessOutputStreamArgs) -> Any:
+        """The map over the lanes' chunks for one incoming chunk.
+
+        A lane usually gives back one chunk, and the map runs once. A lane whose
+        processor holds text back (a ``stream_window``: ``PIIDetector``) gives none
+        while it holds and, when it lets go, the held text before the chunk that made
+        it: the lanes' chunks are then lined up from the last (the incoming chunk's
+        place), a lane short of chunks has ``part=None`` in the earlier places, and the
+        map runs once per place; what it picks goes on in order.
+        """
         node = self._node
-        data: dict[str, Any] = {}
-        for lane, out in zip(node.lanes, outs, strict=True):
-            if out is None:
-                continue
-            if len(out) > 1:
-                raise ProcessorError(
-                    f"processor workflow '{self.id}': lane '{lane.id}' released {len(out)} "
-                    "chunks at once; on the stream a .map() other than "
-                    "merge_processor_results takes one chunk per lane (use "
-                    "merge_processor_results)", processor_id=self.id)
-            data[lane.id] = _envelope(out[0] if out else None, args)
-        ctx = StreamStepContext(data, self._rc, args.retry_count, "map", self.id)
-        return _part_of(await _call(node.merge, ctx, "the map after the fork"), self.id, "map")
+        lanes = [(lane.id, out) for lane, out in zip(node.lanes, outs, strict=True)
+                 if out is not None]
+        places = max((len(out) for _, out in lanes), default=0)
+        if not lanes:
+            places = 1  # every branch skipped: the map still says what goes on
+        picked: list[Chunk] = []
+        for i in range(places):
+            data: dict[str, Any] = {}
+            for lane_id, out in lanes:
+                at = i - (places - len(out))
+                data[lane_id] = _envelope(out[at] if at >= 0 else None, args)
+            ctx = StreamStepContext(data, self._rc, args.retry_count, "map", self.id)
+            part = _part_of(await _call(node.merge, ctx, "the map after the fork"), self.id,
+                            "map")
+            if part is not None:
+                picked.append(part)
+        if len(picked) == 1:
+            return picked[0]
+        return picked or None
 
 
 def _other_chunks(part: Chunk, others: list[list[Chunk]], is_text: bool) -> list[Chunk]:

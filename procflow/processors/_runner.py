@@ -116,7 +116,7 @@ def check_processors(items: Sequence[Any], *, where: str = "processors") -> list
 RUNS_IN: dict[str, frozenset[str]] = {
     "input_processors": frozenset({"process_input", "process_input_step",
                                    "process_llm_request", "process_llm_response",
-                                   "process_api_error"}),
+                                   "process_tool_result", "process_api_error"}),
     "output_processors": frozenset({"process_output_stream", "process_output_step",
                                     "process_output_result", "process_tool_result",
                                     "process_api_error"}),
@@ -258,7 +258,7 @@ class ProcessorRunner:
             state = states.get(item.id)
             if state is None:
                 state = states[item.id] = {}
-            args = make(ml, state, ctx.retry_count, ctx.request_context, ctx.writer,
+            args = make(ml, state, ctx.retry_count, ctx.request_context, ctx.writer_for(item),
                         item, ctx, *fields(call, ml, view))  # type: ignore[arg-type]
             tracer = ctx.tracer
             started = (_now() if ended is None else ended) if tracer is not None else 0.0
@@ -330,12 +330,12 @@ class ProcessorRunner:
         """The stream fast path for this array, for one model call: processor workflows
         run compiled (``compile_stream``: once per workflow), never as workflow runs."""
         items: list[Processor | StreamNode] = []
-        for item in self.items:
-            if isinstance(item, Processor):
-                items.append(item)
-            else:
-                items += compile_stream(item)
-        return StreamPipeline(items, self.context, ml)
+        origins: list[int] = []  # each item's place in the array
+        for i, item in enumerate(self.items):
+            nodes = [item] if isinstance(item, Processor) else compile_stream(item)
+            items += nodes
+            origins += [i] * len(nodes)
+        return StreamPipeline(items, self.context, ml, origins)
 
     async def run_output_step(self, ml: MessageList, info: StepInfo, *,
                               finish_reason: str | None, tool_calls: list[dict[str, Any]],

@@ -95,7 +95,7 @@ def _stage(p: Processor, ml: MessageList | None, ctx: ProcessorContext) -> Stage
     # context, part, stream_parts)
     parts: list[Chunk] = []
     args = ProcessOutputStreamArgs(ml, ctx.state_for(p.id), ctx.retry_count,
-                                   ctx.request_context, ctx.writer, p, ctx, _START, parts)
+                                   ctx.request_context, ctx.writer_for(p), p, ctx, _START, parts)
     return (p, getattr(p, _HOOK), p.hook_is_async(_HOOK), p.process_data_parts, args,
             parts.append, Window() if p.stream_window else None)
 
@@ -114,14 +114,28 @@ class StreamPipeline:
         counts: Processor id -> chunks it saw (the only per-chunk bookkeeping).
     """
 
-    __slots__ = ("_ctx", "_ml", "_stages", "tripwire")
+    __slots__ = ("_ctx", "_ml", "_origins", "_stages", "tripwire")
 
     def __init__(self, processors: Sequence[Processor | StreamNode], ctx: ProcessorContext,
-                 message_list: MessageList | None = None) -> None:
+                 message_list: MessageList | None = None,
+                 origins: Sequence[int] | None = None) -> None:
         self._ctx = ctx
         self._ml = message_list
         self.tripwire: TripwireError | None = None
-        self._stages = self.stages_of(processors)
+        if origins is None:
+            self._stages = self.stages_of(processors)
+            self._origins: list[int] = list(range(len(self._stages)))
+            return
+        self._stages, self._origins = [], []
+        for item, origin in zip(processors, origins, strict=True):
+            stages = self.stages_of([item])
+            self._stages += stages
+            self._origins += [origin] * len(stages)
+
+    def after(self, origin: int) -> list[Stage]:
+        """The stages of the processors placed after array position ``origin`` (where
+        the custom chunks that processor writes go)."""
+        return [s for s, o in zip(self._stages, self._origins, strict=True) if o > origin]
 
     @property
     def context(self) -> ProcessorContext:

@@ -178,10 +178,16 @@ class ProcessorContext:
         span: The parent of the next processor spans: the span of the step the calling
             task runs (``current_step_span``, per task, so parallel branches never see
             each other's), else the span last set here.
+        writers: ``id(processor)`` -> that processor's own writer, where its custom
+            chunks go elsewhere than ``writer`` (an agent's output processors: through
+            the stream processors after them).
+        on_accepted: Callbacks the agent awaits once the request ended with neither a
+            tripwire nor an error (after the output-result processors): what must not
+            outlive a rejected answer waits for it (``ResponseCache``'s writes).
     """
 
-    __slots__ = ("_span", "request_context", "retry_count", "states", "tracer", "violations",
-                 "writer")
+    __slots__ = ("_span", "on_accepted", "request_context", "retry_count", "states", "tracer",
+                 "violations", "writer", "writers")
 
     def __init__(self, *, request_context: RequestContext | None = None,
                  writer: ProcessorWriter | None = None) -> None:
@@ -193,6 +199,8 @@ class ProcessorContext:
         self.violations: list[ProcessorViolation] = []
         self.tracer: Tracer | None = None
         self._span: Span | None = None
+        self.on_accepted: list[Callable[[], Awaitable[None]]] = []
+        self.writers: dict[int, ProcessorWriter] = {}
 
     @property
     def span(self) -> Span | None:
@@ -205,6 +213,11 @@ class ProcessorContext:
     @span.setter
     def span(self, span: Span | None) -> None:
         self._span = span
+
+    def writer_for(self, processor: object) -> ProcessorWriter:
+        """The writer ``processor``'s hooks get (``writers``, else ``writer``)."""
+        writers = self.writers
+        return writers.get(id(processor), self.writer) if writers else self.writer
 
     def state_for(self, processor_id: str) -> dict[str, Any]:
         """The state dict of one processor for this request."""

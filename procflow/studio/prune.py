@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections import Counter
@@ -11,15 +10,12 @@ from collections import Counter
 from rich.console import Console
 from rich.text import Text
 
+from procflow._durations import parse_duration
 from procflow.storage.retention import PrunedRun, prune_runs
 from procflow.studio.output import dump, masked, output_mode, plain_time
 from procflow.studio.store import Store
 
 __all__ = ["age_argument", "parse_age", "prune_command"]
-
-_AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-
 
 def parse_age(text: str) -> float:
     """Seconds in an age such as "30d", "12h", "90m", "45s", "2w" or "3600".
@@ -27,11 +23,11 @@ def parse_age(text: str) -> float:
     Raises:
         ValueError: ``text`` is not one (the command's one-line usage error).
     """
-    found = _AGE.fullmatch(text.strip().lower())
-    if found is None:
+    seconds = parse_duration(text)
+    if seconds is None:
         raise ValueError(f"must be an age such as 30d, 12h, 90m, 45s or a number of seconds, "
                          f"got {text!r}")
-    return float(found.group(1)) * _UNITS[found.group(2)]
+    return seconds
 
 
 def age_argument(text: str) -> float:

@@ -346,3 +346,95 @@ async def test_deleting_the_context_key_drops_the_overrides() -> None:
     assert RESPONSE_CACHE_CONTEXT_KEY in ctx
     out = await agent.generate(QUESTION, request_context=ctx)
     assert out.text == "cached" and len(model.requests) == 1  # bust was dropped
+
+
+# -- "使用 processLLMResponse 寫入已完成的回應" (completed responses are written): an
+# answer an output processor rejected is not a completed one; DESIGN.md: "Failed or
+# tripwired runs are not cached." ------------------------------------------------------
+
+
+class RejectOnce(Processor):
+    """Rejects the first answer it sees, in one hook, then lets every answer through."""
+
+    def __init__(self, hook: str, *, retry: bool = False) -> None:
+        self.id = f"reject-once-{hook}"
+        self.hook = hook
+        self.retry = retry
+        self.rejected = False
+
+    def implemented_hooks(self) -> frozenset[str]:
+        return frozenset({self.hook})
+
+    def _check(self, args: Any) -> Any:
+        if not self.rejected:
+            self.rejected = True
+            args.abort("the answer leaks a secret", retry=self.retry)
+
+    def process_output_step(self, args: Any) -> None:
+        self._check(args)
+
+    def process_output_result(self, args: Any) -> None:
+        self._check(args)
+
+    def process_output_stream(self, args: Any) -> Any:
+        if args.part.type == "text-delta":
+            self._check(args)
+        return args.part
+
+
+@pytest.mark.parametrize("hook", ["process_output_step", "process_output_result",
+                                  "process_output_stream"])
+@pytest.mark.parametrize("how", ["generate", "stream"])
+async def test_a_rejected_answer_is_neither_stored_nor_served(hook: str, how: str) -> None:
+    cache = InMemoryServerCache()
+    model = in_order("the secret is 42", "I cannot share that")
+    agent = Agent(id="search-agent", model=model, input_processors=[ResponseCache(cache)],
+                  output_processors=[RejectOnce(hook)])
+    run = agent.generate if how == "generate" else (lambda p: streamed(agent, p))
+    first = await run(QUESTION)
+    assert first.tripwire is not None and first.finish_reason == "other"
+    second = await run(QUESTION)
+    assert len(model.requests) == 2  # the rejected answer was not replayed
+    assert second.tripwire is None and second.text == "I cannot share that"
+    assert not second.steps[0].from_cache
+    third = await run(QUESTION)  # the accepted answer is cached as usual
+    assert third.text == "I cannot share that" and third.steps[0].from_cache
+    assert len(model.requests) == 2
+
+
+async def test_an_answer_rejected_with_a_retry_is_not_stored() -> None:
+    cache = InMemoryServerCache()
+    model = in_order("the secret is 42", "I cannot share that", "unused")
+    agent = Agent(id="search-agent", model=model, input_processors=[ResponseCache(cache)],
+                  output_processors=[RejectOnce("process_output_step", retry=True)],
+                  max_processor_retries=1)
+    first = await agent.generate(QUESTION)
+    assert first.text == "I cannot share that" and len(model.requests) == 2
+    # the retried call's prompt differs (it carries the feedback), so only the first
+    # prompt's entry matters: it must not hold the rejected answer
+    fresh = Agent(id="search-agent", model=in_order("a new answer"),
+                  input_processors=[ResponseCache(cache)])
+    again = await fresh.generate(QUESTION)
+    assert again.text == "a new answer" and not again.steps[0].from_cache
+
+
+async def test_a_failed_run_is_not_cached() -> None:
+    from procflow.errors import APICallError
+
+    cache = InMemoryServerCache()
+    model = ScriptedModel([[ToolCall("lookup", {"q": "x"})],
+                           APICallError("bad request", status_code=400)])
+
+    @tool
+    async def lookup(q: str) -> str:
+        """Look up."""
+        return "found"
+
+    agent = Agent(id="search-agent", model=model, tools=[lookup],
+                  input_processors=[ResponseCache(cache)])
+    with pytest.raises(APICallError):
+        await agent.generate(QUESTION)
+    retried = Agent(id="search-agent", model=ScriptedModel(["direct answer"]),
+                    input_processors=[ResponseCache(cache)])
+    out = await retried.generate(QUESTION)
+    assert out.text == "direct answer" and not out.steps[0].from_cache

@@ -1,7 +1,7 @@
 """Error processors: recover from provider rejections by fixing the request and retrying.
 
 Each keeps its own small retry count in ``args.state`` (per request), on top of the
-agent's overall budget (``max_processor_retries``, 3 by default with error processors).
+agent's overall budget (``max_processor_retries``, 10 by default with error processors).
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ def _take_retry(args: Any, limit: int) -> bool:
 class PrefillErrorHandler(Processor):
     """Anthropic rejects a conversation ending with an assistant message ("assistant
     message prefill"): add a hidden ``<system-reminder>continue</system-reminder>``
-    user message and retry, once."""
+    user message and retry, once.
+
+    ``AnthropicModel`` itself resends such a request with that message (the seed: the
+    handler "is injected automatically, with nothing to configure"); list this one for
+    other models, or to see the rejection in your own error processors first."""
 
     id = "prefill-error-handler"
     _pattern = re.compile(r"prefill|final message must be a user message|must end with a "

@@ -79,6 +79,7 @@ RESPONSE_CACHE_KEY_NAMESPACE: Final = "procflow:agent-response"
 """The first segment of every key a ``ResponseCache`` reads and writes."""
 
 _PENDING: Final = "pending"  # state entry: the key and TTL a miss will write
+_UNSAVED: Final = "unsaved"  # state entry: the responses to write once the run is accepted
 
 
 class _Unset(enum.Enum):
@@ -173,7 +174,8 @@ class ResponseCache(Processor):
     made before it). A hit replays the stored chunks instead of calling the model
     (``FullOutput.steps[i].from_cache`` is ``True``). A miss writes the call's chunks
     once it finished with "stop", "length" or "tool-calls" and carried no "error" or
-    "tripwire" chunk.
+    "tripwire" chunk, when the run ends accepted: an answer an output processor
+    rejected (a tripwire, or ``abort(retry=True)``) or a failed run is not stored.
 
     Example::
 
@@ -285,6 +287,9 @@ class ResponseCache(Processor):
     async def process_llm_request(self, args: ProcessLLMRequestArgs) -> Any:
         """Resolve this call's key; return the cached chunks on a hit, else ``None``."""
         args.state.pop(_PENDING, None)
+        unsaved = args.state.get(_UNSAVED)
+        if unsaved and unsaved[-1]["retry_count"] != args.retry_count:
+            unsaved.pop()  # a processor asked for a retry: that answer was rejected
         options = self._options_for(args.request_context)
         try:
             scope = (options.scope if options.scope is not _UNSET
@@ -346,11 +351,25 @@ class ResponseCache(Processor):
             logger.warning("ResponseCache %r: not caching key %r: the chunks are not "
                            "JSON-serialisable", self.agent_id, key)
             return
-        try:
-            await self.cache.set(key, value, ttl_seconds=pending["ttl"])
-        except Exception as exc:
-            logger.warning("ResponseCache %r: writing key %r failed: %s: %s",
-                           self.agent_id, key, type(exc).__name__, exc)
+        # Written once the run is accepted: an answer an output processor rejects (a
+        # tripwire, a retry) is never stored, so never served.
+        unsaved = args.state.get(_UNSAVED)
+        if unsaved is None:
+            unsaved = args.state[_UNSAVED] = []
+            args.context.on_accepted.append(lambda: self._save(unsaved))
+        unsaved.append({"key": key, "value": value, "ttl": pending["ttl"],
+                        "retry_count": args.retry_count})
+
+    async def _save(self, unsaved: list[dict[str, Any]]) -> None:
+        """Write the accepted run's responses."""
+        for entry in unsaved:
+            key = entry["key"]
+            try:
+                await self.cache.set(key, entry["value"], ttl_seconds=entry["ttl"])
+            except Exception as exc:
+                logger.warning("ResponseCache %r: writing key %r failed: %s: %s",
+                               self.agent_id, key, type(exc).__name__, exc)
+        unsaved.clear()
 
     def _options_for(self, request_context: RequestContext) -> ResponseCacheContextOptions:
         overrides = _overrides_in(request_context)

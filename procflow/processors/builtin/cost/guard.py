@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Any, Final, Literal, get_args
 from uuid import uuid4
 
+from procflow._durations import DURATION_EXAMPLES, parse_duration
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY
 from procflow.messages import Finish
 from procflow.models.prices import ModelPrice
@@ -77,7 +78,8 @@ class CostGuardProcessor(Processor):
             calls as free, with a warning logged once per model.
         scope: Whose spending counts: "resource" (``RESOURCE_ID_KEY``, default), "thread"
             (``THREAD_ID_KEY``) or "run" (this request alone).
-        window: The period counted, in seconds or a ``timedelta`` (default 7 days).
+        window: The period counted: seconds, a ``timedelta`` or a string such as "30d",
+            "1h", "15m" or "90s" (default 7 days).
         strategy: "block" aborts the request (a tripwire); "warn" reports a violation
             once per request and lets it go on.
         message: The reason given; ``{usage}``, ``{limit}``, ``{scope}`` and
@@ -102,7 +104,7 @@ class CostGuardProcessor(Processor):
                  | None = None,
                  default_price: ModelPrice | Mapping[str, float] | tuple[float, float]
                  | None = None,
-                 scope: CostScope = "resource", window: float | timedelta = DEFAULT_WINDOW,
+                 scope: CostScope = "resource", window: float | timedelta | str = DEFAULT_WINDOW,
                  strategy: Strategy = "block", message: str = DEFAULT_COST_MESSAGE,
                  ledger: CostLedger | None = None, clock: Callable[[], float] = time.time,
                  id: str = "cost-guard") -> None:
@@ -243,12 +245,13 @@ def _prices(prices: Mapping[str, Any] | None) -> dict[str, ModelPrice]:
     return out
 
 
-def _seconds(window: float | timedelta) -> float:
-    seconds = window.total_seconds() if isinstance(window, timedelta) else window
+def _seconds(window: float | timedelta | str) -> float:
+    seconds = (window.total_seconds() if isinstance(window, timedelta)
+               else parse_duration(window) if isinstance(window, str) else window)
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
             or not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"CostGuardProcessor: window must be seconds > 0 or a timedelta, "
-                         f"got {window!r}")
+        raise ValueError(f"CostGuardProcessor: window must be a duration > 0: seconds, a "
+                         f"timedelta or a string such as {DURATION_EXAMPLES}; got {window!r}")
     return float(seconds)
 
 

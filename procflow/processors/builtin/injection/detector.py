@@ -24,7 +24,11 @@ import anyio.to_thread
 
 from procflow.messages import Message
 from procflow.models.base import LanguageModel
-from procflow.processors.args import ProcessInputArgs
+from procflow.processors.args import (
+    ProcessInputArgs,
+    ProcessToolResultArgs,
+    ProcessToolResultResult,
+)
 from procflow.processors.base import Processor
 from procflow.processors.builtin._classifier import (
     STRONG_RULE,
@@ -43,6 +47,7 @@ from procflow.processors.builtin._judge import (
     parse_verdict,
     violation_detail,
 )
+from procflow.processors.builtin._tool_result import map_strings, strings, withheld
 from procflow.processors.builtin.injection.rules import CATEGORIES
 from procflow.processors.builtin.injection.scan import (
     Hit,
@@ -116,7 +121,8 @@ class _Verdict:
 
 
 class PromptInjectionDetector(Processor):
-    """Detects prompt-injection attempts in user messages (``process_input``).
+    """Detects prompt-injection attempts in user messages (``process_input``) and in
+    tool results (``process_tool_result``: indirect injection through tools).
 
     Example::
 
@@ -323,6 +329,50 @@ class PromptInjectionDetector(Processor):
             else:
                 args.warn(message, {**detail, "action": "filtered"})
         return kept if changed else None
+
+    async def process_tool_result(self, args: ProcessToolResultArgs,
+                                  ) -> ProcessToolResultResult | None:
+        """Check a tool's result before the model reads it (indirect injection through
+        tools and retrieved pages): "block" aborts the run, "warn" reports, "filter"
+        withholds the result, "rewrite" cleans each of its strings (withheld when
+        nothing sensible is left)."""
+        text = "\n".join(strings(args.result))
+        if len(text.strip()) == 0:
+            return None
+        verdict = await self._evaluate(text)
+        result = verdict.result
+        if not result.flagged:
+            return None
+        detail = violation_detail(result, threshold=self.threshold,
+                                  include_scores=self.include_scores)
+        detail.update(tool_name=args.tool_name, tool_call_id=args.tool_call_id)
+        if verdict.error is not None and self.strategy == "block":
+            args.abort(result.reason, metadata={**detail, "error": verdict.error})
+        message = f"{self._describe(result)} (in the result of tool '{args.tool_name}')"
+        if self.strategy == "block":
+            args.abort(message, metadata=detail)
+        if self.strategy == "warn":
+            args.warn(message, detail)
+            return None
+        if self.strategy == "rewrite":
+            kept = True
+
+            async def clean(s: str) -> str:
+                nonlocal kept
+                found = await self._evaluate(s)
+                if not found.result.flagged:
+                    return s
+                new = self._rewrite(s, found)
+                kept = kept and new is not None
+                return new or ""
+
+            cleaned = await map_strings(args.result, clean)
+            if kept:
+                args.warn(message, {**detail, "action": "rewritten"})
+                return ProcessToolResultResult(cleaned)
+        args.warn(message, {**detail, "action": "filtered"})
+        return ProcessToolResultResult(withheld(self.id, args.tool_name,
+                                                "prompt injection detected"))
 
     def _describe(self, result: DetectionResult) -> str:
         over = [c for c, s in sorted(result.categories.items(), key=lambda kv: -kv[1])

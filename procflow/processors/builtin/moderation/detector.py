@@ -39,6 +39,8 @@ from procflow.processors.args import (
     ProcessorArgs,
     ProcessOutputResultArgs,
     ProcessOutputStreamArgs,
+    ProcessToolResultArgs,
+    ProcessToolResultResult,
 )
 from procflow.processors.base import Processor
 from procflow.processors.builtin._classifier import (
@@ -59,6 +61,7 @@ from procflow.processors.builtin._judge import (
     violation_detail,
 )
 from procflow.processors.builtin._offloop import off_loop
+from procflow.processors.builtin._tool_result import map_strings, strings, withheld
 from procflow.processors.builtin._window import hold_tail
 from procflow.processors.builtin.moderation.lexicon import (
     MODERATION_CATEGORIES,
@@ -353,6 +356,39 @@ class ModerationProcessor(Processor):
     async def process_output_result(self, args: ProcessOutputResultArgs) -> list[Message] | None:
         """Moderate the final response messages."""
         return await self._messages(args, args.messages, "output")
+
+    async def process_tool_result(self, args: ProcessToolResultArgs,
+                                  ) -> ProcessToolResultResult | None:
+        """Moderate a tool's result before the model reads it: "block" aborts, "warn"
+        reports, "filter" withholds the result, "redact" replaces the flagged terms of
+        each of its strings."""
+        where = f"the result of tool '{args.tool_name}'"
+        if self.strategy == "redact":
+            count = 0
+
+            async def redact(text: str) -> str:
+                nonlocal count
+                spans = await off_loop(self.spans, text, limit=OFF_LOOP_CHARS)
+                count += len(spans)
+                return _replace(text, spans, self.replacement) if spans else text
+
+            value = await map_strings(args.result, redact)
+            if not count:
+                return None
+            verdict = await self._evaluate("\n".join(strings(args.result)))
+            detail = violation_detail(verdict.result, threshold=self.threshold,
+                                      include_scores=self.include_scores)
+            detail.update(phase="tool result", action="redacted", count=count,
+                          tool_name=args.tool_name)
+            args.warn(self._describe(verdict.result, where), detail)
+            return ProcessToolResultResult(value)
+        text = "\n".join(strings(args.result))
+        if not text.strip() or not await self._check(args, text, where):
+            return None
+        if self.strategy == "warn":
+            return None
+        return ProcessToolResultResult(withheld(self.id, args.tool_name,
+                                                "flagged by moderation"))
 
     def hold_back(self, text: str) -> int:
         """Under "redact": the tail of held stream text a flagged phrase may still

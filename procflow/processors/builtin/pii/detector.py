@@ -22,11 +22,14 @@ from procflow.processors.args import (
     ProcessorViolation,
     ProcessOutputResultArgs,
     ProcessOutputStreamArgs,
+    ProcessToolResultArgs,
+    ProcessToolResultResult,
 )
 from procflow.processors.base import Processor
 from procflow.processors.builtin._detection import PIIDetection, PIIType
 from procflow.processors.builtin._judge import judge_json
 from procflow.processors.builtin._offloop import off_loop
+from procflow.processors.builtin._tool_result import map_strings, strings, withheld
 from procflow.processors.builtin._window import hold_tail
 from procflow.processors.builtin.pii.dates import MONTHS
 from procflow.processors.builtin.pii.redact import (
@@ -252,6 +255,31 @@ class PIIDetector(Processor):
     async def process_output_result(self, args: ProcessOutputResultArgs) -> list[Message] | None:
         """Apply the strategy to each response message (see the class docstring)."""
         return await self._process_messages(args, args.messages)
+
+    async def process_tool_result(self, args: ProcessToolResultArgs,
+                                  ) -> ProcessToolResultResult | None:
+        """Apply the strategy to a tool's result before the model reads it: "block"
+        aborts, "warn" reports, "filter" withholds the result, "redact" redacts each of
+        its strings."""
+        found: list[PIIDetection] = []
+        for text in strings(args.result):
+            if text:
+                found += await self._check(args, text)
+        if not found:
+            return None
+        self._enforce(args, found)
+        if self.strategy == "warn":
+            return None
+        if self.strategy == "filter":
+            types = ", ".join(sorted({d.type for d in found}))
+            return ProcessToolResultResult(withheld(self.id, args.tool_name,
+                                                    f"PII detected: {types}"))
+
+        async def redact(text: str) -> str:
+            dets = await self._check(args, text) if text else []
+            return self.redact(text, dets) if dets else text
+
+        return ProcessToolResultResult(await map_strings(args.result, redact))
 
     def hold_back(self, text: str) -> int:
         """The tail of held stream text that may still be (part of) a value.
