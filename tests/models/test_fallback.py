@@ -11,7 +11,13 @@ from pydantic import BaseModel
 from procflow.agent import Agent
 from procflow.errors import APICallError
 from procflow.messages import TextDelta
-from procflow.models import FallbackModel, ModelRequest, ScriptedModel, ToolCall
+from procflow.models import (
+    FallbackModel,
+    FunctionModel,
+    ModelRequest,
+    ScriptedModel,
+    ToolCall,
+)
 from procflow.storage import InMemoryStorage
 from procflow.tools import tool
 
@@ -151,8 +157,15 @@ def weather(city: str) -> str:
     return f"sunny in {city}"
 
 
+def always_down(status: int) -> FunctionModel:
+    """A model whose provider answers every call with ``status``."""
+    def fail(request: ModelRequest) -> str:
+        raise APICallError("down", status_code=status)
+    return FunctionModel(fail, model_id="down")
+
+
 async def test_tools_and_structured_output_go_to_the_model_that_answers() -> None:
-    down = ScriptedModel([APICallError("down", status_code=500)] * 2, model_id="down")
+    down = always_down(500)
     backup = ScriptedModel([[ToolCall("weather", {"city": "Paris"})], '{"city": "Paris"}'])
     agent = Agent(id="a", model=[down, backup], tools=[weather], output_type=Answer)
     out = await agent.generate("weather in Paris?")
@@ -211,7 +224,7 @@ async def test_a_resumed_run_keeps_the_fallbacks_of_its_first_part(tmp_path: Any
     from procflow.storage import SQLiteStorage
 
     storage = SQLiteStorage(str(tmp_path / "runs.db"))
-    down = ScriptedModel([APICallError("down", status_code=503)] * 2, model_id="down")
+    down = always_down(503)
     backup = ScriptedModel([[ToolCall("refund", {"order_id": "A-1"}, id="c1")], "refunded"],
                            model_id="backup")
     agent = Agent(id="a", model=[down, backup], tools=[refund], storage=storage)
@@ -219,5 +232,5 @@ async def test_a_resumed_run_keeps_the_fallbacks_of_its_first_part(tmp_path: Any
     assert out.finish_reason == "suspended"
     done = await agent.resume(out.run_id, approve=["c1"])
     assert done.text == "refunded" and done.response.model == "scripted/backup"
-    assert [f.model for f in done.response.fallbacks] == ["scripted/down"] * 2
+    assert [f.model for f in done.response.fallbacks] == ["function/down"] * 2
     await storage.aclose()
