@@ -180,7 +180,17 @@ class SQLiteFile:
                 raise StorageError(f"{self._name} {str(self._path)!r} is closed; "
                                    f"{self._reopen}.")
             with self._errors(operation):
-                return retry_busy(lambda: function(self._open()), timeout=self._busy_timeout)
+                return retry_busy(lambda: self._waiting(function), timeout=self._busy_timeout)
+
+    def _waiting(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``function`` on the connection with SQLite's busy timeout on (the connection
+        is left with it at 0, for ``_try_now``). Hold the lock."""
+        connection = self._open()
+        connection.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        try:
+            return function(connection)
+        finally:
+            connection.execute("PRAGMA busy_timeout = 0")
 
     async def run(self, operation: str, function: Callable[[sqlite3.Connection], _T], *,
                   small: bool = False) -> _T:
@@ -210,15 +220,12 @@ class SQLiteFile:
         if self._closed or connection is None:
             return False, None
         with self._errors(operation):
-            connection.execute("PRAGMA busy_timeout = 0")
             try:
-                return True, function(connection)
+                return True, function(connection)  # busy timeout 0: see _waiting()
             except sqlite3.OperationalError as exc:
                 if is_busy(exc):
                     return False, None
                 raise
-            finally:
-                connection.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
 
     @contextmanager
     def _errors(self, operation: str) -> Iterator[None]:
@@ -253,6 +260,7 @@ class SQLiteFile:
                 with transaction(connection):
                     for statement in self._schema:
                         connection.execute(statement)
+                connection.execute("PRAGMA busy_timeout = 0")  # see _waiting()
             except BaseException:
                 connection.close()
                 raise
