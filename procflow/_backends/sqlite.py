@@ -179,21 +179,68 @@ class SQLiteFile:
             if self._closed:
                 raise StorageError(f"{self._name} {str(self._path)!r} is closed; "
                                    f"{self._reopen}.")
-            try:
-                return retry_busy(lambda: function(self._open()), timeout=self._busy_timeout)
-            except sqlite3.Error as exc:
-                raise StorageError(f"{self._name} {str(self._path)!r}: {operation} "
-                                   f"failed: {exc}") from exc
-            except OSError as exc:
-                raise StorageError(f"{self._name} {str(self._path)!r}: cannot open the "
-                                   f"database file: {exc}") from exc
-            except UnicodeDecodeError as exc:  # a damaged file: sqlite3 decodes its text
-                raise StorageError(f"{self._name} {str(self._path)!r}: {operation} "
-                                   f"failed: the database file is damaged ({exc})") from exc
+            with self._errors(operation):
+                return retry_busy(lambda: self._waiting(function), timeout=self._busy_timeout)
 
-    async def run(self, operation: str, function: Callable[[sqlite3.Connection], _T]) -> _T:
-        """``call()`` in a worker thread."""
+    def _waiting(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``function`` on the connection with SQLite's busy timeout on (the connection
+        is left with it at 0, for ``_try_now``). Hold the lock."""
+        connection = self._open()
+        connection.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        try:
+            return function(connection)
+        finally:
+            connection.execute("PRAGMA busy_timeout = 0")
+
+    async def run(self, operation: str, function: Callable[[sqlite3.Connection], _T], *,
+                  small: bool = False) -> _T:
+        """``call()`` in a worker thread.
+
+        With ``small`` (a write of a few rows, e.g. one step's result), the work is first
+        tried on the calling thread, without waiting: only if the connection is open and
+        idle, and with SQLite's busy timeout at 0, so the event loop never waits for a
+        lock. If another connection holds the lock, the attempt was rolled back and the
+        work goes to a worker thread as usual. A hop to a worker thread costs more than
+        such a write (WAL, ``synchronous = NORMAL``: no fsync at commit).
+        """
+        if small and self._connection is not None and self._lock.acquire(blocking=False):
+            try:
+                done, value = self._try_now(operation, function)
+            finally:
+                self._lock.release()
+            if done:
+                return value  # type: ignore[return-value]
         return await anyio.to_thread.run_sync(self.call, operation, function)
+
+    def _try_now(self, operation: str, function: Callable[[sqlite3.Connection], _T],
+                 ) -> tuple[bool, _T | None]:
+        """``(True, result)``, or ``(False, None)`` if the file was locked (or the store
+        closed: ``call()`` then says so). Hold the lock."""
+        connection = self._connection
+        if self._closed or connection is None:
+            return False, None
+        with self._errors(operation):
+            try:
+                return True, function(connection)  # busy timeout 0: see _waiting()
+            except sqlite3.OperationalError as exc:
+                if is_busy(exc):
+                    return False, None
+                raise
+
+    @contextmanager
+    def _errors(self, operation: str) -> Iterator[None]:
+        """SQLite and OS errors as ``StorageError`` naming the store and ``operation``."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StorageError(f"{self._name} {str(self._path)!r}: {operation} "
+                               f"failed: {exc}") from exc
+        except OSError as exc:
+            raise StorageError(f"{self._name} {str(self._path)!r}: cannot open the "
+                               f"database file: {exc}") from exc
+        except UnicodeDecodeError as exc:  # a damaged file: sqlite3 decodes its text
+            raise StorageError(f"{self._name} {str(self._path)!r}: {operation} "
+                               f"failed: the database file is damaged ({exc})") from exc
 
     async def aclose(self) -> None:
         """Close the connection; later calls raise ``StorageError``."""
@@ -213,6 +260,7 @@ class SQLiteFile:
                 with transaction(connection):
                     for statement in self._schema:
                         connection.execute(statement)
+                connection.execute("PRAGMA busy_timeout = 0")  # see _waiting()
             except BaseException:
                 connection.close()
                 raise

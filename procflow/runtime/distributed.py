@@ -159,7 +159,7 @@ class JobExecution(Execution):
         self.save_steps = save_steps
         # The job's step is stored "running" first: run again after its worker was
         # lost, it counts the lost attempt (``StepResult.lost``) and the trace says so.
-        self.mark_started = True
+        self.mark_steps()
 
     async def flush(self, status: Any, **_: Any) -> None:
         """Write the rows finished since the last write (a nested workflow's steps) and

@@ -280,6 +280,7 @@ class Execution:
         "status",
         "storage",
         "sync",
+        "sync_start",
         "top",
         "tracer",
         "usage",
@@ -308,7 +309,13 @@ class Execution:
         # The persisted request context, for "running" snapshots: taken at the first one
         # (the start, under "sync" durability); a final snapshot takes it anew.
         self.context_json: dict[str, Any] | None = None
-        self.sync = sync and self.persistent
+        self.sync_start = sync and self.persistent
+        """Write a "running" snapshot as the run starts (under "sync" durability)."""
+        self.sync = self.sync_start and not storage.process_local
+        """Write a snapshot at every step boundary: under "sync" durability, where the
+        storage can outlive the process (a process-local one, like ``InMemoryStorage``,
+        gets the results with the run's end, or its suspension or failure; see
+        ``mark_steps`` for the exception)."""
         self.send = send
         self.created_at = created_at
         self.resume_targets = resume_targets
@@ -329,6 +336,13 @@ class Execution:
         """Steps stored as "running" whose result is not recorded yet (with
         ``mark_started``): when the last one ends, its result goes with the next write
         (the next step's mark, or the run's end) instead of a write of its own."""
+
+    def mark_steps(self) -> None:
+        """Store each step as "running" before it runs, and every boundary as it comes
+        (on workers, whatever the storage: a step re-run after a lost worker then shows
+        as attempt 2)."""
+        self.mark_started = True
+        self.sync = self.sync_start
 
     def add_usage(self, usage: Usage) -> None:
         """Add tokens a step spent to the execution's total."""

@@ -69,7 +69,7 @@ def execution(run: Run[Any], send: Any, targets: frozenset[str], resume_data: An
     if run.distributor is not None:
         ex.distributor = run.distributor
     if run.mark_steps:
-        ex.mark_started = True
+        ex.mark_steps()
     return ex
 
 

@@ -125,7 +125,7 @@ class RunExecution:
         ex = self.ex
         if ex.send is not None:
             await ex.event("run-start", None, {"input": self.data.input})
-        if ex.sync:
+        if ex.sync_start:
             await ex.flush("running")
         return await _outcome(ex)
 

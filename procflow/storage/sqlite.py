@@ -14,7 +14,9 @@ A trace's header fields are columns, so ``list_traces`` reads only those and nev
 The file is opened in WAL mode with a busy timeout, and every write is one
 ``BEGIN IMMEDIATE`` transaction, so readers never block writers and concurrent writers
 from other processes wait for each other instead of failing. Blocking calls run in a
-worker thread; one connection per instance is guarded by a lock.
+worker thread; one connection per instance is guarded by a lock. Small writes (a step's
+result, a lease) are first tried on the event loop's thread without waiting for a lock,
+and go to the worker thread only if another connection holds it.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ from procflow.storage.retention import PrunedRun
 __all__ = ["SQLiteStorage"]
 
 
+
+# Writes of at most this many characters of JSON are tried on the event loop's thread
+# first (``SQLiteFile.run(small=True)``): the hop to a worker thread costs more.
+_SMALL: Final = 64 * 1024
 
 _TRACE_HEADER: Final = ("run_id", "workflow_id", "status", "started_at", "ended_at")
 
@@ -191,8 +197,9 @@ class SQLiteStorage(AsyncResource, Storage):
                 if rows.steps:
                     connection.executemany(_UPSERT_STEP, rows.steps)
 
+        size = len(rows.run[5]) + sum(len(row[3]) for row in rows.steps)
         await self._file.run(f"saving run {snapshot.run_id!r} of workflow "
-                             f"{snapshot.workflow_id!r}", save)
+                             f"{snapshot.workflow_id!r}", save, small=size <= _SMALL)
 
     async def load_snapshot(self, workflow_id: str, run_id: str,
                             ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
@@ -375,7 +382,8 @@ class SQLiteStorage(AsyncResource, Storage):
                         workflow_id=workflow_id, run_id=run_id) from exc
                 return cursor.rowcount > 0
 
-        return await self._file.run(f"claiming run {run_id!r} of workflow {workflow_id!r}", claim)
+        return await self._file.run(f"claiming run {run_id!r} of workflow {workflow_id!r}",
+                                    claim, small=True)
 
     async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,
                             ttl: float, steal_from: str | None = None) -> Lease | None:
@@ -392,7 +400,8 @@ class SQLiteStorage(AsyncResource, Storage):
             with transaction(connection):
                 return connection.execute(_ACQUIRE, request.params).rowcount > 0
 
-        taken = await self._file.run(f"taking the lease of run {run_id!r}", acquire)
+        taken = await self._file.run(f"taking the lease of run {run_id!r}", acquire,
+                                     small=True)
         return Lease(owner, request.expires_at) if taken else None
 
     async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
@@ -404,7 +413,7 @@ class SQLiteStorage(AsyncResource, Storage):
                 connection.execute("DELETE FROM leases WHERE workflow_id = ? AND run_id = ? "
                                    "AND owner = ?", params)
 
-        await self._file.run(f"releasing the lease of run {run_id!r}", release)
+        await self._file.run(f"releasing the lease of run {run_id!r}", release, small=True)
 
     async def get_lease(self, workflow_id: str, run_id: str) -> Lease | None:
         """The run's live lease, or ``None``."""
@@ -431,7 +440,8 @@ class SQLiteStorage(AsyncResource, Storage):
             with transaction(connection):
                 connection.execute(_UPSERT_TRACE, row)
 
-        await self._file.run(f"saving the trace of run {trace.run_id!r}", save)
+        await self._file.run(f"saving the trace of run {trace.run_id!r}", save,
+                             small=len(row[5]) <= _SMALL)
 
     async def load_trace(self, run_id: str) -> TraceRecord | None:
         """The trace of the run, spans included, or ``None`` if none is stored.

@@ -119,3 +119,35 @@ async def restart(target: str, log: Path, run_id: str) -> tuple[list[str], set[s
     assert result.status == "success"
     assert result.result == [i * 10 for i in range(ITEMS)]
     return lines(log)[before:], finished
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_step_results_are_written_at_each_boundary_only_where_they_outlive_the_process(
+        kind: str, tmp_path: Path) -> None:
+    # Under "sync" durability a durable storage holds each finished step's result
+    # before the next step starts; InMemoryStorage (it dies with the process) is
+    # written as the run starts and as it ends, its steps' results with the end.
+    from procflow.storage import InMemoryStorage
+
+    storage: Storage = InMemoryStorage() if kind == "memory" else SQLiteStorage(
+        tmp_path / "runs.db")
+    seen: dict[str, Any] = {}
+
+    async def second(ctx: StepContext[Any]) -> int:
+        loaded = await storage.load_snapshot("w", "r1")
+        assert loaded is not None
+        seen["status"], seen["steps"] = loaded[0].status, sorted(loaded[1])
+        return 2
+
+    wf = create_workflow(id="w", storage=storage, durability="sync").then(
+        create_step(id="a", execute=lambda ctx: 1)).then(
+        create_step(id="b", execute=second)).commit()
+    result = await wf.create_run("r1").start(input_data=None)
+    assert result.status == "success" and result.result == 2
+    assert seen["status"] == "running"
+    assert seen["steps"] == ([] if kind == "memory" else ["a"])
+    loaded = await storage.load_snapshot("w", "r1")
+    assert loaded is not None and loaded[0].status == "success"
+    assert sorted(loaded[1]) == ["a", "b"]
+    if kind == "sqlite":
+        await storage.aclose()  # type: ignore[attr-defined]

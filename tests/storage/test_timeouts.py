@@ -35,3 +35,32 @@ def test_a_run_id_no_storage_can_keep_is_refused_at_once() -> None:
 
     with pytest.raises(ValueError, match="lone surrogate"):
         wf.create_run("a\udcffb")
+
+
+async def test_a_small_write_waits_for_a_lock_off_the_event_loop(tmp_path: Path) -> None:
+    # Small writes are first tried on the event loop's thread without waiting; a lock
+    # held by another connection sends them to a worker thread, where they wait.
+    db = tmp_path / "runs.db"
+    async with SQLiteStorage(db) as storage:
+        await storage.list_runs()  # the connection is open: the next writes try inline
+        wf = create_workflow(id="w", storage=storage).then(
+            create_step(id="a", execute=lambda ctx: 1)).commit()
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process writing
+        ticks = 0
+        try:
+            async with anyio.create_task_group() as tg:
+                async def run() -> None:
+                    result = await wf.create_run("r1").start(input_data=None)
+                    assert result.status == "success" and result.result == 1
+
+                tg.start_soon(run)
+                with anyio.fail_after(5):
+                    while ticks < 20:  # the loop is not blocked while the run waits
+                        await anyio.sleep(0.01)
+                        ticks += 1
+                holder.rollback()
+        finally:
+            holder.close()
+        loaded = await storage.load_snapshot("w", "r1")
+        assert loaded is not None and loaded[0].status == "success"
