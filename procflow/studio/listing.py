@@ -114,9 +114,12 @@ async def print_runs(console: Console, store: Store, *, mode: str, workflow: str
         return 0
     if mode == "plain":
         for r in rows:
+            usage = r.usage
+            spent = ["-", "-"] if usage is None else [str(usage.total_tokens),
+                                                        format_cost(usage.cost)]
             print("\t".join([r.run_id, masked(r.workflow_id), r.status,
                              plain_time(r.started) or "-", plain_duration(r.duration),
-                             ",".join(r.suspended)]).rstrip("\t"))
+                             *spent, ",".join(r.suspended)]).rstrip("\t"))
         if not rows:
             which = " matching" if workflow or status else ""
             print(f"no{which} runs in {store.location}", file=sys.stderr)

@@ -217,8 +217,13 @@ def test_runs_lists_every_run(shared: dict[str, object]) -> None:
         assert run_id in out
     assert "agent:helper" in out
     # piped: one tab-separated record per line, full ids, nothing cut
-    assert re.search(r"^s1\tapproval\tsuspended\t\S+\t[\d.]+\tapprove$", out, re.MULTILINE)
-    assert all(len(line.split("\t")) in (5, 6) for line in out.splitlines())
+    assert re.search(r"^s1\tapproval\tsuspended\t\S+\t[\d.]+\t-\t-\tapprove$", out,
+                     re.MULTILINE)
+    assert all(len(line.split("\t")) in (7, 8) for line in out.splitlines())
+    # an agent run: its tokens and cost (a ScriptedModel has no price: "?")
+    [agent_row] = [line for line in out.splitlines() if "\tagent:helper\t" in line]
+    tokens, cost = agent_row.split("\t")[5:7]
+    assert int(tokens) > 0 and cost == "?"
 
 
 def test_runs_filters_by_status(shared: dict[str, object]) -> None:
