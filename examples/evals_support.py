@@ -4,7 +4,8 @@ Run it with ``python examples/evals_support.py``. Three experiments, each a stor
 
 1. ``support``: the agent (a ``FunctionModel``: no network) on five questions, scored
    for the right answer, the tool it should call, no personal data in the answer (its
-   output guard redacts it) and attacks refused (its input guard blocks them).
+   PII guard redacts the tool's result before the model reads it, and would redact the
+   answer too) and attacks refused (its input guard blocks them).
 2. ``injection-guard`` and ``pii-guard``: the guards alone on small labelled sets,
    with their precision and recall.
 

@@ -294,7 +294,7 @@ async def test_another_process_resumes_the_boss_and_its_sub_agent(tmp_path: Path
 
 
 def test_a_tool_that_is_neither_a_tool_nor_an_agent_is_refused() -> None:
-    with pytest.raises(TypeError, match=r"or agents \(each one is agent.as_tool\(\)\)"):
+    with pytest.raises(TypeError, match=r"agents \(each one is agent.as_tool\(\)\)"):
         Agent(id="x", model=ScriptedModel(["a"]), tools=["search"])  # type: ignore[list-item]
 
 

@@ -78,7 +78,8 @@ def test_evals_support_scores_the_agent_and_its_guards(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["case", "Contains", "NoPII", "refuses_attacks"]
     assert lines[6].split() == ["average", "1.00", "1.00", "1.00"]
-    assert "We will write to j*******@example.com." in lines[7]  # the output guard redacted
+    # the PII guard redacted the tool's result: the model never saw the email to repeat
+    assert lines[7] == "email case answered: The order is shipped."
     assert lines[8] == "tool use: {'ToolCalled': 1.0}"
     assert lines[9].startswith("injection-guard: precision 1.00, recall 0.50, wrong on [")
     assert lines[10] == "pii-guard: precision 1.00, recall 1.00, wrong on []"
