@@ -38,7 +38,7 @@ from procflow.processors.builtin.pii.checks import (
 from procflow.processors.builtin.pii.dates import find_birth_dates, word_matches, word_starts
 from procflow.processors.builtin.pii.names import find_names
 from procflow.processors.builtin.pii.secrets import find_api_keys
-from procflow.textscan._anchors import Scanner
+from procflow.textscan._anchors import PatternTable
 from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
 
 __all__ = ["RULES", "context_before", "find_rule_detections"]
@@ -524,7 +524,7 @@ def _wallets(text: str, engine: Engine) -> Iterator[PIIDetection]:
 # -- one RE2 pass for the patterns that start with a digit or a letter -------------------
 #
 # ``re`` tries such a pattern at every digit or letter (~10 ns a character over prose
-# or code, for each pattern). With ``google-re2`` installed, ``_anchors.Scanner``
+# or code, for each pattern). With ``google-re2`` installed, ``_anchors.PatternTable``
 # finds their matches in one prefilter pass per text (RE2 sets), each pattern tried
 # only where its RE2 form matches: the same matches as ``finditer``. The table is one
 # RE2 set (five patterns), so texts of every length read the same set (``whole_max=0``)
@@ -533,7 +533,7 @@ def _wallets(text: str, engine: Engine) -> Iterator[PIIDetection]:
 # ~1 ms of them).
 
 _SCANNED = (_PHONE_NANP, _PHONE_TRUNK, _CARD, _IBAN_START, _BTC_LEGACY)
-_SCAN = Scanner(_SCANNED, whole_max=0)
+_SCAN = PatternTable(_SCANNED, whole_max=0)
 
 
 @lru_cache(maxsize=4)
