@@ -54,10 +54,14 @@ Follow one scan, ``await PromptInjectionDetector().detect(text)``:
    the first match that alone settles the verdict (``Scanner.scan``'s ``stop_at``:
    shown each match as found; ``True`` ends the scan, ``complete=False``).
 
-The injection scan and moderation's term tables still drive ``PatternTable``
-directly (with the proxies, gates and joint RE2 sets their speed depends on);
-``Scanner`` is the entry for everything else. The verdicts of all the guards on both
-engines are pinned by ``tests/processors/test_golden_verdicts.py``.
+Who reads through what: PII's RE2 pass (``pii/rules.py``) is a ``Scanner``; the
+injection scan and moderation's idiom and term tables still drive ``PatternTable``
+directly, with the proxies, literal gates and joint RE2 sets their speed depends on
+(``tests/textscan/test_public_imports.py`` lists those private imports; the list may
+only shrink). ``RegexFilterProcessor`` stays apart: its redaction is sequential (each
+rule reads the text the rules before it redacted) and its user patterns run on RE2
+or under a time budget, never on unbounded ``re``. The verdicts of all the guards on
+both engines are pinned by ``tests/processors/test_golden_verdicts.py``.
 """
 
 from __future__ import annotations

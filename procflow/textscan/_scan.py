@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar, final
+from typing import Any, Generic, Literal, NamedTuple, TypeVar, final
 
 from procflow.textscan._anchors import PatternTable
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
+from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, Prefilter, check_engine
 from procflow.textscan._views import View, normalise, views_for_matching
 
 __all__ = ["Match", "Reading", "Rule", "ScanResult", "Scanner"]
@@ -52,10 +52,9 @@ class Rule(Generic[DataT]):
     data: DataT | None = None
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class Match(Generic[DataT]):
-    """One match of a rule.
+class Match(NamedTuple, Generic[DataT]):
+    """One match of a rule (a named tuple: a scan makes one per match, and a tuple is
+    made several times faster than a frozen dataclass).
 
     Attributes:
         rule: The rule that matched.
@@ -66,6 +65,7 @@ class Match(Generic[DataT]):
         match: The ``re.Match`` in the view's own coordinates (``match.string`` is
             the view's text): for groups, and for looking around the match as the
             rule saw it.
+        index: The rule's position in the scanner's ``rules``.
     """
 
     rule: Rule[DataT]
@@ -73,6 +73,7 @@ class Match(Generic[DataT]):
     end: int
     view: str
     match: re.Match[str]
+    index: int
 
     @property
     def text(self) -> str:
@@ -101,6 +102,9 @@ class ScanResult(Generic[DataT]):
 
     def __len__(self) -> int:
         return len(self.matches)
+
+
+_NOTHING: ScanResult[Any] = ScanResult((), complete=True)
 
 
 def _compile(rule: Rule[DataT]) -> re.Pattern[str]:
@@ -177,7 +181,11 @@ class Scanner(Generic[DataT]):
         self.engine: Engine = check_engine(DEFAULT_ENGINE if engine is None else engine,
                                            "Scanner")
         self.reading: Reading = reading
-        self._table = PatternTable([_compile(rule) for rule in self.rules])
+        # a table of one RE2 set's size or less reads every text with that set: a copy
+        # of it for short texts would build its own lazily made DFA states
+        whole_max = 0 if len(self.rules) <= Prefilter.GROUP else Prefilter.SHORT
+        self._table = PatternTable([_compile(rule) for rule in self.rules],
+                                   whole_max=whole_max)
 
     def __repr__(self) -> str:
         return (f"Scanner({len(self.rules)} rules, engine={self.engine!r}, "
@@ -199,11 +207,21 @@ class Scanner(Generic[DataT]):
         Returns:
             The matches and whether the scan read everything.
         """
+        if stop_at is None and self.reading == "text":
+            # the common case, without a view: a scan of a text with no match costs
+            # about what the table's own pass does
+            found = self._table.matches(text, engine=self.engine)
+            if not found:
+                return _NOTHING
+            rules = self.rules
+            return ScanResult(tuple([Match(rules[i], m.start(), m.end(), "text", m, i)
+                                     for i, m in found]), True)
         matches: list[Match[DataT]] = []
         for view in _views(text, self.reading, self.engine):
             if stop_at is None:
-                matches += self._matches(view, self._table.matches(view.text,
-                                                                   engine=self.engine))
+                found = self._table.matches(view.text, engine=self.engine)
+                if found:
+                    matches += self._matches(view, found)
             elif not self._scan_view(view, stop_at, matches):
                 return ScanResult(tuple(matches), complete=False)
         return ScanResult(tuple(matches), complete=True)
@@ -212,8 +230,8 @@ class Scanner(Generic[DataT]):
                  ) -> Iterator[Match[DataT]]:
         rules, name = self.rules, view.name
         if view.keeps_indices:
-            return (Match(rules[i], m.start(), m.end(), name, m) for i, m in found)
-        return (Match(rules[i], *view.span(m.start(), m.end()), name, m) for i, m in found)
+            return (Match(rules[i], m.start(), m.end(), name, m, i) for i, m in found)
+        return (Match(rules[i], *view.span(m.start(), m.end()), name, m, i) for i, m in found)
 
     def _scan_view(self, view: View, stop_at: Callable[[Match[DataT]], bool],
                    matches: list[Match[DataT]]) -> bool:

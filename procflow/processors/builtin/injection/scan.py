@@ -31,16 +31,15 @@ from typing import Final, TypeVar
 import anyio.lowlevel
 
 from procflow.processors.builtin.injection.rules import CATEGORIES, RULES, SQUASH_RULES, Rule
+from procflow.textscan import DEFAULT_ENGINE, Engine, View, views_for_matching
 from procflow.textscan._anchors import PatternTable
 from procflow.textscan._literals import literal_gate
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, may_start, proxy
+from procflow.textscan._prefilter import may_start, proxy
 from procflow.textscan._views import (
     ROT13_BYTES,
-    View,
     decode_payloads,
     sentence_bounds,
     smuggling_signals,
-    views_for_matching,
 )
 
 __all__ = ["YIELD_AFTER", "Hit", "RuleScan", "neutralise", "scan", "scan_async", "scan_steps",

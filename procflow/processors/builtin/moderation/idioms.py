@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
+from procflow.textscan import DEFAULT_ENGINE, Engine
 from procflow.textscan._anchors import PatternTable
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
 from procflow.textscan._views import compile_pattern
 
 __all__ = ["IDIOMS", "RE2_GROUP", "mask_idioms", "masked"]

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from procflow.processors.builtin._detection import Evidence
 from procflow.processors.builtin.moderation import idioms
 from procflow.processors.builtin.moderation.idioms import RE2_GROUP, mask_idioms
+from procflow.textscan import DEFAULT_ENGINE, Engine, views_for_matching
 from procflow.textscan._anchors import JointScan, PatternTable
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
-from procflow.textscan._views import compile_pattern, sentence_bounds, views_for_matching
+from procflow.textscan._views import compile_pattern, sentence_bounds
 
 __all__ = ["MODERATION_CATEGORIES", "NEAR_REACH", "PARENTS", "TERMS", "LexiconScan", "Term",
            "flagged_spans", "score_text", "term_spans"]
