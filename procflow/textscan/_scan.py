@@ -65,7 +65,7 @@ class Match(NamedTuple, Generic[DataT]):
         match: The ``re.Match`` in the view's own coordinates (``match.string`` is
             the view's text): for groups, and for looking around the match as the
             rule saw it.
-        index: The rule's position in the scanner's ``rules``.
+        rule_index: The rule's position in the scanner's ``rules``.
     """
 
     rule: Rule[DataT]
@@ -73,7 +73,7 @@ class Match(NamedTuple, Generic[DataT]):
     end: int
     view: str
     match: re.Match[str]
-    index: int
+    rule_index: int
 
     @property
     def text(self) -> str:

@@ -26,6 +26,8 @@ def test_matches_of_every_rule_with_their_data(engine: Engine) -> None:
     assert [(m.rule.name, m.rule.data, text[m.start:m.end]) for m in result] == [
         ("email", "EMAIL", "bob@example.com"), ("digits", "NUM", "5551234")]
     assert all(m.view == "text" and m.text == text[m.start:m.end] for m in result)
+    assert [m.rule_index for m in result] == [0, 1]
+    assert all(scanner.rules[m.rule_index] is m.rule for m in result)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -545,7 +545,7 @@ def _scanned(text: str) -> tuple[list[re.Match[str]], ...]:
     if _SCAN is None:
         return tuple(list(pattern.finditer(text)) for pattern in _SCANNED)
     for match in _SCAN.scan(text):
-        found[match.index].append(match.match)
+        found[match.rule_index].append(match.match)
     return found
 
 
