@@ -202,7 +202,9 @@ class Scanner(Generic[DataT]):
                 shown in the order they are found: on engine ``"re2"`` a view with
                 many candidate rules is read for all of them at once, in the text's
                 order, so the match that settles a verdict can end the scan before
-                the others are looked for.
+                the others are looked for; otherwise (and always on engine
+                ``"re"``) a view's matches are shown once its table has been read,
+                and stopping saves the views after it.
 
         Returns:
             The matches and whether the scan read everything.
