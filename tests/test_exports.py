@@ -13,7 +13,7 @@ MODULES = ["procflow", "procflow.messages", "procflow.context", "procflow.errors
            "procflow.storage", "procflow.steps", "procflow.workflows", "procflow.runtime",
            "procflow.processors", "procflow.processors.builtin", "procflow.agent",
            "procflow.models", "procflow.studio", "procflow.cache", "procflow.memory",
-           "procflow.evals"]
+           "procflow.evals", "procflow.textscan"]
 
 DESIGN = {
     "procflow": ["create_workflow", "create_step", "step", "Workflow", "Run", "WorkflowResult",

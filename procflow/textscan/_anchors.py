@@ -2,7 +2,7 @@
 
 Running 150 patterns over a text is 150 passes, and a pattern that starts with a
 look-behind (every word-edged rule does) gives ``re`` no literal to skip ahead on, so
-each pass steps through every position. ``Scanner`` reads each pattern's parse
+each pass steps through every position. ``PatternTable`` reads each pattern's parse
 tree once and works out the literal strings a match can start with (its first up to
 three characters: ``"ign"``, ``"dis"``, ``"you"``...). One compiled trie of those
 anchors, tried only at word starts, finds every position where some pattern could
@@ -48,11 +48,11 @@ from procflow.textscan._syntax import (
     parse,
 )
 
-__all__ = ["JointScan", "Scanner", "literal_prefixes"]
+__all__ = ["JointScan", "PatternTable", "literal_prefixes"]
 
 OnMatch = Callable[[int, re.Match[str]], bool]
 """Shown a match (its pattern's index in the table, the match) as it is found; ``True``
-stops the search (see ``Scanner.matches_steps``)."""
+stops the search (see ``PatternTable.matches_steps``)."""
 
 _K = 3
 _MAX_STATES = 4_000
@@ -65,7 +65,7 @@ _WORD_EDGE = "(?<![a-z0-9])"
 # each match to the next (linear)
 _HOPS = 32
 # a set of the prefilter with this many candidates for a text or more has their starts
-# found together (``Scanner._joint_steps``), with a step every ``_JOINT_STEP``
+# found together (``PatternTable._joint_steps``), with a step every ``_JOINT_STEP``
 # starts. Attack prompts back to back make 10-22 candidates a set; ordinary text rarely
 # more than a few, and for those the search per candidate costs less on text RE2 has
 # not read before (its DFA of one form builds fewer states than the joint search's of
@@ -114,7 +114,7 @@ def _extend(states: set[_State], chars: set[str] | list[str], edged: bool) -> se
         for ch in chars:
             longer = prefix + ch
             # an anchor stops after its first non-alphanumeric character: then no
-            # word-edged match can start inside it (see Scanner)
+            # word-edged match can start inside it (see PatternTable)
             out.add((longer, len(longer) >= _K or (edged and not ch.isalnum())))
     return out
 
@@ -200,7 +200,7 @@ def _trie(words: Sequence[str]) -> str:
     return emit(root)
 
 
-class Scanner:
+class PatternTable:
     """Every match of each pattern in a table, found with one anchor pass.
 
     Args:
@@ -463,7 +463,7 @@ class Scanner:
 def _search_on(index: int, pattern: re.Pattern[str], text: str, pos: int,
                found: list[tuple[int, re.Match[str]]]) -> None:
     """Add the matches of ``pattern`` (table index ``index``) from ``pos`` on, as
-    ``Scanner._verify_steps`` finds them: ``search`` tries the places it tries (the first
+    ``PatternTable._verify_steps`` finds them: ``search`` tries the places it tries (the first
     where ``match`` succeeds), but reads on from a match only to the next one."""
     end = len(text)
     while pos <= end:
@@ -493,7 +493,7 @@ class JointScan:
     answers, in one pass over the text, which patterns of each table can match it
     (each table then ``verify``-es its own). Without ``google-re2``, when a table has
     no prefilter of its own or on engine ``"re"``, ``candidates`` answers
-    ``None`` and the caller uses ``Scanner.matches``.
+    ``None`` and the caller uses ``PatternTable.matches``.
 
     Args:
         tables: The tables.
@@ -504,7 +504,7 @@ class JointScan:
 
     __slots__ = ("_bounds", "_prefilter")
 
-    def __init__(self, tables: Sequence[Scanner], *,
+    def __init__(self, tables: Sequence[PatternTable], *,
                  whole_max: int = Prefilter.SHORT, group: int = Prefilter.GROUP) -> None:
         re2 = load_re2()
         self._prefilter: Prefilter | None = None

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from procflow.processors.builtin.moderation import idioms, lexicon
 from procflow.textscan import _anchors, _prefilter
 from procflow.textscan import _views as _text
-from procflow.textscan._anchors import Scanner
+from procflow.textscan._anchors import PatternTable
 from procflow.textscan._views import View, fold, join_split, views_for_matching
 
 re2 = pytest.importorskip("re2")
@@ -48,7 +48,7 @@ _WORDS = st.lists(st.sampled_from(
     max_size=30).map(" ".join)
 
 
-def _plain(table: Scanner) -> Scanner:
+def _plain(table: PatternTable) -> PatternTable:
     plain = copy.copy(table)
     plain._prefilter = None
     return plain

@@ -57,7 +57,7 @@ from procflow.processors.builtin.injection.scan import (
     scan_async,
     short_steps,
 )
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
+from procflow.textscan import DEFAULT_ENGINE, Engine, check_engine
 
 __all__ = ["DEFAULT_DETECTION_TYPES", "InjectionStrategy", "PromptInjectionDetector"]
 

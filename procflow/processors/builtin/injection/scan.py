@@ -31,16 +31,15 @@ from typing import Final, TypeVar
 import anyio.lowlevel
 
 from procflow.processors.builtin.injection.rules import CATEGORIES, RULES, SQUASH_RULES, Rule
-from procflow.textscan._anchors import Scanner
+from procflow.textscan import DEFAULT_ENGINE, Engine, View, views_for_matching
+from procflow.textscan._anchors import PatternTable
 from procflow.textscan._literals import literal_gate
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, may_start, proxy
+from procflow.textscan._prefilter import may_start, proxy
 from procflow.textscan._views import (
     ROT13_BYTES,
-    View,
     decode_payloads,
     sentence_bounds,
     smuggling_signals,
-    views_for_matching,
 )
 
 __all__ = ["YIELD_AFTER", "Hit", "RuleScan", "neutralise", "scan", "scan_async", "scan_steps",
@@ -267,10 +266,10 @@ def _weight(rule: Rule, view: View, m: re.Match[str], original: str, engine: Eng
 # (a set of 140 loosened rules has many partly matched ones at every byte), most of
 # injection's time on new chat turns; the sets of 40 build small states
 _GROUP = 40
-_ALL = Scanner([rule.pattern for rule in RULES], group=_GROUP, whole_max=0)
+_ALL = PatternTable([rule.pattern for rule in RULES], group=_GROUP, whole_max=0)
 _STRONG_RULES = tuple(rule for rule in RULES if rule.weight >= 0.6)
-_STRONG = Scanner([rule.pattern for rule in _STRONG_RULES], group=_GROUP)
-_SQUASHED = Scanner([rule.squashed for rule in SQUASH_RULES if rule.squashed is not None],
+_STRONG = PatternTable([rule.pattern for rule in _STRONG_RULES], group=_GROUP)
+_SQUASHED = PatternTable([rule.squashed for rule in SQUASH_RULES if rule.squashed is not None],
                          group=_GROUP, whole_max=0)
 
 # which strong rules may match the ROT13 / reversed reading of a base view, read off
@@ -294,7 +293,7 @@ def _deep_candidates(base: View, data: bytes, engine: Engine) -> dict[str, list[
 
 # the rule table each view is read with (the ROT13 and reversed views only with the
 # strong rules, the squashed view with the rules written for it)
-_TABLES: dict[str, tuple[tuple[Rule, ...], Scanner]] = {
+_TABLES: dict[str, tuple[tuple[Rule, ...], PatternTable]] = {
     "squashed": (SQUASH_RULES, _SQUASHED),
     "rot13": (_STRONG_RULES, _STRONG),
     "reversed": (_STRONG_RULES, _STRONG),
@@ -421,7 +420,7 @@ def _hit(rule: Rule, weight: float, view: str, span: tuple[int, int],
 
 class _Probe:
     """Shown the base view's matches as the joint steps find them (``on_match`` of
-    ``Scanner.matches_steps``, in the text's order): weighs those of rules strong
+    ``PatternTable.matches_steps``, in the text's order): weighs those of rules strong
     enough to settle the verdict alone and stops the steps at the first that does
     (``settled``; its hit added to ``hits``). Attack prompts back to back settle at
     their first strong phrase instead of after every candidate's matches over the
@@ -634,7 +633,7 @@ def scan_steps(text: str, categories: Iterable[str] = CATEGORIES, *,
     """``scan`` in steps: a generator that returns the ``RuleScan`` and yields between
     short pieces of the work: after each view of the text (and of each decoded payload)
     is read and after a long one is made, after each RE2 set reads a long view
-    (``_anchors.Scanner.matches_steps``), after each rule is tried on a view,
+    (``_anchors.PatternTable.matches_steps``), after each rule is tried on a view,
     after every few matches weighed, and before the hits are weighed together.
 
     With ``stop_at`` (a threshold, 0..1) the scan stops at the first hit that alone

@@ -71,7 +71,7 @@ from procflow.processors.builtin.moderation.lexicon import (
     score_text,
     term_spans,
 )
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
+from procflow.textscan import DEFAULT_ENGINE, Engine, check_engine
 
 __all__ = ["DEFAULT_MODERATION_CATEGORIES", "DEFAULT_REDACTION", "REDACT_HOLD_SPAN",
            "ModerationProcessor", "ModerationStrategy"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from procflow.textscan._anchors import Scanner
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
+from procflow.textscan import DEFAULT_ENGINE, Engine
+from procflow.textscan._anchors import PatternTable
 from procflow.textscan._views import compile_pattern
 
 __all__ = ["IDIOMS", "RE2_GROUP", "mask_idioms", "masked"]
@@ -109,7 +109,7 @@ _IDIOM_PATTERNS: tuple[str, ...] = (
 IDIOMS: tuple[re.Pattern[str], ...] = tuple(compile_pattern(p) for p in _IDIOM_PATTERNS)
 
 
-_SCAN = Scanner(IDIOMS, group=RE2_GROUP)
+_SCAN = PatternTable(IDIOMS, group=RE2_GROUP)
 
 
 def mask_idioms(text: str, *, engine: Engine = DEFAULT_ENGINE) -> str:

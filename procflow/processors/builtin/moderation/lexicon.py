@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from procflow.processors.builtin._detection import Evidence
 from procflow.processors.builtin.moderation import idioms
 from procflow.processors.builtin.moderation.idioms import RE2_GROUP, mask_idioms
-from procflow.textscan._anchors import JointScan, Scanner
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
-from procflow.textscan._views import compile_pattern, sentence_bounds, views_for_matching
+from procflow.textscan import DEFAULT_ENGINE, Engine, views_for_matching
+from procflow.textscan._anchors import JointScan, PatternTable
+from procflow.textscan._views import compile_pattern, sentence_bounds
 
 __all__ = ["MODERATION_CATEGORIES", "NEAR_REACH", "PARENTS", "TERMS", "LexiconScan", "Term",
            "flagged_spans", "score_text", "term_spans"]
@@ -356,7 +356,7 @@ def _sentence(text: str, start: int, end: int) -> str:
     return text[left:mark]
 
 
-_SCAN = Scanner([term.pattern for term in TERMS], group=RE2_GROUP)
+_SCAN = PatternTable([term.pattern for term in TERMS], group=RE2_GROUP)
 # the idioms and the terms read by the same RE2 sets over each view (four of them,
 # whatever the text's length: see ``idioms.RE2_GROUP``)
 _JOINT = JointScan([idioms._SCAN, _SCAN], whole_max=0, group=RE2_GROUP)

@@ -39,8 +39,7 @@ from procflow.processors.builtin.pii.redact import (
     resolve_overlaps,
 )
 from procflow.processors.builtin.pii.rules import find_rule_detections
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine
-from procflow.textscan._views import normalise
+from procflow.textscan import DEFAULT_ENGINE, Engine, check_engine, normalise
 
 __all__ = ["ALL_PII_TYPES", "DEFAULT_PII_TYPES", "HOLD_SPAN", "HOLD_SPAN_WIDE", "PIIDetector",
            "PIIStrategy"]

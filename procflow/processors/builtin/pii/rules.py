@@ -38,8 +38,7 @@ from procflow.processors.builtin.pii.checks import (
 from procflow.processors.builtin.pii.dates import find_birth_dates, word_matches, word_starts
 from procflow.processors.builtin.pii.names import find_names
 from procflow.processors.builtin.pii.secrets import find_api_keys
-from procflow.textscan._anchors import Scanner
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine
+from procflow.textscan import DEFAULT_ENGINE, Engine, Rule, Scanner
 
 __all__ = ["RULES", "context_before", "find_rule_detections"]
 
@@ -524,31 +523,36 @@ def _wallets(text: str, engine: Engine) -> Iterator[PIIDetection]:
 # -- one RE2 pass for the patterns that start with a digit or a letter -------------------
 #
 # ``re`` tries such a pattern at every digit or letter (~10 ns a character over prose
-# or code, for each pattern). With ``google-re2`` installed, ``_anchors.Scanner``
-# finds their matches in one prefilter pass per text (RE2 sets), each pattern tried
-# only where its RE2 form matches: the same matches as ``finditer``. The table is one
-# RE2 set (five patterns), so texts of every length read the same set (``whole_max=0``)
-# rather than a copy of it for short texts: RE2 builds its DFA states lazily, and the
-# states short texts built serve long texts too (a first 10 KB of chat-like text built
-# ~1 ms of them).
+# or code, for each pattern). With ``google-re2`` installed, a ``Scanner`` on engine
+# "re2" finds their matches in one prefilter pass per text (RE2 sets), each pattern
+# tried only where its RE2 form matches: the same matches as ``finditer``. The text
+# read is already ``normalise``'s view (the detector maps spans back), so the scanner
+# reads it as given.
 
 _SCANNED = (_PHONE_NANP, _PHONE_TRUNK, _CARD, _IBAN_START, _BTC_LEGACY)
-_SCAN = Scanner(_SCANNED, whole_max=0)
+_SCAN: Scanner[int] | None = Scanner(
+    [Rule(name, pattern) for name, pattern in zip(
+        ("phone-nanp", "phone-trunk", "credit-card", "iban", "btc-legacy"), _SCANNED,
+        strict=True)],
+    engine="re2") if DEFAULT_ENGINE == "re2" else None
+"""The RE2 pass (``None`` without ``google-re2``: ``finditer`` on every engine)."""
 
 
 @lru_cache(maxsize=4)
 def _scanned(text: str) -> tuple[list[re.Match[str]], ...]:
     """The matches of each ``_SCANNED`` pattern in ``text``, made once per text."""
     found: tuple[list[re.Match[str]], ...] = tuple([] for _ in _SCANNED)
-    for index, m in _SCAN.matches(text, engine="re2"):
-        found[index].append(m)
+    if _SCAN is None:
+        return tuple(list(pattern.finditer(text)) for pattern in _SCANNED)
+    for match in _SCAN.scan(text):
+        found[match.rule_index].append(match.match)
     return found
 
 
 def _finditer(pattern: re.Pattern[str], text: str, engine: Engine) -> Iterable[re.Match[str]]:
     """``pattern.finditer(text)`` for a ``_SCANNED`` pattern, from the RE2 pass when
     there is one (on engine ``"re2"``)."""
-    if engine != "re2" or not _SCAN.prefiltered:
+    if engine != "re2" or _SCAN is None:
         return pattern.finditer(text)
     return _scanned(text)[_SCANNED.index(pattern)]
 

@@ -5,6 +5,14 @@ messages, streamed text deltas and the final response. A block never reveals wha
 matched: its metadata lists rule names and counts only. On the stream each text
 delta is checked alone, so put a ``BatchPartsProcessor`` first when a match may span
 several deltas.
+
+It does not read through ``procflow.textscan.Scanner`` as the other guards do, for two
+reasons. Its redaction is sequential: each rule runs on the text the rules before it
+already redacted (a later rule never sees, nor counts, what an earlier one replaced),
+which one scan of the original text followed by replacements does not reproduce. And
+user patterns must run in linear time: on RE2 itself, or on ``re`` under a time
+budget (``USER_PATTERN_BUDGET_SECONDS``), whereas a ``Scanner`` confirms every
+candidate match with ``re`` unbounded.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from procflow.processors.args import (
 )
 from procflow.processors.base import Processor
 from procflow.processors.builtin._window import hold_tail
-from procflow.textscan._prefilter import DEFAULT_ENGINE, Engine, check_engine, load_re2
+from procflow.textscan import DEFAULT_ENGINE, Engine, check_engine
+from procflow.textscan._prefilter import load_re2
 
 __all__ = ["PRESETS", "USER_PATTERN_BUDGET_SECONDS", "RegexFilterProcessor", "RegexRule"]
 
