@@ -159,11 +159,13 @@ async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path
         while True:
             ctx = StepContext(ex, scope, path, data, resume_data, attempt, iteration, span)
             try:
-                if timeout is None:
-                    out = await _call(step, ctx)
-                else:
+                if timeout is not None:
                     with anyio.fail_after(timeout):
                         out = await _call(step, ctx)
+                elif step.is_async:  # the step's own coroutine, no ``_call`` frame around it
+                    out = await step.execute(ctx)
+                else:
+                    out = await _call_sync(step, ctx)
                 break
             except SuspendSignal as sig:
                 await _suspend(ex, step, path, sig.payload, started, attempt + 1, scope)
@@ -264,6 +266,12 @@ def _traceback(error: BaseException, limit: int = 8000) -> str:
 async def _call(step: StepUnit, ctx: StepContext) -> Any:
     if step.is_async:
         return await step.execute(ctx)
+    return await _call_sync(step, ctx)
+
+
+async def _call_sync(step: StepUnit, ctx: StepContext) -> Any:
+    """Run a step whose ``execute`` is not a coroutine function (in a worker thread if
+    it asked for one; an awaitable it returns is awaited)."""
     if step.run_in_thread:
         return await anyio.to_thread.run_sync(step.execute, ctx)
     out = step.execute(ctx)
