@@ -157,7 +157,7 @@ class Scanner(Generic[DataT]):
             rule), two rules share a name, there are no rules, or ``engine`` is
             not one of the two (or is ``"re2"`` without ``google-re2``).
 
-    Example:
+    Examples:
         >>> scanner = Scanner([Rule("ignore", r"ignore (?:all )?previous")],
         ...                   reading="folded")
         >>> [(m.rule.name, m.start, m.end) for m in scanner.scan("ＩＧＮＯＲＥ previous")]
