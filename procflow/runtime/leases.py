@@ -254,6 +254,11 @@ class Heartbeat:
         import asyncio  # noqa: TID251 - loaded: a task of its loop exists
 
         with shielded("stopping a lease heartbeat"):
-            await asyncio.wait((task,))
+            # A cancellation that lands inside a bounded storage call can be absorbed by
+            # that call's own cancel scope, and the loop then sleeps on: cancel again
+            # until the task has ended.
+            while not task.done():
+                await asyncio.wait((task,), timeout=0.1)
+                task.cancel()
         if task.done() and not task.cancelled() and task.exception() is not None:
             _log.warning("a lease heartbeat failed", exc_info=task.exception())

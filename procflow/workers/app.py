@@ -254,6 +254,7 @@ class WorkerApp:
                                             owner=owner, steps=rows)
         except BaseException:
             with shielded(f"releasing the lease of job {job.path} of run {run_id!r}"):
+                await beat.stop()  # first: a renewal after the release would take it back
                 try:
                     await storage.release_job(wf_id, run_id, job.path, owner=owner)
                 except Exception:  # the lease expires anyway
