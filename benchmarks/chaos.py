@@ -31,21 +31,24 @@ import socket
 import sqlite3
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
 
 from procflow import create_step, create_workflow
 from procflow._backends.redis import QUIET
 from procflow.storage import PostgresStorage, RedisStorage, SQLiteStorage
+
+# The TCP proxy the chaos tests use, one definition for both (run from the checkout).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "chaos"))
+from proxy import freezable_proxy
 
 STEPS = 10
 DEADLINE = 10.0  # the caller's fail_after around each run
@@ -111,50 +114,6 @@ class Redis:
             self.signal(signal.SIGCONT)
             self.process.kill()
             self.process.wait()
-
-
-class Proxy:
-    """Forwards TCP to a target until frozen."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.port = 0
-        self.thawed = anyio.Event()
-        self.thawed.set()
-
-    async def _pipe(self, source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
-        try:
-            async for chunk in source:
-                await self.thawed.wait()
-                await sink.send(chunk)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass
-        finally:
-            await sink.aclose()
-
-    async def serve(self, client: anyio.abc.SocketStream) -> None:
-        async with client:
-            try:
-                server = await anyio.connect_tcp(*self.target)
-            except OSError:
-                return
-            async with server, anyio.create_task_group() as tg:
-                tg.start_soon(self._pipe, client, server)
-                tg.start_soon(self._pipe, server, client)
-
-
-@asynccontextmanager
-async def proxy_to(host: str, port: int) -> AsyncIterator[Proxy]:
-    proxy = Proxy(host, port)
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    proxy.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, proxy.serve)
-        try:
-            yield proxy
-        finally:
-            proxy.thawed.set()
-            tg.cancel_scope.cancel()
 
 
 async def one_round(storage: Any, run_id: str, inject: Callable[[], Any],
@@ -243,19 +202,16 @@ async def postgres_rounds(rounds: int) -> Figures:
     dsn = os.environ.get("PROCFLOW_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
     target = conninfo_to_dict(dsn)
     schema = f"chaos_{os.getpid()}"
-    async with proxy_to(str(target.get("host") or "127.0.0.1"),
-                        int(target.get("port") or 5432)) as proxy:
+    async with freezable_proxy(str(target.get("host") or "127.0.0.1"),
+                               int(target.get("port") or 5432)) as proxy:
         proxied = make_conninfo(dsn, host="127.0.0.1", port=proxy.port)
         try:
             for i in range(rounds):
                 async with PostgresStorage(proxied, schema=schema, timeout=1.0) as storage:
                     async def remove() -> None:
-                        proxy.thawed.set()
+                        proxy.thaw()
 
-                    def inject() -> None:
-                        proxy.thawed = anyio.Event()
-
-                    await one_round(storage, f"r{i}", inject, remove, figures)
+                    await one_round(storage, f"r{i}", proxy.freeze, remove, figures)
         finally:
             import psycopg
 
