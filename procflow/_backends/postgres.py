@@ -133,6 +133,14 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             expires_at  DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (workflow_id, run_id))""",
     ),
+    (  # v4: agent streams' chunks as they were produced (``append_stream``)
+        """CREATE TABLE IF NOT EXISTS procflow_streams (
+            workflow_id TEXT NOT NULL,
+            run_id      TEXT NOT NULL,
+            position    INTEGER NOT NULL,
+            item        TEXT NOT NULL,
+            PRIMARY KEY (workflow_id, run_id, position))""",
+    ),
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 """The schema version this procflow writes (``procflow_schema.version``)."""

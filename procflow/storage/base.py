@@ -11,9 +11,9 @@ wins), and a "running" run whose lease expired is *stalled*: anyone may restart 
 
 What the runtime asks of a backend beyond its methods is declared here as a
 *capability*, a class attribute with a default (``persistent``, ``keeps_objects``,
-``process_local``). A backend subclasses ``Storage`` and overrides the capabilities that
-differ; the runtime reads them as attributes and never probes for them. Likewise the
-four retention methods (``prune_runs``) have defaults built on ``list_runs`` and
+``process_local``, ``keeps_streams``). A backend subclasses ``Storage`` and overrides
+the capabilities that differ; the runtime reads them as attributes and never probes for
+them. Likewise the four retention methods (``prune_runs``) have defaults built on ``list_runs`` and
 ``delete_run``, which the built-in backends replace with their own.
 """
 
@@ -54,6 +54,12 @@ class Storage(Protocol):
     """Whether the storage lives and dies with this process. ``True``
     (``InMemoryStorage``): no other process can take a lease over, so runs hold theirs
     without expiry or heartbeat, and an agent call keeps its run private."""
+
+    keeps_streams: ClassVar[bool] = False
+    """Whether the storage keeps a run's stream log (``append_stream``/``read_stream``):
+    the chunks of an agent stream as they are produced, so a reader that lost the stream
+    picks it up again (``agent.stream(resume_from=run_id)``). The built-in backends do;
+    a backend without it leaves ``append_stream`` and ``read_stream`` as they are here."""
 
     async def save_snapshot(self, snapshot: RunSnapshot,
                             steps: Mapping[str, StepResult]) -> None:
@@ -162,6 +168,30 @@ class Storage(Protocol):
         """Release connections; the storage is not used afterwards."""
         ...
 
+    # -- the stream log (``keeps_streams``) ------------------------------------------
+
+    async def append_stream(self, workflow_id: str, run_id: str, items: Sequence[str], *,
+                            start: int) -> None:
+        """Store ``items`` (encoded text) as the entries ``start``, ``start + 1``, ... of
+        the run's stream log; ``start == 0`` begins a new log (the previous one, if any,
+        is dropped). An entry already stored at a position is left as it is. The log is
+        deleted with the run.
+
+        Raises:
+            NotImplementedError: The storage does not keep stream logs (``keeps_streams``).
+        """
+        raise _no_streams(self)
+
+    async def read_stream(self, workflow_id: str, run_id: str, *, start: int = 0,
+                          ) -> list[str]:
+        """The run's stream log from entry ``start`` on, in order (``[]`` when there is
+        none, or nothing past ``start`` yet).
+
+        Raises:
+            NotImplementedError: The storage does not keep stream logs (``keeps_streams``).
+        """
+        raise _no_streams(self)
+
     # -- retention (``procflow.storage.retention``); defaults on the methods above ------
 
     async def list_finished(self, *, before: float, workflow_id: str | None,
@@ -191,3 +221,8 @@ class Storage(Protocol):
         """Delete each of ``traces`` that is still as listed and still has no run record;
         return those deleted. Default: none."""
         return []
+
+
+def _no_streams(storage: Storage) -> NotImplementedError:
+    return NotImplementedError(f"{type(storage).__name__} keeps no stream logs "
+                               "(keeps_streams is False)")

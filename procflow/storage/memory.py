@@ -46,7 +46,7 @@ class InMemoryStorage(Storage):
     """
 
     __slots__ = ("__weakref__", "_finished", "_leases", "_max_runs", "_runs", "_steps",
-                 "_traces")
+                 "_streams", "_traces")
 
     persistent = True
     keeps_objects = True
@@ -54,6 +54,7 @@ class InMemoryStorage(Storage):
     process_local = True
     """The storage lives and dies with this process: a lease taken here cannot outlive
     its holder, so runs hold it without expiry or heartbeat (see ``RunLease``)."""
+    keeps_streams = True
 
     def __init__(self, *, max_runs: int | None = None) -> None:
         """Args:
@@ -78,6 +79,7 @@ class InMemoryStorage(Storage):
         self._leases: dict[_RunKey, Lease] = {}
         # The finished runs, in the order they finished: the ones ``max_runs`` may drop.
         self._finished: OrderedDict[_RunKey, None] = OrderedDict()
+        self._streams: dict[_RunKey, list[str]] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryStorage(runs={len(self._runs)})"
@@ -108,6 +110,7 @@ class InMemoryStorage(Storage):
                 self._runs.pop(oldest, None)
                 self._steps.pop(oldest, None)
                 self._leases.pop(oldest, None)
+                self._streams.pop(oldest, None)
 
     async def load_snapshot(self, workflow_id: str, run_id: str,
                             ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
@@ -140,9 +143,28 @@ class InMemoryStorage(Storage):
         self._steps.pop(key, None)
         self._leases.pop(key, None)
         self._finished.pop(key, None)
+        self._streams.pop(key, None)
         trace = self._traces.get(run_id)
         if trace is not None and trace.workflow_id == workflow_id:
             del self._traces[run_id]
+
+    async def append_stream(self, workflow_id: str, run_id: str, items: Sequence[str], *,
+                            start: int) -> None:
+        """Keep ``items`` at positions ``start``, ... of the run's stream log (``start ==
+        0`` begins a new log); a position already kept is left as it is."""
+        key = (workflow_id, run_id)
+        log = self._streams.setdefault(key, [])
+        if start == 0:
+            log.clear()
+        if start > len(log):
+            raise ValueError(f"stream log of run {run_id!r}: entry {start} appended after "
+                             f"{len(log)} entries (a gap)")
+        log.extend(items[len(log) - start:])
+
+    async def read_stream(self, workflow_id: str, run_id: str, *, start: int = 0,
+                          ) -> list[str]:
+        """The run's stream log from entry ``start`` on."""
+        return self._streams.get((workflow_id, run_id), [])[start:]
 
     async def list_finished(self, *, before: float, workflow_id: str | None,
                             statuses: frozenset[str]) -> list[PrunedRun]:

@@ -6,6 +6,7 @@ Tables (created and migrated by ``procflow._backends.postgres``)::
     procflow_steps(workflow_id, run_id, path, result)       -- one row a step
     procflow_traces(run_id, workflow_id, status, started_at, ended_at, seq, data)
     procflow_leases(workflow_id, run_id, owner, expires_at)   -- runs being executed
+    procflow_streams(workflow_id, run_id, position, item)     -- agent streams' chunks
 
 JSON documents are stored as text, exactly as the codec writes them, so a damaged row
 reads as a ``SnapshotCorruptedError`` and is left as it is. Every write is one
@@ -139,6 +140,7 @@ class PostgresStorage(AsyncResource, Storage):
     persistent = True
     keeps_objects = False
     process_local = False
+    keeps_streams = True
 
     def __init__(self, dsn: str, *, schema: str = "public", max_connections: int = 10,
                  create: bool = True, timeout: float | None = OPERATION_TIMEOUT) -> None:
@@ -200,7 +202,7 @@ class PostgresStorage(AsyncResource, Storage):
         async with self.pool.connection(f"deleting run {run_id!r} of workflow "
                                         f"{workflow_id!r}") as conn, conn.transaction():
             for table in ("procflow_steps", "procflow_runs", "procflow_leases",
-                          "procflow_traces"):
+                          "procflow_traces", "procflow_streams"):
                 await conn.execute(f"DELETE FROM {table} WHERE workflow_id = %s AND "
                                    "run_id = %s", key)
 
@@ -233,7 +235,8 @@ class PostgresStorage(AsyncResource, Storage):
             gone = {(wf, run) for wf, run in await cursor.fetchall()}
             if gone:
                 keys = ([wf for wf, _ in gone], [run for _, run in gone])
-                for table in ("procflow_steps", "procflow_leases", "procflow_traces"):
+                for table in ("procflow_steps", "procflow_leases", "procflow_traces",
+                              "procflow_streams"):
                     await conn.execute(
                         f"DELETE FROM {table} AS t USING unnest(%s::text[], %s::text[]) "
                         "AS g(workflow_id, run_id) WHERE t.workflow_id = g.workflow_id AND "
@@ -326,6 +329,31 @@ class PostgresStorage(AsyncResource, Storage):
                 "run_id = %s AND expires_at > %s", (workflow_id, run_id, time.time()))
             row = await cursor.fetchone()
         return None if row is None else Lease(str(row[0]), float(row[1]))
+
+    async def append_stream(self, workflow_id: str, run_id: str, items: Sequence[str], *,
+                            start: int) -> None:
+        """Insert the stream log rows ``start``, ... in one transaction (``start == 0``
+        first deletes the run's old log; a position already stored is kept)."""
+        key = (workflow_id, run_id)
+        rows = [(workflow_id, run_id, start + i, item) for i, item in enumerate(items)]
+        async with self.pool.connection(f"appending to the stream log of run {run_id!r}",
+                                        ) as conn, conn.transaction():
+            if start == 0:
+                await conn.execute("DELETE FROM procflow_streams WHERE workflow_id = %s AND "
+                                   "run_id = %s", key)
+            async with conn.cursor() as cursor:
+                await cursor.executemany(
+                    "INSERT INTO procflow_streams (workflow_id, run_id, position, item) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
+
+    async def read_stream(self, workflow_id: str, run_id: str, *, start: int = 0,
+                          ) -> list[str]:
+        """The stream log rows from position ``start`` on."""
+        async with self.pool.connection(f"reading the stream log of run {run_id!r}") as conn:
+            cursor = await conn.execute(
+                "SELECT item FROM procflow_streams WHERE workflow_id = %s AND run_id = %s "
+                "AND position >= %s ORDER BY position", (workflow_id, run_id, start))
+            return [str(row[0]) for row in await cursor.fetchall()]
 
     async def save_trace(self, trace: TraceRecord) -> None:
         """Upsert the trace row (header columns and the JSON document with the spans)."""

@@ -11,6 +11,7 @@ Key layout (ids are escaped so that ``:`` in an id cannot make two keys collide)
     {prefix}:traces                         zset    every trace, scored by started_at
     {prefix}:wftraces:{workflow_id}         zset    the workflow's traces, scored alike
     {prefix}:lease:{workflow_id}:{run_id}   string  the lease holder's id, expiring (PX)
+    {prefix}:stream:{workflow_id}:{run_id}  list    an agent stream's chunks (JSON), in order
     {prefix}:lease:{workflow_id}:{run_id}#{path}     the lease of one distributed job
     {prefix}:join:{workflow_id}:{run_id}:{join}  set  the finished jobs of a fan-out
 
@@ -92,6 +93,18 @@ return 0
 # Otherwise the job's lease is taken, the parked run's renewed, and the reply is
 # "ready", the header, then path/row pairs: the rows asked for, the job's inner rows
 # and the blobs they reference (large values, "$blob:<sha256>").
+# Entries ARGV[2..] at positions ARGV[1], ...: a position already stored is kept;
+# position 0 begins a new log.
+_APPEND_STREAM: Final = """
+local start = tonumber(ARGV[1])
+if start == 0 then redis.call('DEL', KEYS[1]) end
+local have = redis.call('LLEN', KEYS[1])
+for i = 2, #ARGV do
+  if start + i - 2 >= have then redis.call('RPUSH', KEYS[1], ARGV[i]) end
+end
+return 1
+"""
+
 _CLAIM_JOB: Final = """
 local row = redis.call('HGET', KEYS[2], ARGV[1])
 if row then
@@ -225,6 +238,7 @@ class RedisStorage(AsyncResource, Storage):
     persistent = True
     keeps_objects = False
     process_local = False
+    keeps_streams = True
 
     def __init__(self, url: str = "redis://127.0.0.1:6379", *, prefix: str = "procflow",
                  client: aioredis.Redis | None = None,
@@ -235,6 +249,7 @@ class RedisStorage(AsyncResource, Storage):
                                       connect_timeout=connect_timeout, timeout=timeout)
         self._client = self._redis.client
         self._claim_job = self._client.register_script(_CLAIM_JOB)
+        self._append_stream = self._client.register_script(_APPEND_STREAM)
         self._renew_job = self._client.register_script(_RENEW_JOB)
         self._finish_job = self._client.register_script(_FINISH_JOB)
 
@@ -264,6 +279,9 @@ class RedisStorage(AsyncResource, Storage):
         if workflow_id is None:
             return f"{self._prefix}:runs"
         return f"{self._prefix}:wfruns:{escape_key(workflow_id)}"
+
+    def _stream_key(self, workflow_id: str, run_id: str) -> str:
+        return f"{self._prefix}:stream:{escape_key(workflow_id)}:{escape_key(run_id)}"
 
     def _lease_key(self, workflow_id: str, run_id: str) -> str:
         return f"{self._prefix}:lease:{escape_key(workflow_id)}:{escape_key(run_id)}"
@@ -430,7 +448,7 @@ class RedisStorage(AsyncResource, Storage):
         """Queue in ``pipe`` what deleting a run deletes (its trace too when ``trace``)."""
         member = json.dumps([workflow_id, run_id])
         pipe.delete(self._run_key(workflow_id, run_id), self._steps_key(workflow_id, run_id),
-                    self._lease_key(workflow_id, run_id))
+                    self._lease_key(workflow_id, run_id), self._stream_key(workflow_id, run_id))
         pipe.zrem(self._index_key(None), member)
         pipe.zrem(self._index_key(workflow_id), member)
         if trace:
@@ -586,6 +604,29 @@ class RedisStorage(AsyncResource, Storage):
             return None
         name = owner.decode(errors="replace") if isinstance(owner, bytes) else str(owner)
         return Lease(name, time.time() + remaining / 1000)
+
+    async def append_stream(self, workflow_id: str, run_id: str, items: Sequence[str], *,
+                            start: int) -> None:
+        """Append to the run's stream list in one script (``start == 0`` first deletes
+        the old log; a position already stored is kept).
+
+        Raises:
+            StorageError: The server could not be reached.
+        """
+        with self._redis.translate(f"appending to the stream log of run {run_id!r}"):
+            await self._append_stream(keys=[self._stream_key(workflow_id, run_id)],
+                                      args=[start, *items])
+
+    async def read_stream(self, workflow_id: str, run_id: str, *, start: int = 0,
+                          ) -> list[str]:
+        """The run's stream list from position ``start`` on.
+
+        Raises:
+            StorageError: The server could not be reached.
+        """
+        with self._redis.translate(f"reading the stream log of run {run_id!r}"):
+            items = await self._client.lrange(self._stream_key(workflow_id, run_id), start, -1)
+        return [item.decode() if isinstance(item, bytes) else str(item) for item in items]
 
     async def save_trace(self, trace: TraceRecord) -> None:
         """Write the trace, its header and its index entries in one WATCH/MULTI/EXEC.

@@ -86,6 +86,14 @@ _SCHEMA: Final = (
         ON traces (workflow_id, started_at)""",
     "CREATE INDEX IF NOT EXISTS traces_by_status ON traces (status, started_at)",
     "CREATE INDEX IF NOT EXISTS traces_by_time ON traces (started_at)",
+    # An agent stream's chunks as they were produced (``append_stream``), one row each.
+    """CREATE TABLE IF NOT EXISTS streams (
+        workflow_id TEXT NOT NULL,
+        run_id      TEXT NOT NULL,
+        position    INTEGER NOT NULL,
+        item        TEXT NOT NULL,
+        PRIMARY KEY (workflow_id, run_id, position)
+    )""",
     """CREATE TABLE IF NOT EXISTS leases (
         workflow_id TEXT NOT NULL,
         run_id      TEXT NOT NULL,
@@ -166,6 +174,7 @@ class SQLiteStorage(AsyncResource, Storage):
     persistent = True
     keeps_objects = False
     process_local = False
+    keeps_streams = True
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = BUSY_TIMEOUT) -> None:
         self._file = SQLiteFile(path, schema=_SCHEMA, name="SQLite storage",
@@ -428,6 +437,45 @@ class SQLiteStorage(AsyncResource, Storage):
         row = await self._file.run(f"reading the lease of run {run_id!r}", select)
         return None if row is None else Lease(str(row[0]), float(row[1]))
 
+    async def append_stream(self, workflow_id: str, run_id: str, items: Sequence[str], *,
+                            start: int) -> None:
+        """Insert the stream log rows ``start``, ... in one transaction (``start == 0``
+        first deletes the run's old log; a position already stored is kept).
+
+        Raises:
+            StorageError: The database could not be written.
+        """
+        key = (workflow_id, run_id)
+        rows = [(workflow_id, run_id, start + i, item) for i, item in enumerate(items)]
+
+        def append(connection: sqlite3.Connection) -> None:
+            with transaction(connection):
+                if start == 0:
+                    connection.execute(
+                        "DELETE FROM streams WHERE workflow_id = ? AND run_id = ?", key)
+                connection.executemany(
+                    "INSERT OR IGNORE INTO streams (workflow_id, run_id, position, item) "
+                    "VALUES (?, ?, ?, ?)", rows)
+
+        await self._file.run(f"appending to the stream log of run {run_id!r}", append,
+                             small=sum(len(item) for item in items) <= _SMALL)
+
+    async def read_stream(self, workflow_id: str, run_id: str, *, start: int = 0,
+                          ) -> list[str]:
+        """The stream log rows from position ``start`` on.
+
+        Raises:
+            StorageError: The database could not be read.
+        """
+        params = (workflow_id, run_id, start)
+
+        def select(connection: sqlite3.Connection) -> list[str]:
+            return [str(row[0]) for row in connection.execute(
+                "SELECT item FROM streams WHERE workflow_id = ? AND run_id = ? AND "
+                "position >= ? ORDER BY position", params)]
+
+        return await self._file.run(f"reading the stream log of run {run_id!r}", select)
+
     async def save_trace(self, trace: TraceRecord) -> None:
         """Upsert the trace row (header columns and the JSON document with the spans).
 
@@ -508,8 +556,8 @@ def _filters(workflow_id: str | None, status: str | None,
 
 
 def _delete_rows_of(connection: sqlite3.Connection, key: tuple[str, str]) -> None:
-    """Delete what a run has besides its header row: step rows, lease, trace."""
-    for table in ("steps", "leases", "traces"):
+    """Delete what a run has besides its header row: step rows, lease, trace, stream log."""
+    for table in ("steps", "leases", "traces", "streams"):
         connection.execute(f"DELETE FROM {table} WHERE workflow_id = ? AND run_id = ?", key)
 
 

@@ -796,3 +796,54 @@ async def test_prune_works_on_any_storage() -> None:
 async def test_prune_refuses_bad_options(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         await prune_runs(InMemoryStorage(), **options)
+
+
+# -- the stream log -------------------------------------------------------------------
+
+
+async def test_stream_log_keeps_entries_in_order_from_any_position(storage: Storage) -> None:
+    assert storage.keeps_streams
+    assert await storage.read_stream("wf", "run-1") == []
+
+    await storage.append_stream("wf", "run-1", ['{"n": 0}', '{"n": 1}'], start=0)
+    await storage.append_stream("wf", "run-1", ['{"n": 2}'], start=2)
+
+    assert await storage.read_stream("wf", "run-1") == ['{"n": 0}', '{"n": 1}', '{"n": 2}']
+    assert await storage.read_stream("wf", "run-1", start=2) == ['{"n": 2}']
+    assert await storage.read_stream("wf", "run-1", start=3) == []
+    assert await storage.read_stream("other-wf", "run-1") == []
+
+
+async def test_stream_log_keeps_an_entry_already_stored(storage: Storage) -> None:
+    # a writer that retries an append after a lost answer writes each entry once
+    await storage.append_stream("wf", "run-1", ["a", "b"], start=0)
+    await storage.append_stream("wf", "run-1", ["b-again", "c"], start=1)
+
+    assert await storage.read_stream("wf", "run-1") == ["a", "b", "c"]
+
+
+async def test_stream_log_from_position_zero_replaces_the_old_one(storage: Storage) -> None:
+    await storage.append_stream("wf", "run-1", ["a", "b", "c"], start=0)
+    await storage.append_stream("wf", "run-1", ["new"], start=0)
+
+    assert await storage.read_stream("wf", "run-1") == ["new"]
+
+
+async def test_stream_log_is_deleted_with_its_run(storage: Storage) -> None:
+    await storage.save_snapshot(header(), {})
+    await storage.append_stream("wf", "run-1", ["a"], start=0)
+    await storage.append_stream("wf", "run-2", ["kept"], start=0)
+
+    await storage.delete_run("wf", "run-1")
+
+    assert await storage.read_stream("wf", "run-1") == []
+    assert await storage.read_stream("wf", "run-2") == ["kept"]
+
+
+async def test_a_storage_without_stream_logs_says_so() -> None:
+    plain = _Plain(InMemoryStorage())
+    assert not plain.keeps_streams
+    with pytest.raises(NotImplementedError, match="_Plain keeps no stream logs"):
+        await plain.append_stream("wf", "run", ["a"], start=0)
+    with pytest.raises(NotImplementedError, match="_Plain keeps no stream logs"):
+        await plain.read_stream("wf", "run")
