@@ -43,6 +43,7 @@ from procflow.records import Tripwire, Usage
 from procflow.runtime import (
     LocalExecutor,
     Run,
+    RunChange,
     RunStream,
     StepResult,
     Trace,
@@ -84,6 +85,7 @@ __all__ = [
     "ReasoningDelta",
     "RequestContext",
     "Run",
+    "RunChange",
     "RunNotFoundError",
     "RunNotSuspendedError",
     "RunStateError",

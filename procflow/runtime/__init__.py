@@ -27,6 +27,7 @@ from procflow.runtime.step_context import StepContext
 from procflow.runtime.stream import RunStream
 from procflow.runtime.traces import Trace, TraceSpan, load_trace
 from procflow.runtime.tracing import ParentSpan
+from procflow.runtime.watch import RunChange, watch_run
 from procflow.storage.locate import get_default_storage, set_default_storage
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "LocalExecutor",
     "ParentSpan",
     "Run",
+    "RunChange",
     "RunMode",
     "RunSnapshot",
     "RunStatus",
@@ -52,4 +54,5 @@ __all__ = [
     "load_trace",
     "set_default_executor",
     "set_default_storage",
+    "watch_run",
 ]

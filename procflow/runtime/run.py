@@ -10,7 +10,7 @@ the execution under way (``RunExecution``, which drives the step runner).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from procflow.context import RequestContext
@@ -31,6 +31,7 @@ from procflow.runtime.run_trace import RunTrace, earlier_spans
 from procflow.runtime.stream import RunStream
 from procflow.runtime.sync import call_sync
 from procflow.runtime.tracing import ParentSpan, Span, Tracer
+from procflow.runtime.watch import RunChange, watch_run
 
 if TYPE_CHECKING:
     from procflow.storage.base import Storage
@@ -207,6 +208,27 @@ class Run(Generic[OutputT]):
             return False
         lease = await self.storage.get_lease(self.workflow.id, self.run_id)
         return lease is None or owner_is_dead(lease.owner)
+
+    def watch(self, *, interval: float = 0.2) -> AsyncIterator[RunChange]:
+        """Follow the run from what its storage holds, to its end: each step whose status
+        changed and each change of the run's status, as ``RunChange`` values (``async for
+        change in run.watch()``). Works on a run started elsewhere (another process, a
+        worker: ``await wf.get_run(run_id)``); the iteration ends after the run's
+        ending status ("success", "failed", "suspended", ... or "stalled" when no live
+        process holds it). ``await run.refresh()`` then loads its result.
+
+        Args:
+            interval: Seconds between reads of the storage (> 0).
+
+        Raises:
+            RunStateError: The run is ephemeral (it keeps nothing to watch).
+            ValueError: ``interval`` is not a positive number.
+            RunNotFoundError: The run is not stored (raised when iterated).
+        """
+        if self.storage is NULL_STORAGE:
+            raise RunStateError(f"run '{self.run_id}' is ephemeral: it stores nothing to "
+                                "watch", workflow_id=self.workflow.id, run_id=self.run_id)
+        return watch_run(self.storage, self.workflow.id, self.run_id, interval=interval)
 
     async def replay_from(self, step: Any, *, run_id: str | None = None) -> Run[OutputT]:
         """Time travel: run this run again from ``step``, as a new run.

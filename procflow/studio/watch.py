@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from rich.live import Live
 from rich.text import Text
 
 from procflow.errors import RunNotFoundError
-from procflow.runtime.leases import owner_is_dead
+from procflow.runtime.watch import ENDED, RunChange, watch_run
 from procflow.studio.graph import _STATUS, format_duration
 from procflow.studio.output import dump, masked, output_mode, plain_duration
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from procflow.records import RunSnapshot, StepResult
     from procflow.storage.base import Storage
     from procflow.studio.store import Store
 
@@ -41,8 +41,6 @@ EXIT_STATUS = {"success": 0, "failed": 1, "tripwire": 1, "canceled": 1, "corrupt
                "suspended": 3, "stalled": 4}
 """The exit status of ``procflow watch`` for each way a run ends."""
 
-_FINAL = frozenset({"success", "failed", "tripwire", "canceled", "suspended", "corrupted"})
-_STALL_POLLS = 3  # polls in a row without a live lease before a run is called stalled
 
 
 @dataclass
@@ -63,26 +61,17 @@ class RunWatch:
     steps: dict[str, tuple[str, float | None]] = field(default_factory=dict)
     error: str | None = None
 
-    def update(self, snapshot: RunSnapshot, steps: dict[str, StepResult],
-               ) -> list[tuple[str, str, float | None]]:
-        """Take in a stored snapshot; returns the (path, status, seconds) that changed."""
-        self.status = snapshot.status
-        self.started = snapshot.created_at or self.started
-        if snapshot.error is not None:
-            self.error = masked(str(snapshot.error))
-        changed: list[tuple[str, str, float | None]] = []
-        for path, result in steps.items():
-            took = (None if result.ended_at is None or result.started_at is None
-                    else max(0.0, result.ended_at - result.started_at))
-            now = (result.status, took)
-            if self.steps.get(path) != now:
-                self.steps[path] = now
-                changed.append((path, result.status, took))
-        return changed
+    def update(self, change: RunChange) -> None:
+        """Take in one change of the run (``watch_run``)."""
+        self.status = change.status
+        if change.step is not None:
+            self.steps[change.step] = (change.step_status or "?", change.duration)
+        elif change.error is not None:
+            self.error = masked(change.error)
 
     @property
     def ended(self) -> bool:
-        return self.status in _FINAL or self.status == "stalled"
+        return self.status in ENDED
 
     def document(self) -> dict[str, Any]:
         """``procflow watch --json``: the run's end and its steps."""
@@ -168,7 +157,8 @@ async def _attach(storage: Storage, given: str, where: str, wait: float,
         if run_id is not None:
             found = [r for r in await storage.list_runs() if r.run_id == run_id]
             if found:
-                return RunWatch(run_id, found[0].workflow_id)
+                return RunWatch(run_id, found[0].workflow_id,
+                                started=found[0].created_at or time.time())
         if time.monotonic() >= deadline:
             raise RunNotFoundError(
                 f"no run '{given}' in {where} after waiting {wait:g}s (see 'procflow runs'; "
@@ -178,25 +168,10 @@ async def _attach(storage: Storage, given: str, where: str, wait: float,
 
 async def _follow(storage: Storage, watch: RunWatch, interval: float,
                   ) -> AsyncIterator[tuple[str, str, float | None]]:
-    """Poll the run until it ends, yielding each step change."""
-    unleased = 0
-    while True:
-        loaded = await storage.load_snapshot(watch.workflow_id, watch.run_id)
-        if loaded is None:
-            raise RunNotFoundError(f"run '{watch.run_id}' was deleted while watched",
-                                   run_id=watch.run_id)
-        for change in watch.update(*loaded):
-            yield change
-        if watch.ended:
-            return
-        if watch.status == "running":
-            lease = await storage.get_lease(watch.workflow_id, watch.run_id)
-            live = (lease is not None and lease.expires_at > time.time()
-                    and not owner_is_dead(lease.owner))
-            unleased = 0 if live else unleased + 1
-            if unleased >= _STALL_POLLS:
-                watch.status = "stalled"
-                watch.error = ("the run is 'running' but no live process holds it (it "
-                               "stopped); await run.restart() continues it")
-                return
-        await anyio.sleep(interval)
+    """Follow the run to its end, yielding each step change."""
+    changes = watch_run(storage, watch.workflow_id, watch.run_id, interval=interval)
+    async with aclosing(changes):
+        async for change in changes:
+            watch.update(change)
+            if change.step is not None:
+                yield change.step, change.step_status or "?", change.duration
