@@ -837,12 +837,15 @@ class Start(Chunk):
     Attributes:
         agent_id: The agent whose stream it is.
         resumed: The run id, when the stream resumes a suspended run.
+        run_id: The call's run: what ``agent.stream(resume_from=run_id)`` takes to pick
+            the stream up again.
     """
 
     type: ClassVar[Literal["start"]] = "start"
     agent_id: str | None = None
     resumed: str | None = None
     metadata: Mapping[str, Any] | None = None
+    run_id: str | None = None  # last: ``Start(agent_id, resumed, metadata)`` still works
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,7 +175,7 @@ def _usage(draw: st.DrawFn) -> Usage:
 
 
 chunks = st.one_of(
-    st.builds(Start, _maybe_text, _maybe_text, _metadata),
+    st.builds(Start, _maybe_text, _maybe_text, _metadata, _maybe_text),
     st.builds(StepStart, st.integers(min_value=0, max_value=100), _metadata),
     st.builds(TextDelta, _text, _metadata),
     st.builds(ReasoningDelta, _text, _metadata),
@@ -201,7 +201,7 @@ def test_to_dict_and_from_dict_round_trip_through_json(chunk: Chunk) -> None:
 
 def test_to_dict_is_plain_data() -> None:
     assert [c.to_dict() for c in ONE_OF_EACH[:3]] == [
-        {"type": "start", "agent_id": "agent", "resumed": "run-1"},
+        {"type": "start", "agent_id": "agent", "resumed": "run-1", "run_id": None},
         {"type": "step-start", "step_number": 2},
         {"type": "text-delta", "text": "hello", "metadata": {"source": "model"}}]
     assert ONE_OF_EACH[7].to_dict() == {"type": "finish", "finish_reason": "stop", "usage": {

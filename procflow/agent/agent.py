@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, Generic, Unpack, overload
 
 import anyio
@@ -33,6 +34,7 @@ from procflow.agent.state import (
     as_state,
     token_usage,
 )
+from procflow.agent.stream_log import StreamLog, follow_stream
 from procflow.agent.structured import OutputCheck, OutputSpec, OutputT
 from procflow.context import RESOURCE_ID_KEY, THREAD_ID_KEY, RequestContext
 from procflow.errors import (
@@ -58,6 +60,7 @@ from procflow.processors._runner import ProcessorRunner, check_processors
 from procflow.processors.args import ProcessInputStepArgs, ProcessorContext, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.records import ToolCallRecord, ToolResultRecord, Tripwire
+from procflow.runtime.defaults import resolve_storage
 from procflow.runtime.executors import Executor
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.run import Run, RunMode
@@ -69,6 +72,7 @@ from procflow.workflows.workflow import Workflow
 
 LoopFn = Callable[[AgentLoop], AgentLoop]
 _T = TypeVar("_T")
+_FOLLOW_INTERVAL = 0.05  # seconds between reads of a stream log being followed
 
 __all__ = ["Agent", "AgentStepResume", "ProcessorArray", "stored_output"]
 
@@ -251,27 +255,98 @@ class Agent(Generic[OutputT]):
                          method="Agent.generate_sync()", instead="await agent.generate(...)")
 
     @overload
-    async def stream(self, messages: Any, *, output_type: None = None,
+    async def stream(self, messages: Any = None, *, output_type: None = None,
+                     resume_from: str | None = None, after: int = 0,
                      **options: Unpack[GenerateOptions]) -> ModelOutput[OutputT]: ...
 
     @overload
-    async def stream(self, messages: Any, *, output_type: type[_T],
+    async def stream(self, messages: Any = None, *, output_type: type[_T],
+                     resume_from: str | None = None, after: int = 0,
                      **options: Unpack[GenerateOptions]) -> ModelOutput[_T]: ...
 
-    async def stream(self, messages: Any, *, output_type: type[Any] | None = None,
+    async def stream(self, messages: Any = None, *, output_type: type[Any] | None = None,
+                     resume_from: str | None = None, after: int = 0,
                      **options: Unpack[GenerateOptions]) -> ModelOutput[Any]:
         """Like ``generate`` but streaming: iterate ``out.full_stream``, then
         ``await out.text`` (the same final text ``generate`` gives); with an
-        ``output_type``, ``out.partial_output`` follows the answer as it streams."""
+        ``output_type``, ``out.partial_output`` follows the answer as it streams.
+
+        Each chunk is kept in the run's storage as it is produced (a stream log; the
+        first chunk, ``Start``, carries the run id). A reader that lost the stream
+        (a dropped connection, a restarted client) picks it up again with
+        ``agent.stream(resume_from=run_id, after=n)``, where ``n`` is the number of
+        chunks it received: it gets the chunks after those, each once, as they are
+        produced, then the call's final values. The call itself goes on when its reader
+        leaves (see ``ModelOutput``); in another process, it needs a storage both see.
+
+        Args:
+            messages: A str, a ``Message``, a role/content dict, or a list of them
+                (not with ``resume_from``).
+            output_type: The type this answer must be (overrides the agent's).
+            resume_from: The run id of a stream to pick up again instead of a new call.
+            after: With ``resume_from``: how many of its chunks were received already.
+            **options: As for ``generate`` (not with ``resume_from``).
+
+        Raises:
+            TypeError: No messages; messages or options with ``resume_from``; an option
+                ``GenerateOptions`` does not name.
+            ValueError: ``after`` is not an int >= 0.
+        """
         check_options(options, method="stream")
+        if resume_from is not None:
+            return self._follow(messages, options, resume_from, after, output_type)
+        if messages is None:
+            raise TypeError("Agent.stream() needs messages (or resume_from=RUN_ID to pick "
+                            "up a stream again)")
         opts = self._with_output(options, output_type)
         spec = opts.get("output_spec")
 
         async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput[Any]:
-            return await self._call(messages, opts, out.watch(_sender(send)))
+            emit = out.watch(_sender(send))
+            log = self._stream_log(emit)
+            return await _logged(log, self._call(messages, opts, log or emit))
 
         out: ModelOutput[Any] = ModelOutput(produce, output=spec)
         return out
+
+    def _stream_log(self, emit: Emit) -> StreamLog | None:
+        """A stream log writing to the storage the call's run will use, or ``None`` when
+        it keeps none."""
+        storage = resolve_storage(None, self.workflow)
+        return StreamLog(storage, self.workflow.id, emit) if storage.keeps_streams else None
+
+    def _follow(self, messages: Any, options: Mapping[str, Any], run_id: str, after: int,
+                output_type: type[Any] | None) -> ModelOutput[Any]:
+        """``stream(resume_from=run_id, after=after)``: the stream log, followed."""
+        if messages is not None or options:
+            given = ["messages"] if messages is not None else []
+            raise TypeError(f"Agent.stream(resume_from=...) picks up a stream already "
+                            f"started: it takes no {', '.join([*given, *options])}")
+        if not isinstance(run_id, str):
+            raise TypeError(f"resume_from must be a run id (str), got {type(run_id).__name__}")
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            raise ValueError(f"after must be the number of chunks received (an int >= 0), "
+                             f"got {after!r}")
+        storage = resolve_storage(None, self.workflow)
+        if not storage.keeps_streams:
+            raise RunStateError(f"agent '{self.id}': its storage {storage!r} keeps no stream "
+                                "logs, so no stream can be picked up again",
+                                workflow_id=self.workflow.id, run_id=run_id)
+        spec = self._with_output({}, output_type).get("output_spec")
+
+        async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput[Any]:
+            async with send:
+                items = follow_stream(storage, self.workflow.id, run_id, after, spec=spec,
+                                      interval=_FOLLOW_INTERVAL)
+                async with aclosing(items):
+                    async for item in items:
+                        if isinstance(item, Chunk):
+                            await send.send(item)
+                        else:
+                            return item
+            raise AssertionError("a stream log ends with its output")  # pragma: no cover
+
+        return ModelOutput(produce, output=spec)
 
     def _with_output(self, options: Mapping[str, Any],
                      output_type: type[Any] | None) -> dict[str, Any]:
@@ -529,8 +604,10 @@ class Agent(Generic[OutputT]):
         opts = self._with_output(options, None)
 
         async def produce(send: MemoryObjectSendStream[Chunk]) -> FullOutput[Any]:
-            return await self._resume(run_id, approve, deny, resume_data, opts,
-                                      out.watch(_sender(send)))
+            emit = out.watch(_sender(send))
+            log = self._stream_log(emit)
+            return await _logged(log, self._resume(run_id, approve, deny, resume_data, opts,
+                                                   log or emit))
 
         out: ModelOutput[OutputT] = ModelOutput(produce, output=opts.get("output_spec"))
         return out
@@ -541,10 +618,10 @@ class Agent(Generic[OutputT]):
                     streaming: bool = True) -> FullOutput[Any]:
         deps, state = self._prepare(messages, options, emit)
         deps.streaming = streaming
-        if streaming and not options.get("handoff_depth"):
-            await emit(Start(self.id))
         wf_run = self.workflow.create_run(options.get("run_id"),
                                           parent_span=options.get("parent_span"))
+        if streaming and not options.get("handoff_depth"):
+            await emit(Start(self.id, run_id=wf_run.run_id))
         if not wf_run.storage.process_local:
             # A durable store keeps the state at every step boundary, as for any workflow
             # run, so a stored agent run replays from any step (``--from-step llm-call``).
@@ -596,7 +673,7 @@ class Agent(Generic[OutputT]):
         deps, _ = self._prepare([], options, emit)
         deps.streaming = streaming
         if streaming:
-            await emit(Start(self.id, resumed=run_id))
+            await emit(Start(self.id, resumed=run_id, run_id=run_id))
         live_deps[run_id] = deps
         try:
             async with toolset_sessions(self.toolsets):
@@ -806,6 +883,24 @@ def _public(error: BaseException | None) -> BaseException | None:
 def _hidden(msg: Message) -> bool:
     signal = msg.content.metadata.get("signal")
     return signal is not None and isinstance(signal, Mapping) and bool(signal.get("hidden"))
+
+
+async def _logged(log: StreamLog | None, call: Awaitable[FullOutput[Any]],
+                  ) -> FullOutput[Any]:
+    """The call's output; with a stream log, its end appended, however the call ends."""
+    if log is None:
+        return await call
+    output: FullOutput[Any] | None = None
+    error: BaseException | None = None
+    try:
+        output = await call
+        return output
+    except Exception as exc:
+        error = exc
+        raise
+    finally:
+        with anyio.CancelScope(shield=True):
+            await log.end(output, error)
 
 
 def _sender(send: MemoryObjectSendStream[Chunk]) -> Emit:

@@ -176,7 +176,8 @@ class ModelOutput(Generic[OutputT]):
     read so far are kept and replayed), whether it comes before, after or beside the
     others and the final values. Only once a reader left a stream early (``break``,
     leaving ``async with``) are the chunks after that point gone: a stream read later
-    then raises ``RuntimeError`` there, saying to read the final values.
+    then raises ``RuntimeError`` there, saying to read the final values. They are still
+    in the run's stream log: ``agent.stream(resume_from=run_id, after=n)`` reads them.
 
     With ``output_type``, ``out.partial_output`` is the answer so far (validated
     leniently), ``out.partial_output_stream`` yields it as it grows, and
