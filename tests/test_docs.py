@@ -211,3 +211,20 @@ def test_links_stay_in_the_repository_or_go_to_public_pages() -> None:
             assert path.is_relative_to(ROOT), f"{page.name}: {target} leaves the repository"
             assert path.exists(), f"{page.name}: {target} does not exist"
         assert "../shared" not in text
+
+
+def test_the_readme_picture_is_the_studio_s_timeline_of_its_example() -> None:
+    # scripts/readme_picture.py draws it again; its timings change, its shape must not
+    from xml.etree import ElementTree
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "](docs/images/timeline.svg)" in readme
+    svg = (ROOT / "docs" / "images" / "timeline.svg").read_text(encoding="utf-8")
+    root = ElementTree.fromstring(svg)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    text = "".join(root.itertext()).replace("\xa0", " ")
+    example = (ROOT / "examples" / "studio_demo.py").read_text(encoding="utf-8")
+    assert "timeline customer-onboarding-kyc-document-review" in text
+    for name in ("check-identity", "collect-documents", "review-document", "decide"):
+        assert f'id="{name}"' in example
+        assert f"  {name}" in text, f"{name} is not in the picture: run scripts/readme_picture.py"
