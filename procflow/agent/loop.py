@@ -236,11 +236,49 @@ class _StageContext:
 
 
 def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequence[Any],
-           ) -> Step | Workflow:
-    """The stage as a ``ProcessorStage`` when it has processors to draw, else one step."""
+           idle: Callable[[AgentDeps, AgentState], bool]) -> Step | Workflow:
+    """The stage as a ``ProcessorStage`` when it has processors to draw, else one step;
+    a call for which ``idle(deps, state)`` holds (no hook of the stage to run) does the
+    step's bookkeeping inline, without a span (``Step.inline``)."""
     if units:
         return ProcessorStage(id, description, agent, run, units)
-    return _loop_step(id, description, agent, lambda ctx, deps, state: run(deps, state))
+    step = _loop_step(id, description, agent, lambda ctx, deps, state: run(deps, state))
+
+    def inline(ex: Any, data: Any) -> bool:
+        deps = live_deps.get(ex.run_id)
+        if deps is None or type(data) is not AgentState or not idle(deps, data):
+            return False
+        deps.state = data
+        return True
+
+    step.inline = inline
+    return step
+
+
+def _input_idle(deps: AgentDeps, state: AgentState) -> bool:
+    return "process_input" not in deps.inputs.hooks
+
+
+def _input_step_idle(deps: AgentDeps, state: AgentState) -> bool:
+    """``_input_step`` without hooks or toolsets: its bookkeeping, done here."""
+    if "process_input_step" in deps.inputs.hooks or deps.agent.toolsets:
+        return False
+    state.retrying = False
+    state.current = StepOverrides(deps.model, list(deps.tools.values()), deps.tool_choice)
+    return True
+
+
+def _output_step_idle(deps: AgentDeps, state: AgentState) -> bool:
+    """``_output_step`` with nothing to do: no hook, no answer to check, no "step-finish"
+    to send (nobody streams, no stream processor to pass it through)."""
+    if deps.streaming or deps.output is not None or "process_output_step" in deps.outputs.hooks:
+        return False
+    pipe = deps.pipe
+    return pipe is None or pipe.empty
+
+
+def _output_result_idle(deps: AgentDeps, state: AgentState) -> bool:
+    return "process_output_result" not in deps.outputs.hooks and not deps.ctx.on_accepted
 
 
 def _loop_step(id: str, description: str, agent: Agent,
@@ -854,23 +892,26 @@ def build_loop(agent: Agent) -> Workflow:
     step = (create_workflow(id="agent-step", description="one model step", trace_io=False)
             .when(_open, _stage("input-step", "input-step processors and prepare_step",
                                 agent, _input_step,
-                                _units(agent, inputs, "process_input_step")),
+                                _units(agent, inputs, "process_input_step"),
+                                _input_step_idle),
                   label="not stopped")
             .when(_proceeds, _llm_call(agent), label="not stopped, no retry")
             .when(_proceeds, _stage("output-step", "output-step processors (may ask for a "
                                     "retry)", agent, _output_step,
-                                    _units(agent, outputs, "process_output_step")),
+                                    _units(agent, outputs, "process_output_step"),
+                                    _output_step_idle),
                   label="not stopped, no retry")
             .when(_has_calls, _tool_calls(agent), label="tool calls to run")
             .commit())
     return (create_workflow(id=f"agent:{agent.id}", description=f"loop of agent {agent.id}",
                             trace_io=False)
             .then(_stage("input-processors", "input processors", agent, _input,
-                         _units(agent, inputs, "process_input")))
+                         _units(agent, inputs, "process_input"), _input_idle))
             .dountil(step, _finished(agent))
             .when(_not_tripped, _stage("output-processors", "output-result processors",
                                        agent, _output_result,
-                                       _units(agent, outputs, "process_output_result")),
+                                       _units(agent, outputs, "process_output_result"),
+                                       _output_result_idle),
                   label="no tripwire")
             .map(_outcome, id="outcome"))
 
