@@ -55,6 +55,7 @@ from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.processors.step import is_processor_workflow, processor_workflow_hooks
+from procflow.records import Usage
 from procflow.runtime.tracing import ParentSpan, Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
@@ -221,7 +222,7 @@ class _StageContext:
         self.tracer = ex.tracer
         self.span = span
 
-    def add_usage(self, usage: Mapping[str, Any]) -> None:
+    def add_usage(self, usage: Usage | Mapping[str, Any]) -> None:
         got = token_usage(usage)
         self._ex.add_usage(got)
         span = self.span
@@ -431,8 +432,9 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
                        usage=record.usage, finish_reason=record.finish_reason,
                        from_cache=record.from_cache, tool_calls=len(record.tool_calls),
                        latency_ms=round((time.time() - span.start) * 1000, 3))
-        if record.usage:
-            ctx.add_usage(record.usage)
+        if record.usage:  # a step's context reads any mapping; these counts are plain
+            ctx.add_usage(record.usage if type(ctx) is _StageContext
+                          else token_usage(record.usage))
         break
     if "process_llm_response" in deps.inputs.hooks:
         try:
@@ -499,6 +501,11 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
                 chunk = Finish(None)
             else:
                 raw.append(chunk)
+                if process is None and type(chunk) is TextDelta:  # the usual chunk
+                    texts.append(chunk.text)
+                    if emit is not None:
+                        await emit(chunk)
+                    continue
                 if isinstance(chunk, TextDelta):
                     pass
                 elif isinstance(chunk, Finish):
@@ -677,26 +684,28 @@ async def _run_tools(ctx: StepContext, deps: AgentDeps, state: AgentState) -> No
     done: dict[str, Any] = dict(resumed.get("done") or {})
     results: list[tuple[Any, bool] | None] = [None] * len(calls)
     suspended: list[dict[str, Any]] = []
-    limiter = anyio.CapacityLimiter(TOOL_CONCURRENCY)
-
-    async def one(i: int, call: dict[str, Any]) -> None:
+    async def run(i: int, call: dict[str, Any]) -> None:
         call_id = call["tool_call_id"]
         if call_id in done:
             value, is_error = done[call_id]
             results[i] = (value, bool(is_error))
             return
-        async with limiter:
-            try:
-                results[i] = await _one_tool(ctx, deps, state, tools, call,
-                                             resumed.get("resume_data"))
-            except ToolSuspended as sus:
-                suspended.append({"tool_call_id": call_id, "tool_name": call["tool_name"],
-                                  "args": dict(call.get("args") or {}),
-                                  "payload": sus.payload})
+        try:
+            results[i] = await _one_tool(ctx, deps, state, tools, call,
+                                         resumed.get("resume_data"))
+        except ToolSuspended as sus:
+            suspended.append({"tool_call_id": call_id, "tool_name": call["tool_name"],
+                              "args": dict(call.get("args") or {}), "payload": sus.payload})
 
-    if len(calls) == 1:
-        await one(0, calls[0])
+    if len(calls) == 1:  # alone: no limiter (acquiring one yields to the event loop)
+        await run(0, calls[0])
     else:
+        limiter = anyio.CapacityLimiter(TOOL_CONCURRENCY)
+
+        async def one(i: int, call: dict[str, Any]) -> None:
+            async with limiter:
+                await run(i, call)
+
         try:
             async with anyio.create_task_group() as tg:
                 for i, call in enumerate(calls):
