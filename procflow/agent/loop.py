@@ -379,17 +379,17 @@ def _llm_call(agent: Agent) -> Step | Workflow:
 async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
                       state: AgentState) -> None:
     current = state.current
-    model = deps.model if current.model is None else resolve_model(current.model)
+    model = (deps.model if current.model is None or current.model is deps.model
+             else resolve_model(current.model))
     tools = _current_tools(deps, state)
     choice = current.tool_choice
-    info = state.info()
     ml = state.messages
     prompt: list[dict[str, Any]] | None = ml.to_prompt()
     cached: list[Chunk] | None = None
     try:
         for runner in (deps.inputs, deps.errors):
             if "process_llm_request" in runner.hooks and cached is None:
-                request = await runner.run_llm_request(prompt or [], ml, info, model)
+                request = await runner.run_llm_request(prompt or [], ml, state.info(), model)
                 prompt, cached = request.prompt, request.response
             if deps.errors is deps.inputs:
                 break
@@ -438,7 +438,7 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
         break
     if "process_llm_response" in deps.inputs.hooks:
         try:
-            await deps.inputs.run_llm_response(chunks, ml, info, model,
+            await deps.inputs.run_llm_response(chunks, ml, state.info(), model,
                                                from_cache=record.from_cache)
         except TripwireError as trip:
             await deps.trip(state, trip)
