@@ -315,9 +315,14 @@ class Message(BaseModel):
     @property
     def text(self) -> str:
         """The text parts joined; ``content.content`` when there are no parts at all."""
-        if not self.content.parts:
-            return self.content.content or ""
-        return "".join(p.text for p in self.content.parts if isinstance(p, TextPart))
+        content = self.content
+        parts = content.parts
+        if not parts:
+            return content.content or ""
+        if len(parts) == 1:  # the usual message: no join
+            part = parts[0]
+            return part.text if isinstance(part, TextPart) else ""
+        return "".join([p.text for p in parts if isinstance(p, TextPart)])
 
     @property
     def tool_calls(self) -> list[ToolCallPart]:
@@ -378,10 +383,15 @@ def _part_dict(part: Part) -> dict[str, Any]:
 
 
 def _prompt_entry(msg: Message) -> dict[str, Any]:
+    role = msg.role
     parts = msg.content.parts
-    if msg.role != "tool" and all(isinstance(p, TextPart) for p in parts):
-        return {"role": msg.role, "content": msg.text}
-    return {"role": msg.role, "content": [_part_dict(p) for p in parts]}
+    if role != "tool":
+        for part in parts:
+            if not isinstance(part, TextPart):
+                break
+        else:
+            return {"role": role, "content": msg.text}
+    return {"role": role, "content": [_part_dict(p) for p in parts]}
 
 
 class MessageList:

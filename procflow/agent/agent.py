@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import aclosing
+from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any, Generic, Unpack, overload
 
 import anyio
@@ -630,7 +631,7 @@ class Agent(Generic[OutputT]):
             wf_run.mode = RunMode.PRIVATE
         live_deps[wf_run.run_id] = deps
         try:
-            async with toolset_sessions(self.toolsets):
+            async with _sessions(self.toolsets):
                 result = await wf_run.start(input_data=state,
                                             request_context=deps.ctx.request_context)
         finally:
@@ -676,7 +677,7 @@ class Agent(Generic[OutputT]):
             await emit(Start(self.id, resumed=run_id, run_id=run_id))
         live_deps[run_id] = deps
         try:
-            async with toolset_sessions(self.toolsets):
+            async with _sessions(self.toolsets):
                 result = await wf_run.resume(resume_data={
                     "approve": list(approve), "deny": list(deny), "resume_data": resume_data,
                     "done": payload.get("done") or {}}, request_context=options.get(
@@ -768,6 +769,14 @@ class Agent(Generic[OutputT]):
 
     def __repr__(self) -> str:
         return f"Agent(id={self.id!r})"
+
+
+_NO_SESSIONS = contextlib.nullcontext()
+
+
+def _sessions(toolsets: tuple[Toolset, ...]) -> AbstractAsyncContextManager[Any]:
+    """The toolsets' sessions for a call (none to enter: a shared no-op)."""
+    return toolset_sessions(toolsets) if toolsets else _NO_SESSIONS
 
 
 def _runner(items: list[Any], ctx: ProcessorContext, retries: int,

@@ -55,6 +55,7 @@ from procflow.processors._hooks import StepOverrides
 from procflow.processors.args import OutputResult, ProcessorWriter
 from procflow.processors.base import Processor
 from procflow.processors.step import is_processor_workflow, processor_workflow_hooks
+from procflow.records import Usage
 from procflow.runtime.tracing import ParentSpan, Span, Tracer
 from procflow.steps.context import StepContext
 from procflow.steps.step import Step, create_step
@@ -221,7 +222,7 @@ class _StageContext:
         self.tracer = ex.tracer
         self.span = span
 
-    def add_usage(self, usage: Mapping[str, Any]) -> None:
+    def add_usage(self, usage: Usage | Mapping[str, Any]) -> None:
         got = token_usage(usage)
         self._ex.add_usage(got)
         span = self.span
@@ -236,11 +237,49 @@ class _StageContext:
 
 
 def _stage(id: str, description: str, agent: Agent, run: StageFn, units: Sequence[Any],
-           ) -> Step | Workflow:
-    """The stage as a ``ProcessorStage`` when it has processors to draw, else one step."""
+           idle: Callable[[AgentDeps, AgentState], bool]) -> Step | Workflow:
+    """The stage as a ``ProcessorStage`` when it has processors to draw, else one step;
+    a call for which ``idle(deps, state)`` holds (no hook of the stage to run) does the
+    step's bookkeeping inline, without a span (``Step.inline``)."""
     if units:
         return ProcessorStage(id, description, agent, run, units)
-    return _loop_step(id, description, agent, lambda ctx, deps, state: run(deps, state))
+    step = _loop_step(id, description, agent, lambda ctx, deps, state: run(deps, state))
+
+    def inline(ex: Any, data: Any) -> bool:
+        deps = live_deps.get(ex.run_id)
+        if deps is None or type(data) is not AgentState or not idle(deps, data):
+            return False
+        deps.state = data
+        return True
+
+    step.inline = inline
+    return step
+
+
+def _input_idle(deps: AgentDeps, state: AgentState) -> bool:
+    return "process_input" not in deps.inputs.hooks
+
+
+def _input_step_idle(deps: AgentDeps, state: AgentState) -> bool:
+    """``_input_step`` without hooks or toolsets: its bookkeeping, done here."""
+    if "process_input_step" in deps.inputs.hooks or deps.agent.toolsets:
+        return False
+    state.retrying = False
+    state.current = StepOverrides(deps.model, list(deps.tools.values()), deps.tool_choice)
+    return True
+
+
+def _output_step_idle(deps: AgentDeps, state: AgentState) -> bool:
+    """``_output_step`` with nothing to do: no hook, no answer to check, no "step-finish"
+    to send (nobody streams, no stream processor to pass it through)."""
+    if deps.streaming or deps.output is not None or "process_output_step" in deps.outputs.hooks:
+        return False
+    pipe = deps.pipe
+    return pipe is None or pipe.empty
+
+
+def _output_result_idle(deps: AgentDeps, state: AgentState) -> bool:
+    return "process_output_result" not in deps.outputs.hooks and not deps.ctx.on_accepted
 
 
 def _loop_step(id: str, description: str, agent: Agent,
@@ -340,17 +379,17 @@ def _llm_call(agent: Agent) -> Step | Workflow:
 async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
                       state: AgentState) -> None:
     current = state.current
-    model = deps.model if current.model is None else resolve_model(current.model)
+    model = (deps.model if current.model is None or current.model is deps.model
+             else resolve_model(current.model))
     tools = _current_tools(deps, state)
     choice = current.tool_choice
-    info = state.info()
     ml = state.messages
     prompt: list[dict[str, Any]] | None = ml.to_prompt()
     cached: list[Chunk] | None = None
     try:
         for runner in (deps.inputs, deps.errors):
             if "process_llm_request" in runner.hooks and cached is None:
-                request = await runner.run_llm_request(prompt or [], ml, info, model)
+                request = await runner.run_llm_request(prompt or [], ml, state.info(), model)
                 prompt, cached = request.prompt, request.response
             if deps.errors is deps.inputs:
                 break
@@ -393,12 +432,13 @@ async def _call_model(ctx: StepContext | _StageContext, deps: AgentDeps,
                        usage=record.usage, finish_reason=record.finish_reason,
                        from_cache=record.from_cache, tool_calls=len(record.tool_calls),
                        latency_ms=round((time.time() - span.start) * 1000, 3))
-        if record.usage:
-            ctx.add_usage(record.usage)
+        if record.usage:  # a step's context reads any mapping; these counts are plain
+            ctx.add_usage(record.usage if type(ctx) is _StageContext
+                          else token_usage(record.usage))
         break
     if "process_llm_response" in deps.inputs.hooks:
         try:
-            await deps.inputs.run_llm_response(chunks, ml, info, model,
+            await deps.inputs.run_llm_response(chunks, ml, state.info(), model,
                                                from_cache=record.from_cache)
         except TripwireError as trip:
             await deps.trip(state, trip)
@@ -461,6 +501,11 @@ async def _consume(deps: AgentDeps, state: AgentState, record: StepRecord, model
                 chunk = Finish(None)
             else:
                 raw.append(chunk)
+                if process is None and type(chunk) is TextDelta:  # the usual chunk
+                    texts.append(chunk.text)
+                    if emit is not None:
+                        await emit(chunk)
+                    continue
                 if isinstance(chunk, TextDelta):
                     pass
                 elif isinstance(chunk, Finish):
@@ -639,26 +684,28 @@ async def _run_tools(ctx: StepContext, deps: AgentDeps, state: AgentState) -> No
     done: dict[str, Any] = dict(resumed.get("done") or {})
     results: list[tuple[Any, bool] | None] = [None] * len(calls)
     suspended: list[dict[str, Any]] = []
-    limiter = anyio.CapacityLimiter(TOOL_CONCURRENCY)
-
-    async def one(i: int, call: dict[str, Any]) -> None:
+    async def run(i: int, call: dict[str, Any]) -> None:
         call_id = call["tool_call_id"]
         if call_id in done:
             value, is_error = done[call_id]
             results[i] = (value, bool(is_error))
             return
-        async with limiter:
-            try:
-                results[i] = await _one_tool(ctx, deps, state, tools, call,
-                                             resumed.get("resume_data"))
-            except ToolSuspended as sus:
-                suspended.append({"tool_call_id": call_id, "tool_name": call["tool_name"],
-                                  "args": dict(call.get("args") or {}),
-                                  "payload": sus.payload})
+        try:
+            results[i] = await _one_tool(ctx, deps, state, tools, call,
+                                         resumed.get("resume_data"))
+        except ToolSuspended as sus:
+            suspended.append({"tool_call_id": call_id, "tool_name": call["tool_name"],
+                              "args": dict(call.get("args") or {}), "payload": sus.payload})
 
-    if len(calls) == 1:
-        await one(0, calls[0])
+    if len(calls) == 1:  # alone: no limiter (acquiring one yields to the event loop)
+        await run(0, calls[0])
     else:
+        limiter = anyio.CapacityLimiter(TOOL_CONCURRENCY)
+
+        async def one(i: int, call: dict[str, Any]) -> None:
+            async with limiter:
+                await run(i, call)
+
         try:
             async with anyio.create_task_group() as tg:
                 for i, call in enumerate(calls):
@@ -854,23 +901,26 @@ def build_loop(agent: Agent) -> Workflow:
     step = (create_workflow(id="agent-step", description="one model step", trace_io=False)
             .when(_open, _stage("input-step", "input-step processors and prepare_step",
                                 agent, _input_step,
-                                _units(agent, inputs, "process_input_step")),
+                                _units(agent, inputs, "process_input_step"),
+                                _input_step_idle),
                   label="not stopped")
             .when(_proceeds, _llm_call(agent), label="not stopped, no retry")
             .when(_proceeds, _stage("output-step", "output-step processors (may ask for a "
                                     "retry)", agent, _output_step,
-                                    _units(agent, outputs, "process_output_step")),
+                                    _units(agent, outputs, "process_output_step"),
+                                    _output_step_idle),
                   label="not stopped, no retry")
             .when(_has_calls, _tool_calls(agent), label="tool calls to run")
             .commit())
     return (create_workflow(id=f"agent:{agent.id}", description=f"loop of agent {agent.id}",
                             trace_io=False)
             .then(_stage("input-processors", "input processors", agent, _input,
-                         _units(agent, inputs, "process_input")))
+                         _units(agent, inputs, "process_input"), _input_idle))
             .dountil(step, _finished(agent))
             .when(_not_tripped, _stage("output-processors", "output-result processors",
                                        agent, _output_result,
-                                       _units(agent, outputs, "process_output_result")),
+                                       _units(agent, outputs, "process_output_result"),
+                                       _output_result_idle),
                   label="no tripwire")
             .map(_outcome, id="outcome"))
 

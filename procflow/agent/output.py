@@ -75,8 +75,23 @@ class UIMessage:
 
     @classmethod
     def from_message(cls, msg: Message) -> UIMessage:
-        return cls(msg.id, msg.role, list(msg.content.parts), dict(msg.content.metadata),
-                   msg.text)
+        # One per message of every call: the slots set directly, without the generated
+        # frozen __init__'s object.__setattr__ calls (as ``TextDelta`` does).
+        content = msg.content
+        ui = object.__new__(cls)
+        _set_ui_id(ui, msg.id)
+        _set_ui_role(ui, msg.role)
+        _set_ui_parts(ui, list(content.parts))
+        _set_ui_metadata(ui, dict(content.metadata))
+        _set_ui_text(ui, msg.text)
+        return ui
+
+
+_set_ui_id = UIMessage.__dict__["id"].__set__
+_set_ui_role = UIMessage.__dict__["role"].__set__
+_set_ui_parts = UIMessage.__dict__["parts"].__set__
+_set_ui_metadata = UIMessage.__dict__["metadata"].__set__
+_set_ui_text = UIMessage.__dict__["text"].__set__
 
 
 @dataclass(frozen=True, slots=True)

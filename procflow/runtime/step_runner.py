@@ -111,6 +111,12 @@ def _hydrate(unit: Unit, output: Any) -> Any:
 
 async def _run_step(ex: Execution, step: StepUnit, data: Any, scope: Scope, path: str,
                     replay: bool, keep: bool, iteration: int) -> Any:
+    inline = step.inline
+    if (inline is not None and not (ex.replaying or ex.sync or ex.mark_started or ex.encodes)
+            and ex.send is None and keep and inline(ex, data)):
+        now = _now()  # done inline: the record ``_run_step`` keeps, no span
+        ex.keep(path, StepResult("success", data, None, now, now, 1, None, None, iteration))
+        return data
     resume_data = None
     lost = 0  # attempts begun in a process that stopped (marked started, never ended)
     if ex.replaying:

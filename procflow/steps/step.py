@@ -75,6 +75,13 @@ class Step(Generic[InputT, OutputT]):
     span_kind: Literal["step", "processor"] = "step"
     is_workflow: Literal[False] = False
     """What tells the runtime a leaf step from a nested workflow."""
+    inline: Callable[[Any, Any], bool] | None = None
+    """Internal (the agent loop's stages): ``inline(execution, data)`` may do the step's
+    whole work on ``data`` at once when that work is trivial (no hook to call, nothing to
+    trace) and return ``True``; the step is then recorded a success with ``data`` as its
+    output and gets no span ("no spans for work not done"). Asked only on a run that
+    keeps its records in memory until the end (never while replaying or streaming
+    events); ``False`` runs the step as usual."""
 
     def __init__(self, *, id: str, execute: ExecuteFn[InputT, OutputT], input_schema: Any = None,
                  output_schema: Any = None, suspend_schema: Any = None,
