@@ -920,7 +920,10 @@ def _sender(send: MemoryObjectSendStream[Chunk]) -> Emit:
         nonlocal open_
         if open_:
             try:
-                await send.send(chunk)
+                try:  # into the buffer without a trip through the event loop per chunk
+                    send.send_nowait(chunk)
+                except anyio.WouldBlock:
+                    await send.send(chunk)  # the buffer is full: wait for the reader
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 open_ = False
     return emit

@@ -295,6 +295,19 @@ class ModelOutput(Generic[OutputT]):
         one waited for its turn."""
         assert self._pulling is not None and self._receive is not None
         seen = len(self._chunks)
+        if not self._pulling.locked():  # a chunk already sent is taken without a wait
+            try:
+                self._chunks.append(self._receive.receive_nowait())
+                return
+            except anyio.WouldBlock:
+                pass
+            except anyio.EndOfStream:
+                self._ended = True
+                self._receive.close()
+                return
+            except anyio.ClosedResourceError:
+                self._closed = True
+                return
         async with self._pulling:  # one reader receives; the others read the list
             if len(self._chunks) > seen or self._ended or self._closed:
                 return

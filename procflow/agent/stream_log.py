@@ -47,6 +47,7 @@ __all__ = ["ENDED_GRACE", "StreamLog", "follow_stream"]
 _END: Final = "end"
 """The key of the entry that ends a stream (no chunk has it)."""
 _STALL_POLLS: Final = 3
+_STEP_FIELDS: Final = tuple(f.name for f in dataclasses.fields(StepRecord))
 ENDED_GRACE: Final = 60.0
 """Seconds a stream whose run has ended may stay silent before a follower gives up on
 it: after its run, a call still sends its last chunks and may hand off to another
@@ -215,7 +216,7 @@ def _output_document(out: FullOutput[Any]) -> dict[str, Any]:
     """``out`` as plain data (``_output_from`` reads it back)."""
     return {
         "text": out.text, "finish_reason": out.finish_reason, "usage": out.usage.to_dict(),
-        "steps": [dataclasses.asdict(s) for s in out.steps],
+        "steps": [{name: getattr(s, name) for name in _STEP_FIELDS} for s in out.steps],
         "tool_calls": [{"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
                         "args": dict(c.args)} for c in out.tool_calls],
         "tool_results": [{"tool_call_id": r.tool_call_id, "tool_name": r.tool_name,
@@ -228,7 +229,8 @@ def _output_document(out: FullOutput[Any]) -> dict[str, Any]:
         "model": out.response.model,
         "fallbacks": [f.to_dict() for f in out.response.fallbacks],
         "run_id": out.run_id, "agent_id": out.agent_id,
-        "suspended": [dataclasses.asdict(c) for c in out.suspended],
+        "suspended": [{"tool_call_id": c.tool_call_id, "tool_name": c.tool_name,
+                       "args": c.args, "payload": c.payload} for c in out.suspended],
     }
 
 
