@@ -23,7 +23,7 @@ from typing_extensions import TypeVar
 from procflow.errors import StepValidationError
 from procflow.records import RunSnapshot, RunStatus, SpanKind, StepResult, Tripwire, Usage
 from procflow.runtime.events import EventType, WorkflowEvent
-from procflow.storage.codec import encode_snapshot, encode_step
+from procflow.storage.codec import FixedFields, encode_snapshot, encode_step
 from procflow.storage.values import UnstorableValueError
 
 if TYPE_CHECKING:
@@ -265,6 +265,7 @@ class Execution:
         "dirty",
         "distributor",
         "encodes",
+        "fixed",
         "input",
         "mark_started",
         "marked_running",
@@ -309,6 +310,9 @@ class Execution:
         # The persisted request context, for "running" snapshots: taken at the first one
         # (the start, under "sync" durability); a final snapshot takes it anew.
         self.context_json: dict[str, Any] | None = None
+        self.fixed = FixedFields()
+        """The header's fields that do not change, encoded once (while the input and the
+        persisted request context are the same objects)."""
         self.sync_start = sync and self.persistent
         """Write a "running" snapshot as the run starts (under "sync" durability)."""
         self.sync = self.sync_start and not storage.process_local
@@ -444,7 +448,7 @@ class Execution:
         Raises:
             UnstorableValueError: A header value cannot be stored.
         """
-        header, blobs = encode_snapshot(snapshot, digests=self.digests)
+        header, blobs = encode_snapshot(snapshot, digests=self.digests, fixed=self.fixed)
         for path, result in dirty.items():
             if result.encoded is None:
                 self.encode(path, result)
