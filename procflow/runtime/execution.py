@@ -48,6 +48,7 @@ __all__ = [
     "StepUnit",
     "Suspended",
     "Unit",
+    "Write",
 ]
 
 InputT = TypeVar("InputT", default=Any)
@@ -407,8 +408,13 @@ class Execution:
     async def flush(self, status: RunStatus, *, result: Any = None,
                     error: BaseException | None = None, suspended: list[list[str]] | None = None,
                     tripwire: Tripwire | None = None,
-                    state: dict[str, Any] | None = None) -> None:
+                    state: dict[str, Any] | None = None, write: Write | None = None,
+                    ) -> None:
         """Write the run header and the step results changed since the last flush.
+
+        ``write`` writes them instead of ``storage.save_snapshot`` (a combined write,
+        e.g. ``Storage.save_and_release``); if it raises, the results are kept for a
+        retry as when the storage fails.
 
         Raises:
             StepValidationError: A header value (the state, the result) cannot be stored.
@@ -425,12 +431,13 @@ class Execution:
             suspended=suspended or [],
             tripwire=tripwire, request_context=self.context_json,
             created_at=self.created_at, updated_at=time.time())
+        save = self.storage.save_snapshot if write is None else write
         try:
             if not self.encodes:  # the storage keeps the objects themselves
-                await self.storage.save_snapshot(snapshot, dirty)
+                await save(snapshot, dirty)
                 return
             blobs = self.encode_header(snapshot, dirty)
-            await self.storage.save_snapshot(snapshot, dirty)
+            await save(snapshot, dirty)
         except BaseException as exc:
             self.dirty = {**dirty, **self.dirty}  # not written: keep them for a retry
             if isinstance(exc, UnstorableValueError):
@@ -476,6 +483,9 @@ class Execution:
             return True, self.resume_data
         return False, None
 
+
+Write = Callable[[RunSnapshot, dict[str, StepResult]], Awaitable[None]]
+"""Writes a run's header and step results (``Execution.flush``'s ``write``)."""
 
 Node = Callable[[Execution, Any, Scope], Awaitable[Any]]
 """One compiled plan entry: takes the execution, the data and the scope; returns the data."""
