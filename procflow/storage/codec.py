@@ -145,8 +145,11 @@ def _encode_fields(document: dict[str, Any], keys: tuple[str, ...],
         UnstorableValueError: A value cannot be stored; ``where()`` starts at its field.
     """
     for key in keys:
+        value = document[key]
+        if value is None:  # (most payload fields of most steps)
+            continue
         try:
-            document[key] = encode_value(document[key], blobs=blobs, blob_size=blob_size,
+            document[key] = encode_value(value, blobs=blobs, blob_size=blob_size,
                                          digests=digests)
         except UnstorableValueError as exc:
             exc.parts.append(key)
