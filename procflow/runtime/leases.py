@@ -145,7 +145,13 @@ class RunLease:
             return False
         store, wf, run = self.storage, self.workflow_id, self.run_id
         if start is not None:
-            lease = await start(self.owner, self.ttl)
+            try:
+                lease = await start(self.owner, self.ttl)
+            except Exception:
+                # A backend may have taken the lease before its save failed: let it go
+                # (the owner id is this object's alone; a lease not taken is no error).
+                await self._release_quietly()
+                raise
             if lease is not None:
                 self.held = lease
                 self.lost = False
@@ -189,6 +195,9 @@ class RunLease:
         if self.held is None:
             return
         self.held = None
+        await self._release_quietly()
+
+    async def _release_quietly(self) -> None:
         try:
             await self.storage.release_lease(self.workflow_id, self.run_id, owner=self.owner)
         except Exception:
