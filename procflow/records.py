@@ -429,7 +429,10 @@ class SpanRows(Sequence[dict[str, Any]]):
 
     def _all(self) -> list[dict[str, Any]]:
         if self._rows is None:
-            self._rows = [_row(as_span(s), self._truncate, self._secrets)
+            # A value met again (a step's output is the next step's input) is converted
+            # once: by identity, while the spans hold it.
+            seen: dict[int, tuple[Any, Any]] = {}
+            self._rows = [_row(as_span(s), self._truncate, self._secrets, seen)
                           for s in self._spans]
         return self._rows
 
@@ -531,8 +534,22 @@ def redact_secrets(value: Any, secrets: tuple[str, ...] = ()) -> Any:
     return mask_secrets(value, secrets)
 
 
+def _converted(value: Any, truncate: int, secrets: tuple[str, ...],
+               seen: dict[int, tuple[Any, Any]]) -> Any:
+    """``_jsonable(value)``, made once per value object of a trace (``seen``)."""
+    if value is None:
+        return None
+    known = seen.get(id(value))
+    if known is not None and known[0] is value:
+        return known[1]
+    data = _jsonable(value, truncate, secrets)
+    seen[id(value)] = (value, data)
+    return data
+
+
 def _jsonable(value: Any, truncate: int, secrets: tuple[str, ...]) -> Any:
-    if value is None or getattr(value, "__procflow_untraced__", False):
+    # (looked up on the class: a pydantic model's instance __getattr__ is slow to fail)
+    if value is None or getattr(type(value), "__procflow_untraced__", False):
         return None  # e.g. the agent loop's state object: mutable, internal, not data
     try:
         data = to_jsonable_python(value, fallback=repr, serialize_unknown=True)
@@ -589,13 +606,15 @@ def _clip(data: Any, budget: list[int]) -> Any:
     return data
 
 
-def _row(span: Span, truncate: int, secrets: tuple[str, ...]) -> dict[str, Any]:
+def _row(span: Span, truncate: int, secrets: tuple[str, ...],
+         seen: dict[int, tuple[Any, Any]]) -> dict[str, Any]:
+    attributes = span.attributes
     return {
         "span_id": span.span_id, "parent_id": span.parent_id, "name": span.name,
         "kind": span.kind, "path": span.path, "start": span.start, "end": span.end,
-        "status": span.status, "input": _jsonable(span.input, truncate, secrets),
-        "output": _jsonable(span.output, truncate, secrets),
+        "status": span.status, "input": _converted(span.input, truncate, secrets, seen),
+        "output": _converted(span.output, truncate, secrets, seen),
         "error": redact_secrets(span.error, secrets) if span.error else None,
-        "attributes": redact_secrets(to_jsonable_python(span.attributes or {}, fallback=repr),
-                                     secrets),
+        "attributes": redact_secrets(to_jsonable_python(attributes, fallback=repr), secrets)
+        if attributes else {},
     }

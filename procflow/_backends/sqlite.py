@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Final, TypeVar, final
 
 import anyio.to_thread
@@ -68,18 +69,36 @@ def connect(path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT,
     return connection
 
 
-@contextmanager
-def transaction(connection: sqlite3.Connection,
-                begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` (or the given BEGIN) ... ``COMMIT``, rolled back on any error."""
-    connection.execute(begin)
-    try:
-        yield
-        connection.execute("COMMIT")
-    except BaseException:
+@final
+class transaction:
+    """``BEGIN IMMEDIATE`` (or the given BEGIN) ... ``COMMIT``, rolled back on any error.
+
+    A class rather than a ``@contextmanager`` generator: every write makes one, and the
+    generator's machinery costs more than the transaction's Python side otherwise.
+    """
+
+    __slots__ = ("_begin", "_connection")
+
+    def __init__(self, connection: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> None:
+        self._connection = connection
+        self._begin = begin
+
+    def __enter__(self) -> None:
+        self._connection.execute(self._begin)
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        connection = self._connection
+        if kind is None:
+            try:
+                connection.execute("COMMIT")
+                return
+            except BaseException:
+                if connection.in_transaction:
+                    connection.rollback()
+                raise
         if connection.in_transaction:
             connection.rollback()
-        raise
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from typing_extensions import TypeVar
 from procflow.errors import StepValidationError
 from procflow.records import RunSnapshot, RunStatus, SpanKind, StepResult, Tripwire, Usage
 from procflow.runtime.events import EventType, WorkflowEvent
-from procflow.storage.codec import encode_snapshot, encode_step
+from procflow.storage.codec import FixedFields, encode_snapshot, encode_step
 from procflow.storage.values import UnstorableValueError
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ __all__ = [
     "StepUnit",
     "Suspended",
     "Unit",
+    "Write",
 ]
 
 InputT = TypeVar("InputT", default=Any)
@@ -269,6 +270,7 @@ class Execution:
         "dirty",
         "distributor",
         "encodes",
+        "fixed",
         "input",
         "mark_started",
         "marked_running",
@@ -313,6 +315,9 @@ class Execution:
         # The persisted request context, for "running" snapshots: taken at the first one
         # (the start, under "sync" durability); a final snapshot takes it anew.
         self.context_json: dict[str, Any] | None = None
+        self.fixed = FixedFields()
+        """The header's fields that do not change, encoded once (while the input and the
+        persisted request context are the same objects)."""
         self.sync_start = sync and self.persistent
         """Write a "running" snapshot as the run starts (under "sync" durability)."""
         self.sync = self.sync_start and not storage.process_local
@@ -407,8 +412,13 @@ class Execution:
     async def flush(self, status: RunStatus, *, result: Any = None,
                     error: BaseException | None = None, suspended: list[list[str]] | None = None,
                     tripwire: Tripwire | None = None,
-                    state: dict[str, Any] | None = None) -> None:
+                    state: dict[str, Any] | None = None, write: Write | None = None,
+                    ) -> None:
         """Write the run header and the step results changed since the last flush.
+
+        ``write`` writes them instead of ``storage.save_snapshot`` (a combined write,
+        e.g. ``Storage.save_and_release``); if it raises, the results are kept for a
+        retry as when the storage fails.
 
         Raises:
             StepValidationError: A header value (the state, the result) cannot be stored.
@@ -425,12 +435,13 @@ class Execution:
             suspended=suspended or [],
             tripwire=tripwire, request_context=self.context_json,
             created_at=self.created_at, updated_at=time.time())
+        save = self.storage.save_snapshot if write is None else write
         try:
             if not self.encodes:  # the storage keeps the objects themselves
-                await self.storage.save_snapshot(snapshot, dirty)
+                await save(snapshot, dirty)
                 return
             blobs = self.encode_header(snapshot, dirty)
-            await self.storage.save_snapshot(snapshot, dirty)
+            await save(snapshot, dirty)
         except BaseException as exc:
             self.dirty = {**dirty, **self.dirty}  # not written: keep them for a retry
             if isinstance(exc, UnstorableValueError):
@@ -448,7 +459,7 @@ class Execution:
         Raises:
             UnstorableValueError: A header value cannot be stored.
         """
-        header, blobs = encode_snapshot(snapshot, digests=self.digests)
+        header, blobs = encode_snapshot(snapshot, digests=self.digests, fixed=self.fixed)
         for path, result in dirty.items():
             if result.encoded is None:
                 self.encode(path, result)
@@ -476,6 +487,9 @@ class Execution:
             return True, self.resume_data
         return False, None
 
+
+Write = Callable[[RunSnapshot, dict[str, StepResult]], Awaitable[None]]
+"""Writes a run's header and step results (``Execution.flush``'s ``write``)."""
 
 Node = Callable[[Execution, Any, Scope], Awaitable[Any]]
 """One compiled plan entry: takes the execution, the data and the scope; returns the data."""

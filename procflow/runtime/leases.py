@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
@@ -30,13 +30,24 @@ if TYPE_CHECKING:
     from procflow.records import Lease
     from procflow.storage.base import Storage
 
-__all__ = ["DEFAULT_LEASE_TTL", "Heartbeat", "RunLease", "lease_owner_id", "owner_is_dead",
-           "parked_owner"]
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "Heartbeat",
+    "RunLease",
+    "Start",
+    "lease_owner_id",
+    "owner_is_dead",
+    "parked_owner",
+]
 
 DEFAULT_LEASE_TTL: Final = 30.0
 """Seconds a run's lease lasts unless renewed; the heartbeat renews it every third."""
 
 _log = logging.getLogger("procflow")
+
+Start = Callable[[str, float], Awaitable["Lease | None"]]
+"""Takes a run's lease for an owner and a ttl and stores the run's start with it
+(``RunLease.take``)."""
 
 _LOCAL_TTL: Final = 10 * 365 * 86400.0
 """The lease duration in a process-local storage: it never expires while the holder runs."""
@@ -115,19 +126,38 @@ class RunLease:
         self.held: Lease | None = None
         self.lost = False
 
-    async def take(self, *, parked: bool = False) -> None:
+    async def take(self, *, parked: bool = False, start: Start | None = None) -> bool:
         """Hold the lease (no-op if held), taking over one of a dead local process.
 
         Args:
             parked: Also take over the lease of a parked fan-out (``parked_owner``).
+            start: Called with the owner and ttl instead of the first
+                ``acquire_lease``: takes the lease and stores the run's start in one
+                write (``Storage.acquire_and_save``); ``None`` if another holds it.
+
+        Returns:
+            Whether ``start`` took the lease (and so stored the run's start).
 
         Raises:
             RunStateError: Another live owner holds it.
         """
         if self.held is not None:
-            return
+            return False
         store, wf, run = self.storage, self.workflow_id, self.run_id
-        lease = await store.acquire_lease(wf, run, owner=self.owner, ttl=self.ttl)
+        if start is not None:
+            try:
+                lease = await start(self.owner, self.ttl)
+            except Exception:
+                # A backend may have taken the lease before its save failed: let it go
+                # (the owner id is this object's alone; a lease not taken is no error).
+                await self._release_quietly()
+                raise
+            if lease is not None:
+                self.held = lease
+                self.lost = False
+                return True
+        else:
+            lease = await store.acquire_lease(wf, run, owner=self.owner, ttl=self.ttl)
         if lease is None:
             holder = await store.get_lease(wf, run)
             if holder is not None and (owner_is_dead(holder.owner) or (
@@ -145,6 +175,7 @@ class RunLease:
                     workflow_id=wf, run_id=run)
         self.held = lease
         self.lost = False
+        return False
 
     async def hand_over(self, owner: str) -> None:
         """Give the held lease to ``owner`` (a parked fan-out's) instead of releasing it
@@ -164,6 +195,9 @@ class RunLease:
         if self.held is None:
             return
         self.held = None
+        await self._release_quietly()
+
+    async def _release_quietly(self) -> None:
         try:
             await self.storage.release_lease(self.workflow_id, self.run_id, owner=self.owner)
         except Exception:

@@ -13,15 +13,17 @@ import anyio
 
 from procflow._backends.deadline import shielded
 from procflow.errors import StepValidationError, StorageError, TripwireError
-from procflow.records import RunStatus, Tripwire
+from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord, Tripwire
 from procflow.runtime.distributed import Parked
 from procflow.runtime.execution import Execution, Failed, Suspended
+from procflow.runtime.leases import Start
 from procflow.runtime.results import WorkflowResult
 from procflow.runtime.run_data import RunData
 from procflow.runtime.run_lease import LeaseKeeper
-from procflow.runtime.run_trace import RunTrace
+from procflow.runtime.run_trace import RunTrace, saved
 from procflow.runtime.step_context import BailSignal
 from procflow.runtime.step_runner import run_plan
+from procflow.storage.base import Storage
 
 __all__ = ["CANCELED", "EPHEMERAL", "PRIVATE", "SHARED", "Outcome", "RunExecution", "RunMode"]
 
@@ -66,7 +68,7 @@ CANCELED = Outcome("canceled")
 class RunExecution:
     """One execution of a run: ``run`` it, or ``finish`` it with a known outcome."""
 
-    __slots__ = ("cancel_requested", "data", "ex", "scope", "trace")
+    __slots__ = ("cancel_requested", "combines", "data", "ex", "scope", "started", "trace")
 
     def __init__(self, ex: Execution, data: RunData, trace: RunTrace,
                  cancel_requested: bool = False) -> None:
@@ -77,6 +79,13 @@ class RunExecution:
         self.scope: anyio.CancelScope | None = None
         """The cancel scope around the run's body while it runs (guarded executions)."""
         self.cancel_requested = cancel_requested
+        self.combines = ex.persistent and Storage in type(ex.storage).__mro__
+        """Write the run's start with its lease and its end with its trace and the
+        lease's release (``Storage.acquire_and_save``, ``save_and_release``). Only for a
+        ``Storage`` subclass: a proxy forwarding other methods to a backend
+        (``__getattr__``) keeps seeing every single write it overrides."""
+        self.started = False
+        """The run's start was stored with its lease."""
 
     def cancel(self) -> bool:
         """Cancel the run's body, now or as soon as it starts; whether it was running."""
@@ -99,7 +108,7 @@ class RunExecution:
         try:
             if not guarded or lease is None:
                 return await self.finish(await self._body())
-            await lease.take(self.ex.storage, ttl=ttl)
+            self.started = await lease.take(self.ex.storage, ttl=ttl, start=self._start())
             with anyio.CancelScope() as scope:
                 self.scope = scope
                 if self.cancel_requested:
@@ -109,11 +118,11 @@ class RunExecution:
             lease.check_kept()
             if scope.cancelled_caught:
                 outcome = CANCELED
-            return await self.finish(outcome)
+            return await self.finish(outcome, lease)
         except anyio.get_cancelled_exc_class():
             with shielded(f"storing canceled run {self.ex.run_id!r}"):
                 if lease is None or not lease.lost:
-                    await self.finish(CANCELED)
+                    await self.finish(CANCELED, lease)
             raise
         finally:
             self.scope = None
@@ -125,13 +134,40 @@ class RunExecution:
         ex = self.ex
         if ex.send is not None:
             await ex.event("run-start", None, {"input": self.data.input})
-        if ex.sync_start:
+        if ex.sync_start and not self.started:
             await ex.flush("running")
         return await _outcome(ex)
 
-    async def finish(self, outcome: Outcome) -> WorkflowResult[Any]:
+    def _start(self) -> Start | None:
+        """How the lease is taken with the run's start ("running" snapshot under "sync"
+        durability) in one write, or ``None``."""
+        ex = self.ex
+        if not ex.sync_start or not self.combines:
+            return None
+
+        async def start(owner: str, ttl: float) -> Lease | None:
+            taken: list[Lease] = []
+
+            async def write(snapshot: RunSnapshot, steps: dict[str, StepResult]) -> None:
+                lease = await ex.storage.acquire_and_save(snapshot, steps, owner=owner,
+                                                          ttl=ttl)
+                if lease is None:
+                    raise _NotTaken  # nothing written: the flush keeps its results
+                taken.append(lease)
+
+            try:
+                await ex.flush("running", write=write)
+            except _NotTaken:
+                return None
+            return taken[0]
+
+        return start
+
+    async def finish(self, outcome: Outcome, lease: LeaseKeeper | None = None,
+                     ) -> WorkflowResult[Any]:
         """Store the outcome (the trace first: whoever sees the run settled in storage
-        finds its trace) and leave it in the run's data."""
+        finds its trace) and leave it in the run's data. With the run's ``lease``, a
+        settled run's last write releases it too (one write where the storage can)."""
         ex, data = self.ex, self.data
         status, result, error, suspended_paths, tripwire = outcome
         suspended = list(dict.fromkeys(suspended_paths))
@@ -142,26 +178,66 @@ class RunExecution:
         usage = ex.usage
         if usage is not None and ex.top.span is not None:
             ex.top.span.set(usage=usage.to_dict())
+        record = None
         try:
-            await self.trace.save(ex, status, result, error, tripwire)
+            record = self.trace.end(ex, status, result, error, tripwire)
         except Exception:  # the run's outcome stands without its trace
-            logging.getLogger("procflow").warning(
-                "the trace of run %s could not be stored", ex.run_id, exc_info=True)
-        try:
-            await ex.flush(status, result=result, error=error, suspended=paths,
-                           tripwire=tripwire)
-        except Exception as exc:  # the storage failed or refused a value: a failed run
-            if not isinstance(error, StorageError):
-                error = exc
-            status, result, suspended, paths, tripwire = "failed", None, [], [], None
-            await _write_failure(ex, error)
-            data.status = status
-            data.suspended = suspended
+            _trace_not_stored(ex)
+        owner = None if lease is None or status == "running" else lease.releasable()
+        if not (self.combines and (record is not None or owner is not None)
+                and await self._write_end(outcome, paths, record, owner, lease)):
+            if record is not None:
+                try:
+                    await RunTrace.save(ex, record)
+                except Exception:  # the run's outcome stands without its trace
+                    _trace_not_stored(ex)
+            try:
+                await ex.flush(status, result=result, error=error, suspended=paths,
+                               tripwire=tripwire)
+            except Exception as exc:  # the storage failed or refused a value: a failed run
+                if not isinstance(error, StorageError):
+                    error = exc
+                status, result, suspended, paths, tripwire = "failed", None, [], [], None
+                await _write_failure(ex, error)
+                data.status = status
+                data.suspended = suspended
         data.result = WorkflowResult(status, result, dict(data.records), error, data.state,
                                      paths, tripwire, usage, ex.run_id)
         if ex.send is not None:
             await ex.event("run-finish", None, {"result": data.result})
         return data.result
+
+    async def _write_end(self, outcome: Outcome, paths: list[list[str]],
+                         record: TraceRecord | None, owner: str | None,
+                         lease: LeaseKeeper | None) -> bool:
+        """The trace, the final snapshot and the lease's release in one write
+        (``Storage.save_and_release``); whether it was written (if not, ``finish``
+        writes each on its own, and says what failed)."""
+        ex = self.ex
+        storage = ex.storage
+
+        async def write(snapshot: RunSnapshot, steps: dict[str, StepResult]) -> None:
+            await storage.save_and_release(snapshot, steps, trace=record, owner=owner)
+
+        try:
+            await ex.flush(outcome.status, result=outcome.result, error=outcome.error,
+                           suspended=paths, tripwire=outcome.tripwire, write=write)
+        except Exception:
+            return False
+        if record is not None:
+            saved(record)
+        if owner is not None and lease is not None:
+            lease.released()
+        return True
+
+
+class _NotTaken(Exception):
+    """Internal: another owner holds the lease a run's start was to be written with."""
+
+
+def _trace_not_stored(ex: Execution) -> None:
+    logging.getLogger("procflow").warning(
+        "the trace of run %s could not be stored", ex.run_id, exc_info=True)
 
 
 async def _write_failure(ex: Execution, error: BaseException) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 
 from procflow._backends.deadline import shielded
-from procflow.runtime.leases import RunLease, lease_owner_id, parked_owner
+from procflow.runtime.leases import RunLease, Start, lease_owner_id, parked_owner
 
 if TYPE_CHECKING:
     from procflow.storage.base import Storage
@@ -50,19 +50,38 @@ class LeaseKeeper:
         if self.lease is not None and self.lease.lost:
             raise self.lease.lost_error()
 
-    async def take(self, storage: Storage, *, ttl: float, parked: bool = False) -> None:
+    async def take(self, storage: Storage, *, ttl: float, parked: bool = False,
+                   start: Start | None = None) -> bool:
         """Hold the run's lease; no-op if held or if nothing is stored. ``parked``: take
-        over a parked fan-out's lease.
+        over a parked fan-out's lease; ``start``: take it with the run's start (see
+        ``RunLease.take``).
+
+        Returns:
+            Whether ``start`` took the lease (and stored the run's start).
 
         Raises:
             RunStateError: Another live process holds it.
         """
         if not storage.persistent:
-            return
+            return False
         if self.lease is None or self.lease.held is None:
             self.lease = RunLease(storage, self.workflow_id, self.run_id,
                                   owner=self.owner, ttl=ttl)
-        await self.lease.take(parked=parked)
+        return await self.lease.take(parked=parked, start=start)
+
+    def releasable(self) -> str | None:
+        """The owner whose lease the run's last write may release with it
+        (``Storage.save_and_release``): the lease is held and expires; else ``None``
+        (``release`` deals with it)."""
+        lease = self.lease
+        if lease is None or lease.held is None or not lease.renews:
+            return None
+        return lease.owner
+
+    def released(self) -> None:
+        """The run's last write released the lease (``releasable``)."""
+        if self.lease is not None:
+            self.lease.held = None
 
     async def drop(self) -> None:
         """Release the lease if held."""

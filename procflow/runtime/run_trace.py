@@ -17,7 +17,7 @@ from procflow.runtime.tracing import ParentSpan, Tracer, finished_trace_hooks
 if TYPE_CHECKING:
     from procflow.storage.base import Storage
 
-__all__ = ["RunTrace", "earlier_spans"]
+__all__ = ["RunTrace", "earlier_spans", "saved"]
 
 
 class RunTrace:
@@ -53,26 +53,36 @@ class RunTrace:
                                                "step": self.replay_of[1]},
                                 reused=sorted(records))
 
-    async def save(self, ex: Execution, status: RunStatus, result: Any,
-                   error: BaseException | None, tripwire: Tripwire | None) -> None:
-        """End the execution's run span and store the run's trace (its own, if any)."""
+    def end(self, ex: Execution, status: RunStatus, result: Any,
+            error: BaseException | None, tripwire: Tripwire | None) -> TraceRecord | None:
+        """End the execution's run span; the run's trace to store (``save``), or ``None``
+        when it has no trace of its own."""
         span = ex.top.span
         if span is None:
-            return
+            return None
         wf = ex.wf
         attributes = {"tripwire": tripwire.to_dict()} if tripwire else {}
         Tracer.end(span, "running" if status == "pending" or status == "corrupted" else status,
                    output=result if wf.trace_io else None, error=error, **attributes)
         if self.parent is not None or ex.tracer is None:
-            return
-        store = ex.storage if ex.storage.persistent else resolve_storage(None, wf)
-        spans = ex.tracer.spans
+            return None
         # A resumed run's trace holds each execution's run span; this one ended last.
-        record = TraceRecord.from_spans(ex.run_id, wf.id, status, spans,
-                                        truncate=wf.trace_truncate, ended=span.end)
+        return TraceRecord.from_spans(ex.run_id, wf.id, status, ex.tracer.spans,
+                                      truncate=wf.trace_truncate, ended=span.end)
+
+    @staticmethod
+    async def save(ex: Execution, record: TraceRecord) -> None:
+        """Store the run's trace (``end``'s record) on its own."""
+        store = ex.storage if ex.storage.persistent else resolve_storage(None, ex.wf)
         await store.save_trace(record)
-        if finished_trace_hooks:  # OpenTelemetry export, when instrumented
-            _call_trace_hooks(record)
+        saved(record)
+
+
+def saved(record: TraceRecord) -> None:
+    """A run's trace was stored: give it to the finished-trace hooks (OpenTelemetry
+    export, when instrumented)."""
+    if finished_trace_hooks:
+        _call_trace_hooks(record)
 
 
 def _call_trace_hooks(record: TraceRecord) -> None:

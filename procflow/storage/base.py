@@ -13,8 +13,10 @@ What the runtime asks of a backend beyond its methods is declared here as a
 *capability*, a class attribute with a default (``persistent``, ``keeps_objects``,
 ``process_local``, ``keeps_streams``). A backend subclasses ``Storage`` and overrides
 the capabilities that differ; the runtime reads them as attributes and never probes for
-them. Likewise the four retention methods (``prune_runs``) have defaults built on ``list_runs`` and
-``delete_run``, which the built-in backends replace with their own.
+them. Likewise the four retention methods (``prune_runs``) have defaults built on
+``list_runs`` and ``delete_run``, which the built-in backends replace with their own,
+and so do the two combined writes of a run's start and end (``acquire_and_save``,
+``save_and_release``), built on the single ones.
 """
 
 from __future__ import annotations
@@ -167,6 +169,37 @@ class Storage(Protocol):
     async def aclose(self) -> None:
         """Release connections; the storage is not used afterwards."""
         ...
+
+    # -- combined writes; defaults on the methods above ---------------------------------
+
+    async def acquire_and_save(self, snapshot: RunSnapshot, steps: Mapping[str, StepResult],
+                               *, owner: str, ttl: float) -> Lease | None:
+        """Take the run's lease (``acquire_lease``, no steal) and, only if taken, save
+        ``snapshot`` and ``steps`` (``save_snapshot``): a run's start. A backend that can
+        does both in one transaction. Default: the two calls.
+
+        Returns:
+            The lease now held by ``owner``, or ``None`` (another owner holds a live
+            lease; nothing was saved).
+        """
+        lease = await self.acquire_lease(snapshot.workflow_id, snapshot.run_id, owner=owner,
+                                         ttl=ttl)
+        if lease is not None:
+            await self.save_snapshot(snapshot, steps)
+        return lease
+
+    async def save_and_release(self, snapshot: RunSnapshot, steps: Mapping[str, StepResult],
+                               *, trace: TraceRecord | None, owner: str | None) -> None:
+        """Store a run's end: its ``trace`` (``save_trace``), then ``snapshot`` and
+        ``steps`` (``save_snapshot``), then release ``owner``'s lease (``release_lease``);
+        ``None`` skips a part. A backend that can does it in one transaction; whoever sees
+        the run settled finds its trace. Default: the three calls, in that order.
+        """
+        if trace is not None:
+            await self.save_trace(trace)
+        await self.save_snapshot(snapshot, steps)
+        if owner is not None:
+            await self.release_lease(snapshot.workflow_id, snapshot.run_id, owner=owner)
 
     # -- the stream log (``keeps_streams``) ------------------------------------------
 

@@ -48,6 +48,7 @@ __all__ = [
     "BLOB_SIZE",
     "FORMAT_VERSION",
     "TRACE_FORMAT_VERSION",
+    "FixedFields",
     "dump_run",
     "dump_snapshot",
     "dump_step",
@@ -144,8 +145,11 @@ def _encode_fields(document: dict[str, Any], keys: tuple[str, ...],
         UnstorableValueError: A value cannot be stored; ``where()`` starts at its field.
     """
     for key in keys:
+        value = document[key]
+        if value is None:  # (most payload fields of most steps)
+            continue
         try:
-            document[key] = encode_value(document[key], blobs=blobs, blob_size=blob_size,
+            document[key] = encode_value(value, blobs=blobs, blob_size=blob_size,
                                          digests=digests)
         except UnstorableValueError as exc:
             exc.parts.append(key)
@@ -164,8 +168,51 @@ _RUN_VALUES: Final = ("input", "state", "result", "suspended", "tripwire",
                       "request_context")
 
 
+_FIXED_VALUES: Final = ("input", "request_context")
+_CHANGING_VALUES: Final = ("state", "result", "suspended", "tripwire")
+
+
+class FixedFields:
+    """The part of a run's header that stays the same while the run executes (ids,
+    creation time, input, persisted request context), encoded once: ``encode_snapshot``
+    given one reuses that JSON while the snapshots hold the same input and request
+    context objects, and encodes only the rest at each write. One per execution."""
+
+    __slots__ = ("_blobs", "_input", "_json", "_key", "_request_context")
+
+    def __init__(self) -> None:
+        self._key: tuple[str, str, float] | None = None
+        self._input: Any = None
+        self._request_context: Any = None
+        self._json = ""
+        self._blobs: dict[str, str | bytes] = {}
+
+    def encoded(self, snapshot: RunSnapshot, blob_size: int | None,
+                digests: dict[int, tuple[Any, str]] | None,
+                ) -> tuple[str, dict[str, str | bytes]]:
+        """The fixed fields' JSON object without its closing brace, and their blobs.
+
+        Raises:
+            UnstorableValueError: A value cannot be stored.
+        """
+        key = (snapshot.workflow_id, snapshot.run_id, snapshot.created_at)
+        if (key != self._key or snapshot.input is not self._input
+                or snapshot.request_context is not self._request_context):
+            document: dict[str, Any] = {
+                "v": FORMAT_VERSION, "workflow_id": key[0], "run_id": key[1],
+                "created_at": key[2], "input": snapshot.input,
+                "request_context": snapshot.request_context}
+            blobs: dict[str, str | bytes] = {}
+            text = _encode_fields(document, _FIXED_VALUES, blobs, blob_size, digests)
+            self._key, self._input = key, snapshot.input
+            self._request_context = snapshot.request_context
+            self._json, self._blobs = text[:-1], blobs
+        return self._json, self._blobs
+
+
 def encode_snapshot(snapshot: RunSnapshot, *, blob_size: int | None = BLOB_SIZE,
                     digests: dict[int, tuple[Any, str]] | None = None,
+                    fixed: FixedFields | None = None,
                     ) -> tuple[str, dict[str, str | bytes]]:
     """Encode a run header: its JSON document and the blobs it references.
 
@@ -173,11 +220,27 @@ def encode_snapshot(snapshot: RunSnapshot, *, blob_size: int | None = BLOB_SIZE,
         snapshot: The header to encode.
         blob_size: Strings and bytes longer than this become blob references.
         digests: Known digests of large values by identity (see ``encode_value``).
+        fixed: The run's fields that do not change, encoded once (see ``FixedFields``;
+            the document then holds the same fields in another order).
 
     Raises:
         UnstorableValueError: A value cannot be stored (its path starts at the field,
             e.g. ``"state.cart[2]"``).
     """
+    if fixed is not None:
+        head, fixed_blobs = fixed.encoded(snapshot, blob_size, digests)
+        rest: dict[str, Any] = {
+            "status": snapshot.status,
+            "updated_at": snapshot.updated_at,
+            "state": snapshot.state,
+            "result": snapshot.result,
+            "error": _encode_error(snapshot.error),
+            "suspended": snapshot.suspended,
+            "tripwire": None if snapshot.tripwire is None else snapshot.tripwire.to_dict(),
+        }
+        blobs: dict[str, str | bytes] = dict(fixed_blobs)
+        text = _encode_fields(rest, _CHANGING_VALUES, blobs, blob_size, digests)
+        return head + "," + text[1:], blobs
     document: dict[str, Any] = {
         "v": FORMAT_VERSION,
         "workflow_id": snapshot.workflow_id,
@@ -193,7 +256,7 @@ def encode_snapshot(snapshot: RunSnapshot, *, blob_size: int | None = BLOB_SIZE,
         "tripwire": None if snapshot.tripwire is None else snapshot.tripwire.to_dict(),
         "request_context": snapshot.request_context,
     }
-    blobs: dict[str, str | bytes] = {}
+    blobs = {}
     return _encode_fields(document, _RUN_VALUES, blobs, blob_size, digests), blobs
 
 

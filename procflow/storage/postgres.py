@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 from procflow._backends import AsyncResource
 from procflow._backends.postgres import OPERATION_TIMEOUT, PostgresPool
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
-from procflow.storage._sql import lease_request, run_rows, trace_row
+from procflow.storage._sql import RunRows, lease_request, run_rows, trace_row
 from procflow.storage.base import Storage
 from procflow.storage.codec import (
     listed_snapshot,
@@ -39,6 +39,9 @@ from procflow.storage.codec import (
     load_trace_json,
 )
 from procflow.storage.retention import PrunedRun
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
 
 __all__ = ["PostgresStorage"]
 
@@ -100,6 +103,8 @@ _ACQUIRE: Final = """
         OR procflow_leases.owner = %(steal_from)s
     RETURNING owner
 """
+_RELEASE: Final = ("DELETE FROM procflow_leases WHERE workflow_id = %s AND run_id = %s "
+                   "AND owner = %s")
 
 
 @final
@@ -158,10 +163,39 @@ class PostgresStorage(AsyncResource, Storage):
         async with self.pool.connection(f"saving run {snapshot.run_id!r} of workflow "
                                         f"{snapshot.workflow_id!r}") as conn, \
                 conn.transaction():
-            await conn.execute(_UPSERT_RUN, rows.run)
-            if rows.steps:
-                async with conn.cursor() as cursor:
-                    await cursor.executemany(_UPSERT_STEP, rows.steps)
+            await _save_rows(conn, rows)
+
+    async def acquire_and_save(self, snapshot: RunSnapshot, steps: Mapping[str, StepResult],
+                               *, owner: str, ttl: float) -> Lease | None:
+        """Take the run's lease and, if taken, upsert the run and step rows, in one
+        transaction (see ``Storage.acquire_and_save``)."""
+        request = lease_request(snapshot.workflow_id, snapshot.run_id, owner=owner, ttl=ttl,
+                                steal_from=None)
+        rows = run_rows(snapshot, steps)
+        async with self.pool.connection(f"starting run {snapshot.run_id!r} of workflow "
+                                        f"{snapshot.workflow_id!r}") as conn, \
+                conn.transaction():
+            cursor = await conn.execute(_ACQUIRE, request.params)
+            if await cursor.fetchone() is None:
+                return None
+            await _save_rows(conn, rows)
+        return Lease(owner, request.expires_at)
+
+    async def save_and_release(self, snapshot: RunSnapshot, steps: Mapping[str, StepResult],
+                               *, trace: TraceRecord | None, owner: str | None) -> None:
+        """Upsert the trace row, the run and step rows and delete ``owner``'s lease row,
+        in one transaction: one commit, one wait for the server's WAL flush (see
+        ``Storage.save_and_release``)."""
+        rows = run_rows(snapshot, steps)
+        trace_data = None if trace is None else trace_row(trace)
+        async with self.pool.connection(f"saving run {snapshot.run_id!r} of workflow "
+                                        f"{snapshot.workflow_id!r}") as conn, \
+                conn.transaction():
+            if trace_data is not None:
+                await conn.execute(_UPSERT_TRACE, trace_data)
+            await _save_rows(conn, rows)
+            if owner is not None:
+                await conn.execute(_RELEASE, (snapshot.workflow_id, snapshot.run_id, owner))
 
     async def load_snapshot(self, workflow_id: str, run_id: str,
                             ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
@@ -318,8 +352,7 @@ class PostgresStorage(AsyncResource, Storage):
     async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
         """Delete the lease row if ``owner`` holds it."""
         async with self.pool.connection(f"releasing the lease of run {run_id!r}") as conn:
-            await conn.execute("DELETE FROM procflow_leases WHERE workflow_id = %s AND "
-                               "run_id = %s AND owner = %s", (workflow_id, run_id, owner))
+            await conn.execute(_RELEASE, (workflow_id, run_id, owner))
 
     async def get_lease(self, workflow_id: str, run_id: str) -> Lease | None:
         """The run's live lease, or ``None``."""
@@ -395,6 +428,14 @@ class PostgresStorage(AsyncResource, Storage):
     async def aclose(self) -> None:
         """Close the pool; later calls raise ``StorageError``."""
         await self.pool.aclose()
+
+
+async def _save_rows(conn: AsyncConnection, rows: RunRows) -> None:
+    """Upsert a run's header row and step rows (inside a transaction)."""
+    await conn.execute(_UPSERT_RUN, rows.run)
+    if rows.steps:
+        async with conn.cursor() as cursor:
+            await cursor.executemany(_UPSERT_STEP, rows.steps)
 
 
 def _filters(**columns: str | None) -> tuple[str, list[Any]]:

@@ -311,17 +311,60 @@ class RedisStorage(AsyncResource, Storage):
             StorageError: The server could not be reached or refused the write.
         """
         workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
+        queue_run = self._run_writes(snapshot, steps)
+        with self._redis.translate(f"saving run {run_id!r} of workflow {workflow_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                queue_run(pipe)
+                await pipe.execute()
+
+    def _run_writes(self, snapshot: RunSnapshot,
+                    steps: Mapping[str, StepResult]) -> Callable[[Any], None]:
+        """Encode a run now; the returned function queues its writes (header, step rows,
+        indexes) on a pipeline."""
+        workflow_id, run_id = snapshot.workflow_id, snapshot.run_id
         header, rows = dump_run(snapshot, steps)
         fields: dict[FieldT, EncodableT] = dict(rows)
         member = json.dumps([workflow_id, run_id])
-        with self._redis.translate(f"saving run {run_id!r} of workflow {workflow_id!r}"):
+
+        def queue(pipe: Any) -> None:
+            pipe.set(self._run_key(workflow_id, run_id), header)
+            if fields:
+                pipe.hset(self._steps_key(workflow_id, run_id), mapping=fields)
+            pipe.zadd(self._index_key(None), {member: snapshot.updated_at})
+            pipe.zadd(self._index_key(workflow_id), {member: snapshot.updated_at})
+
+        return queue
+
+    async def save_and_release(self, snapshot: RunSnapshot, steps: Mapping[str, StepResult],
+                               *, trace: TraceRecord | None, owner: str | None) -> None:
+        """Write the trace, the run and release ``owner``'s lease in one WATCH/MULTI/EXEC
+        (see ``Storage.save_and_release``): one round trip to queue, one to execute.
+
+        Raises:
+            StorageError: The server could not be reached, refused the write, or the
+                trace kept changing.
+        """
+        run_id = snapshot.run_id
+        queue_run = self._run_writes(snapshot, steps)
+        queue_trace = None if trace is None else self._trace_writes(trace)
+        lease_key = self._lease_key(snapshot.workflow_id, run_id)
+        with self._redis.translate(f"saving run {run_id!r} of workflow "
+                                   f"{snapshot.workflow_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.set(self._run_key(workflow_id, run_id), header)
-                if fields:
-                    pipe.hset(self._steps_key(workflow_id, run_id), mapping=fields)
-                pipe.zadd(self._index_key(None), {member: snapshot.updated_at})
-                pipe.zadd(self._index_key(workflow_id), {member: snapshot.updated_at})
-                await pipe.execute()
+                for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
+                    if queue_trace is not None:
+                        await queue_trace(pipe)
+                    queue_run(pipe)
+                    if owner is not None:
+                        pipe.eval(_RELEASE, 1, lease_key, owner)
+                    try:
+                        await pipe.execute()
+                    except WatchError:
+                        continue
+                    return
+        raise StorageError(f"Redis storage at {self._redis.display}: saving the trace of run "
+                           f"{run_id!r} failed: the trace kept changing "
+                           f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
 
     async def load_snapshot(self, workflow_id: str, run_id: str,
                             ) -> tuple[RunSnapshot, dict[str, StepResult]] | None:
@@ -638,22 +681,11 @@ class RedisStorage(AsyncResource, Storage):
                 trace kept changing.
         """
         run_id = trace.run_id
-        document = dump_trace(trace)
-        head = dump_trace(dataclasses.replace(trace, spans=[]))
-        head_key = self._trace_head_key(run_id)
+        queue_trace = self._trace_writes(trace)
         with self._redis.translate(f"saving the trace of run {run_id!r}"):
             async with self._client.pipeline(transaction=True) as pipe:
                 for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
-                    await pipe.watch(head_key)
-                    previous = _head_workflow(await pipe.get(head_key))
-                    pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
-                    pipe.set(self._trace_key(run_id), document)
-                    pipe.set(head_key, head)
-                    if previous is not None and previous != trace.workflow_id:
-                        pipe.zrem(self._trace_index_key(previous), run_id)
-                    pipe.zadd(self._trace_index_key(None), {run_id: trace.started_at})
-                    pipe.zadd(self._trace_index_key(trace.workflow_id),
-                              {run_id: trace.started_at})
+                    await queue_trace(pipe)
                     try:
                         await pipe.execute()
                     except WatchError:
@@ -662,6 +694,28 @@ class RedisStorage(AsyncResource, Storage):
         raise StorageError(f"Redis storage at {self._redis.display}: saving the trace of run "
                            f"{run_id!r} failed: the trace kept changing "
                            f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
+
+    def _trace_writes(self, trace: TraceRecord) -> Callable[[Any], Awaitable[None]]:
+        """Encode a trace now; the returned function watches its header key, then starts
+        a pipeline's MULTI and queues the trace's writes (document, header, indexes; a
+        trace replacing one of another workflow leaves that workflow's index)."""
+        run_id = trace.run_id
+        document = dump_trace(trace)
+        head = dump_trace(dataclasses.replace(trace, spans=[]))
+        head_key = self._trace_head_key(run_id)
+
+        async def queue(pipe: Any) -> None:
+            await pipe.watch(head_key)
+            previous = _head_workflow(await pipe.get(head_key))
+            pipe.multi()
+            pipe.set(self._trace_key(run_id), document)
+            pipe.set(head_key, head)
+            if previous is not None and previous != trace.workflow_id:
+                pipe.zrem(self._trace_index_key(previous), run_id)
+            pipe.zadd(self._trace_index_key(None), {run_id: trace.started_at})
+            pipe.zadd(self._trace_index_key(trace.workflow_id), {run_id: trace.started_at})
+
+        return queue
 
     async def load_trace(self, run_id: str) -> TraceRecord | None:
         """The trace of the run, spans included, or ``None`` if none is stored.

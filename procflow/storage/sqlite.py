@@ -32,7 +32,7 @@ from procflow._backends import AsyncResource
 from procflow._backends.sqlite import BUSY_TIMEOUT, SQLiteFile, raw_text, transaction
 from procflow.errors import SnapshotCorruptedError
 from procflow.records import Lease, RunSnapshot, RunStatus, StepResult, TraceRecord
-from procflow.storage._sql import lease_request, run_rows, trace_row
+from procflow.storage._sql import RunRows, lease_request, run_rows, trace_row
 from procflow.storage.base import Storage
 from procflow.storage.codec import (
     listed_snapshot,
@@ -149,6 +149,7 @@ _ACQUIRE: Final = """
     WHERE leases.owner = excluded.owner OR leases.expires_at <= :now
         OR leases.owner = :steal_from
 """
+_RELEASE: Final = "DELETE FROM leases WHERE workflow_id = ? AND run_id = ? AND owner = ?"
 
 
 @final
@@ -202,11 +203,57 @@ class SQLiteStorage(AsyncResource, Storage):
 
         def save(connection: sqlite3.Connection) -> None:
             with transaction(connection):
-                connection.execute(_UPSERT_RUN, rows.run)
-                if rows.steps:
-                    connection.executemany(_UPSERT_STEP, rows.steps)
+                _save_rows(connection, rows)
 
-        size = len(rows.run[5]) + sum(len(row[3]) for row in rows.steps)
+        await self._file.run(f"saving run {snapshot.run_id!r} of workflow "
+                             f"{snapshot.workflow_id!r}", save, small=_size(rows) <= _SMALL)
+
+    async def acquire_and_save(self, snapshot: RunSnapshot, steps: Mapping[str, StepResult],
+                               *, owner: str, ttl: float) -> Lease | None:
+        """Take the run's lease and, if taken, upsert the run and step rows, in one
+        transaction (see ``Storage.acquire_and_save``).
+
+        Raises:
+            ValueError: ``ttl`` is not a finite number > 0.
+            StorageError: The database could not be written.
+        """
+        request = lease_request(snapshot.workflow_id, snapshot.run_id, owner=owner, ttl=ttl,
+                                steal_from=None)
+        rows = run_rows(snapshot, steps)
+
+        def save(connection: sqlite3.Connection) -> bool:
+            with transaction(connection):
+                if connection.execute(_ACQUIRE, request.params).rowcount <= 0:
+                    return False
+                _save_rows(connection, rows)
+                return True
+
+        taken = await self._file.run(f"starting run {snapshot.run_id!r} of workflow "
+                                     f"{snapshot.workflow_id!r}", save,
+                                     small=_size(rows) <= _SMALL)
+        return Lease(owner, request.expires_at) if taken else None
+
+    async def save_and_release(self, snapshot: RunSnapshot, steps: Mapping[str, StepResult],
+                               *, trace: TraceRecord | None, owner: str | None) -> None:
+        """Upsert the trace row, the run and step rows and delete ``owner``'s lease row,
+        in one transaction (see ``Storage.save_and_release``).
+
+        Raises:
+            StorageError: The database could not be written.
+        """
+        rows = run_rows(snapshot, steps)
+        trace_data = None if trace is None else trace_row(trace)
+        release = None if owner is None else (snapshot.workflow_id, snapshot.run_id, owner)
+
+        def save(connection: sqlite3.Connection) -> None:
+            with transaction(connection):
+                if trace_data is not None:
+                    connection.execute(_UPSERT_TRACE, trace_data)
+                _save_rows(connection, rows)
+                if release is not None:
+                    connection.execute(_RELEASE, release)
+
+        size = _size(rows) + (0 if trace_data is None else len(trace_data[5]))
         await self._file.run(f"saving run {snapshot.run_id!r} of workflow "
                              f"{snapshot.workflow_id!r}", save, small=size <= _SMALL)
 
@@ -419,8 +466,7 @@ class SQLiteStorage(AsyncResource, Storage):
 
         def release(connection: sqlite3.Connection) -> None:
             with transaction(connection):
-                connection.execute("DELETE FROM leases WHERE workflow_id = ? AND run_id = ? "
-                                   "AND owner = ?", params)
+                connection.execute(_RELEASE, params)
 
         await self._file.run(f"releasing the lease of run {run_id!r}", release, small=True)
 
@@ -540,6 +586,18 @@ class SQLiteStorage(AsyncResource, Storage):
         """Close the connection; later calls raise ``StorageError``."""
         await self._file.aclose()
 
+
+
+def _save_rows(connection: sqlite3.Connection, rows: RunRows) -> None:
+    """Upsert a run's header row and step rows (inside a transaction)."""
+    connection.execute(_UPSERT_RUN, rows.run)
+    if rows.steps:
+        connection.executemany(_UPSERT_STEP, rows.steps)
+
+
+def _size(rows: RunRows) -> int:
+    """Characters of JSON in a run's rows."""
+    return len(rows.run[5]) + sum(len(row[3]) for row in rows.steps)
 
 
 def _filters(workflow_id: str | None, status: str | None,

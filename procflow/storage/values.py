@@ -367,6 +367,9 @@ def encode_value(value: Any, *, blob_size: int | None = None,
     Raises:
         UnstorableValueError: The value (or something inside it) cannot be stored.
     """
+    cls = type(value)
+    if value is None or cls is int or cls is bool:  # nothing to walk or refuse
+        return value
     encoder = _Encoder(blob_size, digests)
     out = encoder.value(value, 0)
     if blobs is not None:

@@ -8,14 +8,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
 import pytest
 
 from procflow import RunStateError, StepContext, create_step, create_workflow
+from procflow.errors import StorageError
+from procflow.records import Lease, RunSnapshot, StepResult
 from procflow.runtime.leases import owner_is_dead
-from procflow.storage import InMemoryStorage, SQLiteStorage
+from procflow.storage import InMemoryStorage, NullStorage, SQLiteStorage
 
 TRIALS = 10
 
@@ -269,3 +272,36 @@ async def test_an_in_memory_lease_never_expires_while_its_run_runs() -> None:
         release.set()
     assert run.status == "success"
     assert await storage.get_lease("slow", "r1") is None
+
+
+class _LeasesOnly(NullStorage):
+    """Keeps leases, refuses to save runs: a start written with its lease fails after the
+    lease was taken (the default ``acquire_and_save``: two calls)."""
+
+    persistent = True
+
+    def __init__(self) -> None:
+        self.leases: dict[tuple[str, str], str] = {}
+
+    async def acquire_lease(self, workflow_id: str, run_id: str, *, owner: str,
+                            ttl: float, steal_from: str | None = None) -> Lease | None:
+        holder = self.leases.setdefault((workflow_id, run_id), owner)
+        return Lease(owner, time.time() + ttl) if holder == owner else None
+
+    async def release_lease(self, workflow_id: str, run_id: str, *, owner: str) -> None:
+        if self.leases.get((workflow_id, run_id)) == owner:
+            del self.leases[(workflow_id, run_id)]
+
+    async def save_snapshot(self, snapshot: RunSnapshot,
+                            steps: Mapping[str, StepResult]) -> None:
+        raise StorageError("the database went away")
+
+
+async def test_a_start_that_fails_after_taking_the_lease_lets_it_go() -> None:
+    storage = _LeasesOnly()
+    wf = create_workflow(id="w", storage=storage).then(
+        create_step(id="a", execute=lambda ctx: 1)).commit()
+
+    with pytest.raises(StorageError, match="went away"):
+        await wf.create_run().start(input_data=None)
+    assert storage.leases == {}

@@ -246,6 +246,53 @@ async def test_leases_are_per_run(storage: Storage) -> None:
     assert await storage.acquire_lease("other", "run-1", owner="b", ttl=30) is not None
 
 
+async def test_a_start_is_saved_with_its_lease_and_only_if_it_is_taken(
+        storage: Storage) -> None:
+    lease = await storage.acquire_and_save(header("r1"), {"a": done(1)}, owner="a", ttl=30)
+
+    assert lease is not None and lease.owner == "a"
+    held = await storage.get_lease("wf", "r1")
+    assert held is not None and held.owner == "a"
+    loaded = await storage.load_snapshot("wf", "r1")
+    assert loaded is not None and loaded[1]["a"].output == 1
+
+    refused = await storage.acquire_and_save(header("r1", status="failed"), {"b": done(2)},
+                                             owner="b", ttl=30)
+    assert refused is None
+    loaded = await storage.load_snapshot("wf", "r1")
+    assert loaded is not None and loaded[0].status == "running" and "b" not in loaded[1]
+
+
+async def test_an_end_is_saved_with_its_trace_and_releases_the_lease(
+        storage: Storage) -> None:
+    await storage.acquire_lease("wf", "r1", owner="a", ttl=30)
+
+    await storage.save_and_release(header("r1", status="success"), {"a": done(1)},
+                                   trace=trace("r1"), owner="a")
+
+    loaded = await storage.load_snapshot("wf", "r1")
+    assert loaded is not None and loaded[0].status == "success"
+    assert loaded[1]["a"].output == 1
+    stored = await storage.load_trace("r1")
+    assert stored is not None and stored.status == "success"
+    assert await storage.get_lease("wf", "r1") is None
+
+
+async def test_an_end_leaves_another_owners_lease_and_may_omit_parts(
+        storage: Storage) -> None:
+    await storage.acquire_lease("wf", "r1", owner="b", ttl=30)
+
+    await storage.save_and_release(header("r1", status="failed"), {}, trace=None, owner="a")
+    await storage.save_and_release(header("r2", status="success"), {}, trace=None,
+                                   owner=None)
+
+    held = await storage.get_lease("wf", "r1")
+    assert held is not None and held.owner == "b"
+    assert await storage.load_trace("r1") is None
+    loaded = await storage.load_snapshot("wf", "r2")
+    assert loaded is not None and loaded[0].status == "success"
+
+
 async def test_deleting_a_run_drops_its_trace(storage: Storage) -> None:
     await storage.save_snapshot(header("r1"), {"a": done(1)})
     await storage.save_trace(trace("r1"))
