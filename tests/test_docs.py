@@ -112,7 +112,8 @@ def _service_answers(name: str) -> bool:
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.where for b in BLOCKS])
-def test_python_block_runs(tmp_path: Path, block: Block) -> None:
+def test_python_block_runs(tmp_path: Path, block: Block,
+                           request: pytest.FixtureRequest) -> None:
     for name in block.needs:
         if not _service_answers(name):
             if os.environ.get(_SERVICES[name][2]):
@@ -129,6 +130,8 @@ def test_python_block_runs(tmp_path: Path, block: Block) -> None:
     env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"  # nothing may reach a real provider
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env["NO_COLOR"] = "1"
+    if "postgres" in block.needs:  # the session's own database, not the shared one
+        env["PROCFLOW_POSTGRES_DSN"] = request.getfixturevalue("postgres_dsn")
     command = [sys.executable, str(script)]
     if block.language == "bash":
         (tmp_path / "examples").symlink_to(ROOT / "examples")
