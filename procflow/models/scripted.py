@@ -61,7 +61,9 @@ class ScriptedModel:
     script (call a tool, then answer), a conversation kept in memory goes on where it
     was, and a run resumed in another process, with a fresh ``ScriptedModel``, continues
     the script instead of starting it again. Two independent calls (no shared history)
-    both get the first turn.
+    both get the first turn. A model whose first request comes past the end of its
+    script starts the script there (a model made afresh for each request answers with
+    its own turns).
 
     A ``str`` turn is streamed one word per "text-delta" (each word with its following
     whitespace) and finishes with "stop"; a list of ``ToolCall`` is streamed as
@@ -88,8 +90,8 @@ class ScriptedModel:
         ValueError: ``usage_per_word`` is negative.
     """
 
-    __slots__ = ("_model_id", "_positions", "_raised", "_turns", "_usage_per_word",
-                 "_used", "requests")
+    __slots__ = ("_model_id", "_positions", "_raised", "_start", "_turns",
+                 "_usage_per_word", "_used", "requests")
 
     def __init__(self, turns: Sequence[Turn], *, model_id: str = "scripted",
                  usage_per_word: int = 1) -> None:
@@ -104,6 +106,7 @@ class ScriptedModel:
         self._usage_per_word = usage_per_word
         self._raised: dict[int, int] = {}  # position -> errors of it raised so far
         self._used: set[int] = set()
+        self._start: int | None = None  # the conversation turn its script's turn 0 answers
         self.requests: list[ModelRequest] = []
 
     @property
@@ -126,12 +129,17 @@ class ScriptedModel:
                 f"used={len(self._used)})")
 
     def _turn_for(self, prompt: Sequence[Mapping[str, Any]]) -> Turn:
-        position = assistant_turns(prompt)
-        if position >= len(self._positions):
+        turns = assistant_turns(prompt)
+        if self._start is None:  # the first request: a script too short to reach it
+            self._start = turns if turns >= len(self._positions) else 0  # starts here
+        position = turns - self._start
+        if not 0 <= position < len(self._positions):
+            started = (f", started at turn {self._start} of its first conversation"
+                       if self._start else "")
             raise APICallError(
-                f"ScriptedModel has no turn for a conversation with {position} assistant "
-                f"turns (its script answers {len(self._positions)}); add a turn for every "
-                "model call the test makes")
+                f"ScriptedModel has no turn for a conversation with {turns} assistant "
+                f"turns (its script answers {len(self._positions)}{started}); add a turn "
+                "for every model call the test makes")
         script = self._positions[position]
         raised = self._raised.get(position, 0)
         if raised < len(script.errors):

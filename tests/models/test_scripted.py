@@ -181,3 +181,16 @@ def test_every_exported_name_exists() -> None:
 
     for name in models.__all__:
         assert getattr(models, name) is not None, name
+
+
+async def test_a_model_first_asked_past_its_script_starts_the_script_there() -> None:
+    # a model made afresh for each request (as a wrapper choosing a script per turn does)
+    later = _after(HI, "hi")
+    fresh = ScriptedModel(["the answer"])
+    assert [c.text for c in await run(fresh, later)][:1] == ["the "]
+    with pytest.raises(APICallError, match=r"its script answers 1, started at turn 1 of its "
+                                           r"first conversation"):
+        await run(fresh, HI)  # before where it started
+    # a script long enough for the conversation is not shifted: a resumed run goes on
+    resumed = ScriptedModel(["first", "second"])
+    assert [c.text for c in await run(resumed, later)][:1] == ["second"]
