@@ -79,11 +79,14 @@ class RunExecution:
         self.scope: anyio.CancelScope | None = None
         """The cancel scope around the run's body while it runs (guarded executions)."""
         self.cancel_requested = cancel_requested
-        self.combines = ex.persistent and Storage in type(ex.storage).__mro__
+        storage = ex.storage
+        self.combines = (ex.persistent and not storage.process_local
+                         and Storage in type(storage).__mro__)
         """Write the run's start with its lease and its end with its trace and the
         lease's release (``Storage.acquire_and_save``, ``save_and_release``). Only for a
-        ``Storage`` subclass: a proxy forwarding other methods to a backend
-        (``__getattr__``) keeps seeing every single write it overrides."""
+        durable ``Storage`` subclass: a store in this process has no commit to save
+        (its writes stay the plain ones), and a proxy forwarding other methods to a
+        backend (``__getattr__``) keeps seeing every single write it overrides."""
         self.started = False
         """The run's start was stored with its lease."""
 
