@@ -348,15 +348,29 @@ class RedisStorage(AsyncResource, Storage):
         queue_run = self._run_writes(snapshot, steps)
         queue_trace = None if trace is None else self._trace_writes(trace)
         lease_key = self._lease_key(snapshot.workflow_id, run_id)
-        with self._redis.translate(f"saving run {run_id!r} of workflow "
-                                   f"{snapshot.workflow_id!r}"):
+
+        async def queue(pipe: Any) -> None:
+            if queue_trace is not None:
+                await queue_trace(pipe)
+            queue_run(pipe)
+            if owner is not None:
+                pipe.eval(_RELEASE, 1, lease_key, owner)
+
+        await self._write_watched(
+            f"saving run {run_id!r} of workflow {snapshot.workflow_id!r}", run_id, queue)
+
+    async def _write_watched(self, operation: str, run_id: str,
+                             queue: Callable[[Any], Awaitable[None]]) -> None:
+        """Queue writes in a transaction (``queue`` may WATCH keys first) and execute it,
+        again while a watched key changed in between (a trace saved meanwhile).
+
+        Raises:
+            StorageError: The server failed, or the trace kept changing.
+        """
+        with self._redis.translate(operation):
             async with self._client.pipeline(transaction=True) as pipe:
                 for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
-                    if queue_trace is not None:
-                        await queue_trace(pipe)
-                    queue_run(pipe)
-                    if owner is not None:
-                        pipe.eval(_RELEASE, 1, lease_key, owner)
+                    await queue(pipe)
                     try:
                         await pipe.execute()
                     except WatchError:
@@ -681,19 +695,8 @@ class RedisStorage(AsyncResource, Storage):
                 trace kept changing.
         """
         run_id = trace.run_id
-        queue_trace = self._trace_writes(trace)
-        with self._redis.translate(f"saving the trace of run {run_id!r}"):
-            async with self._client.pipeline(transaction=True) as pipe:
-                for _ in range(_MAX_TRACE_SAVE_ATTEMPTS):
-                    await queue_trace(pipe)
-                    try:
-                        await pipe.execute()
-                    except WatchError:
-                        continue
-                    return
-        raise StorageError(f"Redis storage at {self._redis.display}: saving the trace of run "
-                           f"{run_id!r} failed: the trace kept changing "
-                           f"({_MAX_TRACE_SAVE_ATTEMPTS} attempts)")
+        await self._write_watched(f"saving the trace of run {run_id!r}", run_id,
+                                  self._trace_writes(trace))
 
     def _trace_writes(self, trace: TraceRecord) -> Callable[[Any], Awaitable[None]]:
         """Encode a trace now; the returned function watches its header key, then starts
